@@ -1,0 +1,609 @@
+"""Node-side agent: collect raw facts and print them as one JSON document.
+
+Standard library only and self-contained, so it runs on any node with ``python3`` and can be sent
+over SSH as ``python3 - < probe.py``. It never imports torch (3+ s): versions come from package
+metadata and from the NCCL library itself. Every collector records its own error and the probe
+never crashes. Parsing is not done here: ``validator.facts`` turns this document into facts.
+
+    python3 probe.py [--resolve NAME]... [--argv-json '["torchrun", ...]'] [--no-port-probe]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import json
+import os
+import re
+import resource
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+AGENT_SCHEMA = 1
+VERSION = "0.1.0"
+
+ALLOW_PREFIXES = (
+    "NCCL_",
+    "TORCH_",
+    "TORCHELASTIC_",
+    "PET_",
+    "GLOO_",
+    "CUDA_",
+    "NVIDIA_",
+    "SLURM_",
+    "OMPI_",
+    "PMI_",
+    "PMIX_",
+    "MPI_",
+    "LWS_",
+    "MASTER_",
+    "ROLE_",
+    "GROUP_",
+    "DLTS_",
+    "UCX_",
+    "FI_",
+    "JOBSET_",
+    "KUBEFLOW_",
+    "VALIDATOR_",
+    "DEEPSPEED_",
+    "DS_",
+)
+ALLOW_NAMES = {
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "NNODES",
+    "SLURMD_NODENAME",
+    "JOB_COMPLETION_INDEX",
+    "POD_NAME",
+    "POD_NAMESPACE",
+    "POD_IP",
+    "HOSTNAME",
+    "CROSS_RANK",
+    "CROSS_SIZE",
+    "LOCAL_SIZE",
+    "OMP_NUM_THREADS",
+    "USE_LIBUV",
+    "LD_LIBRARY_PATH",
+    "KUBERNETES_SERVICE_HOST",
+    "KUBERNETES_SERVICE_PORT",
+    "PYTHONPATH",
+}
+SECRET = re.compile(r"TOKEN|SECRET|PASS(WORD|WD)?|KEY|CREDENTIAL|AUTH|PRIVATE|COOKIE", re.I)
+MASTER_ENV = ("MASTER_ADDR", "PET_MASTER_ADDR", "LWS_LEADER_ADDRESS")
+MASTER_OPTS = ("--master-addr", "--master_addr", "--rdzv-endpoint", "--rdzv_endpoint")
+PORT_ENV = ("MASTER_PORT", "PET_MASTER_PORT")
+PORT_OPTS = ("--master-port", "--master_port")
+RANK0_ENV = (
+    "RANK",
+    "NODE_RANK",
+    "GROUP_RANK",
+    "PET_NODE_RANK",
+    "SLURM_NODEID",
+    "SLURM_PROCID",
+    "JOB_COMPLETION_INDEX",
+    "LWS_WORKER_INDEX",
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+)
+NODE_RANK_OPTS = ("--node-rank", "--node_rank")
+RESOLVE_TIMEOUT_S = 2.0
+
+
+def filtered_env(environ: dict[str, str]) -> dict[str, str]:
+    """The environment variables worth comparing across nodes; secrets are never collected."""
+    return {
+        k: v for k, v in environ.items() if (k in ALLOW_NAMES or k.startswith(ALLOW_PREFIXES)) and not SECRET.search(k)
+    }
+
+
+def run(cmd: list[str], timeout: float = 10.0) -> str:
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()[:300]}")
+    return p.stdout
+
+
+def read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+# ----------------------------------------------------------------------------- network
+
+
+def interfaces() -> dict[str, Any]:
+    """`ip -j addr` output when iproute2 is there, else the same shape from ioctls."""
+    try:
+        links = json.loads(run(["ip", "-j", "-d", "addr", "show"], timeout=5))
+        return {"ip_addr": [_slim(link) for link in links]}
+    except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
+        return {"ip_addr": _ifaddrs_fallback(), "ip_error": str(e)}
+
+
+def _slim(link: dict[str, Any]) -> dict[str, Any]:
+    """Keep what the facts use; `ip -d` prints dozens of fields per link."""
+    out: dict[str, Any] = {k: link[k] for k in ("ifname", "flags", "mtu", "operstate") if k in link}
+    kind = (link.get("linkinfo") or {}).get("info_kind")
+    if kind:
+        out["kind"] = kind
+    out["addr_info"] = [
+        {k: a[k] for k in ("family", "local", "prefixlen", "scope") if k in a} for a in link.get("addr_info", [])
+    ]
+    return out
+
+
+def _ifaddrs_fallback() -> list[dict[str, Any]]:
+    import fcntl
+    import struct
+
+    out = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            entry: dict[str, Any] = {"ifname": name, "addr_info": [], "flags": []}
+            packed = struct.pack("256s", name.encode()[:15])
+            try:
+                flags = struct.unpack("H", fcntl.ioctl(s.fileno(), 0x8913, packed)[16:18])[0]
+                entry["flags"] = [f for bit, f in ((1, "UP"), (8, "LOOPBACK"), (64, "RUNNING")) if flags & bit]
+                entry["operstate"] = "UP" if flags & 64 else "DOWN"
+            except OSError:
+                pass
+            try:
+                addr = socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, packed)[20:24])
+                mask = socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x891B, packed)[20:24])
+                plen = bin(int.from_bytes(socket.inet_aton(mask), "big")).count("1")
+                entry["addr_info"].append({"family": "inet", "local": addr, "prefixlen": plen})
+            except OSError:
+                pass
+            out.append(entry)
+    try:  # IPv6: /proc/net/if_inet6 = addr ifindex plen scope flags name
+        for line in read("/proc/net/if_inet6").splitlines():
+            hexaddr, _, plen_hex, scope, _, name = line.split()
+            addr6 = socket.inet_ntop(socket.AF_INET6, bytes.fromhex(hexaddr))
+            for e in out:
+                if e["ifname"] == name:
+                    e["addr_info"].append(
+                        {
+                            "family": "inet6",
+                            "local": addr6,
+                            "prefixlen": int(plen_hex, 16),
+                            "scope": "link" if scope == "20" else "global",
+                        }
+                    )
+    except OSError:
+        pass
+    return out
+
+
+def sysfs_net() -> dict[str, dict[str, str | bool]]:
+    out: dict[str, dict[str, str | bool]] = {}
+    base = "/sys/class/net"
+    for name in sorted(os.listdir(base)):
+        d: dict[str, str | bool] = {"virtual": os.path.exists(f"/sys/devices/virtual/net/{name}")}
+        for attr in ("mtu", "speed", "operstate", "flags", "type"):
+            with contextlib.suppress(OSError):
+                d[attr] = read(f"{base}/{name}/{attr}").strip()
+        try:
+            m = re.search(r"^DEVTYPE=(\S+)", read(f"{base}/{name}/uevent"), re.M)
+            if m:
+                d["devtype"] = m.group(1)
+        except OSError:
+            pass
+        out[name] = d
+    return out
+
+
+def resolve(names: list[str], timeout: float = RESOLVE_TIMEOUT_S) -> dict[str, dict[str, Any]]:
+    """getaddrinfo for each name in parallel daemon threads, each bounded by ``timeout``.
+
+    Broken DNS must not stall the probe: a lookup that has not answered in time is recorded as
+    timed out, and its thread is abandoned (daemon, so it cannot hold the process at exit).
+    """
+    results: dict[str, dict[str, Any]] = {}
+
+    def one(name: str) -> None:
+        try:
+            infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+            addrs: list[str] = []
+            for fam, *_, sa in infos:
+                if fam in (socket.AF_INET, socket.AF_INET6) and sa[0] not in addrs:
+                    addrs.append(str(sa[0]))
+            results[name] = {"addrs": addrs}
+        except OSError as e:
+            results[name] = {"addrs": [], "error": f"{type(e).__name__}: {e}"}
+
+    threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in names]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    for n in names:
+        results.setdefault(n, {"addrs": [], "error": f"lookup timed out after {timeout:g}s"})
+    return dict(results)
+
+
+def route_src(addr: str) -> str:
+    """The source address the kernel would use to reach ``addr`` (UDP connect sends nothing)."""
+    fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    with socket.socket(fam, socket.SOCK_DGRAM) as s:
+        s.connect((addr, 9))
+        return str(s.getsockname()[0])
+
+
+def port_probe(port: int) -> dict[str, Any]:
+    """Can this node bind ``port`` (as the master's TCPStore will)? If not, who holds it."""
+    try:
+        with socket.socket(socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as TCPStore does
+            if s.family == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            s.bind(("", port))
+        return {"port": port, "free": True}
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE:
+            return {"port": port, "free": None, "error": str(e)}
+        return {"port": port, "free": False, "owner": port_owner(port)}
+
+
+def port_owner(port: int, budget_s: float = 1.0) -> str | None:
+    """pid and command line of the process listening on ``port``, from /proc (best effort)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            for line in read(table).splitlines()[1:]:
+                f = line.split()
+                if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
+                    inodes.add(f[9])
+        except (OSError, IndexError, ValueError):
+            continue
+    if not inodes:
+        return None
+    targets = {f"socket:[{i}]" for i in inodes}
+    deadline = time.monotonic() + budget_s
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if time.monotonic() > deadline:
+            return "unknown (search timed out)"
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in targets:
+                    cmd = read(f"/proc/{pid}/cmdline").replace("\0", " ").strip()
+                    return f"pid {pid} ({cmd[:200]})"
+        except OSError:
+            continue
+    return "another user's process (not readable)"
+
+
+# ----------------------------------------------------------------------------- GPUs
+
+
+def nvml() -> dict[str, Any]:
+    """GPU facts from libnvidia-ml through ctypes (no Python bindings needed)."""
+    lib = ctypes.CDLL("libnvidia-ml.so.1")
+
+    def check(rc: int, what: str) -> None:
+        if rc != 0:
+            lib.nvmlErrorString.restype = ctypes.c_char_p
+            raise RuntimeError(f"{what}: {lib.nvmlErrorString(rc).decode()} ({rc})")
+
+    def text(fn: Callable[..., int], *args: Any, size: int = 96) -> str:
+        buf = ctypes.create_string_buffer(size)
+        check(fn(*args, buf, ctypes.c_uint(size)), fn.__name__)
+        return buf.value.decode()
+
+    class Pci(ctypes.Structure):
+        _fields_ = [
+            ("busIdLegacy", ctypes.c_char * 16),
+            ("domain", ctypes.c_uint),
+            ("bus", ctypes.c_uint),
+            ("device", ctypes.c_uint),
+            ("pciDeviceId", ctypes.c_uint),
+            ("pciSubSystemId", ctypes.c_uint),
+            ("busId", ctypes.c_char * 32),
+        ]
+
+    class Mem(ctypes.Structure):
+        _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+    check(lib.nvmlInit_v2(), "nvmlInit")
+    try:
+        out: dict[str, Any] = {"driver": text(lib.nvmlSystemGetDriverVersion), "devices": []}
+        cuda = ctypes.c_int()
+        if lib.nvmlSystemGetCudaDriverVersion_v2(ctypes.byref(cuda)) == 0:
+            out["cuda_driver_version"] = cuda.value
+        count = ctypes.c_uint()
+        check(lib.nvmlDeviceGetCount_v2(ctypes.byref(count)), "nvmlDeviceGetCount")
+        for i in range(count.value):
+            h = ctypes.c_void_p()
+            check(lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h)), "GetHandleByIndex")
+            pci, mem = Pci(), Mem()
+            check(lib.nvmlDeviceGetPciInfo_v3(h, ctypes.byref(pci)), "GetPciInfo")
+            dev: dict[str, Any] = {
+                "index": i,
+                "uuid": text(lib.nvmlDeviceGetUUID, h),
+                "name": text(lib.nvmlDeviceGetName, h),
+                "pci_bus_id": pci.busId.decode(),
+                "mig": [],
+            }
+            if lib.nvmlDeviceGetMemoryInfo(h, ctypes.byref(mem)) == 0:
+                dev["memory_total"] = mem.total
+            cur, pend = ctypes.c_uint(), ctypes.c_uint()
+            if lib.nvmlDeviceGetMigMode(h, ctypes.byref(cur), ctypes.byref(pend)) == 0 and cur.value:
+                n = ctypes.c_uint()
+                lib.nvmlDeviceGetMaxMigDeviceCount(h, ctypes.byref(n))
+                for j in range(n.value):
+                    mh = ctypes.c_void_p()
+                    if lib.nvmlDeviceGetMigDeviceHandleByIndex(h, j, ctypes.byref(mh)) == 0:
+                        dev["mig"].append(text(lib.nvmlDeviceGetUUID, mh))
+            out["devices"].append(dev)
+        return out
+    finally:
+        lib.nvmlShutdown()
+
+
+SMI_FIELDS = "index,uuid,name,pci.bus_id,memory.total,driver_version"
+
+
+def nvidia_smi() -> dict[str, Any]:
+    out = run(["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv"], timeout=15)
+    return {"query": SMI_FIELDS, "csv": out}
+
+
+def proc_nvidia() -> dict[str, Any]:
+    base = "/proc/driver/nvidia"
+    gpus = {}
+    if os.path.isdir(f"{base}/gpus"):
+        for bus in sorted(os.listdir(f"{base}/gpus")):
+            gpus[bus] = read(f"{base}/gpus/{bus}/information")
+    return {"version": read(f"{base}/version"), "gpus": gpus}
+
+
+GPU_SOURCES: dict[str, Callable[[], dict[str, Any]]] = {
+    "nvml": nvml,
+    "nvidia-smi": nvidia_smi,
+    "proc": proc_nvidia,
+}
+
+
+def gpus(sources: list[str], errors: dict[str, str]) -> dict[str, Any] | None:
+    """The first source that works, in order. None: no GPU stack on this node (a fact, not an
+    error); a source that exists but fails is recorded in ``errors``."""
+    for name in sources:
+        try:
+            return {"source": name, "data": GPU_SOURCES[name]()}
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # no nvidia-smi, no /proc/driver/nvidia: nothing to report
+        except OSError as e:
+            if "libnvidia-ml" in str(e):
+                continue  # NVML library absent
+            errors[f"gpu.{name}"] = f"{type(e).__name__}: {e}"[:300]
+        except Exception as e:
+            errors[f"gpu.{name}"] = f"{type(e).__name__}: {e}"[:300]
+    return None
+
+
+# ----------------------------------------------------------------------------- software
+
+
+def packages() -> dict[str, Any]:
+    from importlib import metadata, util
+
+    out: dict[str, Any] = {}
+    for dist in (
+        "torch",
+        "deepspeed",
+        "transformers",
+        "nvidia-nccl-cu12",
+        "nvidia-nccl-cu13",
+        "nvidia-nccl-cu11",
+        "accelerate",
+        "megatron-core",
+    ):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    spec = util.find_spec("torch")  # locates the package without importing it
+    if spec and spec.submodule_search_locations:
+        base = next(iter(spec.submodule_search_locations))
+        with contextlib.suppress(OSError):
+            out["torch_version_py"] = read(os.path.join(base, "version.py"))[:4000]
+    return out
+
+
+def nccl_candidates() -> list[str]:
+    from importlib import util
+
+    paths = []
+    if os.environ.get("NCCL_LIB"):
+        paths.append(os.environ["NCCL_LIB"])
+    spec = util.find_spec("nvidia")
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        paths.append(os.path.join(base, "nccl", "lib", "libnccl.so.2"))
+    found = ctypes.util.find_library("nccl")
+    if found:
+        paths.append(found)
+    return paths
+
+
+def nccl() -> dict[str, Any]:
+    """Version of the NCCL library that would load, from ncclGetVersion (no CUDA init)."""
+    tried = []
+    for path in nccl_candidates():
+        if os.path.isabs(path) and not os.path.exists(path):
+            continue
+        tried.append(path)
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        v = ctypes.c_int()
+        if lib.ncclGetVersion(ctypes.byref(v)) == 0:
+            return {"path": path, "code": v.value}
+    return {"path": None, "code": None, "tried": tried}
+
+
+# ----------------------------------------------------------------------------- system
+
+
+def limits() -> dict[str, Any]:
+    def pair(which: int) -> list[int]:
+        soft, hard = resource.getrlimit(which)
+        return [-1 if x == resource.RLIM_INFINITY else x for x in (soft, hard)]
+
+    out: dict[str, Any] = {"memlock": pair(resource.RLIMIT_MEMLOCK), "nofile": pair(resource.RLIMIT_NOFILE)}
+    st = os.statvfs("/dev/shm")
+    out["shm_bytes"] = st.f_blocks * st.f_frsize
+    return out
+
+
+def sysctl() -> dict[str, str]:
+    return {"somaxconn": read("/proc/sys/net/core/somaxconn").strip()}
+
+
+def ib_devices() -> list[str]:
+    try:
+        return sorted(os.listdir("/sys/class/infiniband"))
+    except OSError:
+        return []
+
+
+# ----------------------------------------------------------------------------- driver
+
+
+def option(argv: list[str], names: tuple[str, ...]) -> str | None:
+    for i, a in enumerate(argv):
+        for n in names:
+            if a == n and i + 1 < len(argv):
+                return argv[i + 1]
+            if a.startswith(n + "="):
+                return a.split("=", 1)[1]
+    return None
+
+
+def master_names(env: dict[str, str], argv: list[str]) -> list[str]:
+    """Every name that could be the master's address, for resolution."""
+    names = [env[k] for k in MASTER_ENV if env.get(k)]
+    for v in (
+        option(argv, MASTER_OPTS[:2]),
+        option(argv, MASTER_OPTS[2:]),
+        env.get("PET_RDZV_ENDPOINT"),
+    ):
+        if v:
+            names.append(v.rsplit(":", 1)[0].strip("[]") if v.count(":") == 1 or "]" in v else v)
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def is_master_candidate(env: dict[str, str], argv: list[str]) -> bool:
+    ranks = [env[k] for k in RANK0_ENV if k in env]
+    nr = option(argv, NODE_RANK_OPTS)
+    if nr is not None:
+        ranks = [nr]
+    return all(r.strip() == "0" for r in ranks)
+
+
+def local_addrs(ip_addr: list[dict[str, Any]]) -> set[str]:
+    return {a.get("local", "") for link in ip_addr for a in link.get("addr_info", [])}
+
+
+def collect(
+    argv: list[str] | None = None,
+    resolve_names: tuple[str, ...] = (),
+    environ: dict[str, str] | None = None,
+    port_check: bool = True,
+    port: int | None = None,
+    gpu_sources: tuple[str, ...] = ("nvml", "nvidia-smi", "proc"),
+) -> dict[str, Any]:
+    """Raw facts of this node. ``port``: the master port to test when this node is the master
+    (default: from MASTER_PORT or the command line)."""
+    t0 = time.monotonic()
+    env = dict(os.environ if environ is None else environ)
+    argv = list(argv or [])
+    errors: dict[str, str] = {}
+    doc: dict[str, Any] = {
+        "kind": "raw",
+        "agent_schema": AGENT_SCHEMA,
+        "validator": VERSION,
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+        "time": time.time(),
+        "python": sys.version.split()[0],
+        "env": filtered_env(env),
+        "argv": argv or None,
+    }
+
+    def attempt(key: str, fn: Callable[[], Any]) -> Any:
+        try:
+            doc[key] = fn()
+        except Exception as e:
+            errors[key] = f"{type(e).__name__}: {e}"[:300]
+            doc[key] = None
+        return doc[key]
+
+    attempt("interfaces", interfaces)
+    attempt("sysfs_net", sysfs_net)
+    doc["gpus"] = gpus(list(gpu_sources), errors)
+    attempt("packages", packages)
+    attempt("nccl", nccl)
+    attempt("limits", limits)
+    attempt("sysctl", sysctl)
+    attempt("ib_devices", ib_devices)
+    names = master_names(env, argv) + list(resolve_names)
+    names.append(doc["hostname"])  # Gloo binds to what the hostname resolves to
+    resolved = attempt("resolve", lambda: resolve(list(dict.fromkeys(names))))
+    routes: dict[str, Any] = {}
+    for res in (resolved or {}).values():
+        for a in res.get("addrs", [])[:1]:
+            try:
+                routes[a] = route_src(a)
+            except OSError as e:
+                routes[a] = {"error": str(e)}
+    doc["routes"] = routes
+    if port is None:
+        text = next((env[k] for k in PORT_ENV if env.get(k)), None) or option(argv, PORT_OPTS)
+        port = int(text) if text and text.isdigit() else None
+    ours = local_addrs((doc.get("interfaces") or {}).get("ip_addr") or [])
+    master_here = any(
+        a in ours or a.startswith("127.") or a == "::1"
+        for n in names[:-1]
+        for a in (resolved or {}).get(n, {}).get("addrs", [])[:1]
+    )
+    if port_check and port and 0 < port < 65536 and master_here and is_master_candidate(env, argv):
+        probe_port = port
+        attempt("port_probe", lambda: port_probe(probe_port))
+    doc["errors"] = errors
+    doc["probe_ms"] = round((time.monotonic() - t0) * 1000, 1)
+    return doc
+
+
+def main(args: list[str]) -> int:
+    argv: list[str] = []
+    names: list[str] = []
+    port_check = True
+    port: int | None = None
+    it = iter(args)
+    for a in it:
+        if a == "--argv-json":
+            argv = json.loads(next(it))
+        elif a == "--resolve":
+            names.append(next(it))
+        elif a == "--no-port-probe":
+            port_check = False
+        elif a == "--port":
+            port = int(next(it))
+    json.dump(collect(argv, tuple(names), port_check=port_check, port=port), sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

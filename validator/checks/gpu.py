@@ -1,0 +1,178 @@
+"""GPU: enough GPUs for the local ranks, one GPU per rank, the same GPUs and driver everywhere.
+Silent for CPU (gloo) jobs: see ``Job.uses_gpus``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from validator.checks.base import Hit, Job, check, describe, outliers
+from validator.model import Facts, Severity
+from validator.targets import fold_ranks
+
+SMI = "nvidia-smi --query-gpu=index,uuid,name,driver_version --format=csv   # on each named host"
+
+
+def visible_count(f: Facts) -> int:
+    g = f["gpus"]
+    return len(g["visible"]) if g["visible"] is not None else len(g["devices"])
+
+
+def _ranks_on_node(job: Job, members: list[int]) -> int | None:
+    lws, _ = job.majority(members, lambda i: job.launch(i)["local_world_size"])
+    if isinstance(lws, int):
+        return lws
+    ranked = [i for i in members if job.rank(i) is not None]
+    return len(ranked) or None
+
+
+@check("GPU001", Severity.ERROR, "Fewer GPUs than local ranks")
+def too_few_gpus(job: Job) -> Iterator[Hit]:
+    """Each node of a GPU job has at least as many usable GPUs (after CUDA_VISIBLE_DEVICES) as
+    ranks it runs.
+
+    A rank without a GPU of its own fails at `torch.cuda.set_device` (invalid device ordinal) or
+    shares a GPU with another rank, which NCCL refuses ("Duplicate GPU detected").
+
+    Lower --nproc-per-node / --ntasks-per-node to the GPU count, fix CUDA_VISIBLE_DEVICES, or
+    drain the node if GPUs fell off the bus (nvidia-smi shows fewer than installed).
+    """
+    if not job.uses_gpus:
+        return
+    groups: dict[tuple[int, int], list[int]] = {}
+    for members in job.nodes.values():
+        need = _ranks_on_node(job, members)
+        have = visible_count(job.facts[members[0]])
+        if need is not None and have < need:
+            groups.setdefault((have, need), []).extend(members)
+    for (have, need), members in groups.items():
+        yield Hit(
+            f"{have} usable GPU(s) for {need} local ranks",
+            members,
+            expected=f">= {need}",
+            actual=str(have),
+            fix="match --nproc-per-node to the GPUs, or drain the node",
+            verify=SMI,
+        )
+
+
+def device_of(f: Facts) -> str | None:
+    """The GPU a rank will use: its only visible GPU, or visible[LOCAL_RANK] (DDP convention)."""
+    g = f["gpus"]
+    visible = g["visible"] if g["visible"] is not None else [d["uuid"] for d in g["devices"]]
+    lr = f["launch"]["local_rank"]
+    if len(visible) == 1:
+        return visible[0]
+    if isinstance(lr, int) and 0 <= lr < len(visible):
+        return visible[lr]
+    return None
+
+
+@check("GPU002", Severity.ERROR, "Two local ranks on one GPU")
+def shared_gpu(job: Job) -> Iterator[Hit]:
+    """No two ranks on a node resolve to the same physical GPU (by UUID, through
+    CUDA_VISIBLE_DEVICES and LOCAL_RANK).
+
+    NCCL refuses it at communicator init: "Duplicate GPU detected : rank X and rank Y both on
+    CUDA device ..." (NCCL >= 2.28: "Multiple Ranks are using the same GPU/Partition").
+
+    Give each rank its own GPU: one CUDA_VISIBLE_DEVICES entry per rank, or the same list on all
+    ranks and torch.cuda.set_device(LOCAL_RANK).
+    """
+    if not job.uses_gpus:
+        return
+    for members in job.nodes.values():
+        by_gpu: dict[str, list[int]] = {}
+        for i in members:
+            if job.rank(i) is not None and (uuid := device_of(job.facts[i])):
+                by_gpu.setdefault(uuid, []).append(i)
+        for uuid, who in by_gpu.items():
+            if len(who) > 1:
+                ranks = fold_ranks(r for i in who if (r := job.rank(i)) is not None)
+                yield Hit(
+                    f"ranks {ranks} on {job.host(who[0])} all use GPU {uuid}",
+                    who,
+                    expected="one rank per GPU",
+                    actual=f"{len(who)} ranks",
+                    fix="give each rank its own GPU (CUDA_VISIBLE_DEVICES / LOCAL_RANK)",
+                    verify=SMI,
+                )
+
+
+def _per_node(job: Job, what: str, key: Callable[[int], str | int | None]) -> Iterator[Hit]:
+    expected, groups = job.node_majority(key)
+    for value, members in outliers(groups, expected):
+        yield Hit(
+            f"{what} {value} where the other nodes have {expected} ({describe(job, groups, by_host=True)})",
+            members,
+            expected=str(expected),
+            actual=str(value),
+            fix=f"drain the named nodes or bring their {what} in line",
+            verify=SMI,
+        )
+
+
+@check("GPU003", Severity.WARNING, "GPU count differs from the other nodes")
+def gpu_count(job: Job) -> Iterator[Hit]:
+    """Every node of a GPU job has the same number of GPUs (peer majority).
+
+    A node with fewer GPUs usually lost one (Xid error, fallen off the bus) and will be slow or
+    fail once the job needs all of them.
+
+    Drain the node and check `nvidia-smi` and the kernel log (`dmesg | grep -i xid`).
+    """
+    if job.uses_gpus:
+        yield from _per_node(job, "GPU count", lambda i: len(job.facts[i]["gpus"]["devices"]))
+
+
+@check("GPU004", Severity.WARNING, "GPU model differs from the other nodes")
+def gpu_model(job: Job) -> Iterator[Hit]:
+    """Every node of a GPU job has the same GPU model (peer majority).
+
+    Mixed models make every collective run at the pace of the slowest GPU and can change
+    numerics (bf16/fp8 support, memory size per rank).
+
+    Restrict the job to one node type (a Slurm constraint or a Kubernetes node selector).
+    """
+    if job.uses_gpus:
+        yield from _per_node(
+            job, "GPU model", lambda i: ", ".join(sorted({d["name"] for d in job.facts[i]["gpus"]["devices"]})) or None
+        )
+
+
+@check("GPU005", Severity.WARNING, "GPU driver differs from the other nodes")
+def gpu_driver(job: Job) -> Iterator[Hit]:
+    """Every node of a GPU job runs the same NVIDIA driver version (peer majority).
+
+    A node with another driver may lack the CUDA version the job's torch needs, or behave
+    differently under NCCL (a common cause of hangs after partial upgrades).
+
+    Drain the node and upgrade or roll back its driver to the fleet's version.
+    """
+    if job.uses_gpus:
+        yield from _per_node(job, "driver", lambda i: job.facts[i]["gpus"]["driver"])
+
+
+@check("GPU006", Severity.ERROR, "CUDA_VISIBLE_DEVICES names a GPU that is not there")
+def bad_visible_devices(job: Job) -> Iterator[Hit]:
+    """Every entry of CUDA_VISIBLE_DEVICES names a GPU of this node (index, UUID or UUID
+    prefix, MIG UUID), without repeats.
+
+    CUDA silently ignores an invalid entry and everything after it, so the rank sees fewer GPUs
+    than intended (or none), and LOCAL_RANK then indexes the wrong device or fails.
+
+    Fix the list the scheduler or launch script sets (under Slurm with ConstrainDevices, indices
+    are relative to the job's GPUs: compare counts, not values).
+    """
+    groups: dict[str, list[int]] = {}
+    for i, f in enumerate(job.facts):
+        if f["gpus"]["visible_error"] and f["gpus"]["source"] != "none":
+            groups.setdefault(f["gpus"]["visible_error"], []).append(i)
+    for err, members in groups.items():
+        yield Hit(
+            err,
+            members,
+            expected="GPUs of this node",
+            actual=err.split(":", 1)[0],
+            fix="set CUDA_VISIBLE_DEVICES to GPUs that exist on the node",
+            verify=SMI,
+        )

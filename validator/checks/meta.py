@@ -1,0 +1,34 @@
+"""VAL: the validator's own view: facts that could not be collected."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from validator.checks.base import Hit, Job, check
+from validator.model import Severity
+
+
+@check("VAL001", Severity.WARNING, "Some facts could not be collected")
+def collector_errors(job: Job) -> Iterator[Hit]:
+    """Every collector of the agent ran without error on every node (an error is recorded in the
+    facts, never raised).
+
+    Checks that need the missing facts stay silent for those nodes, so a problem there can go
+    unnoticed.
+
+    Read the error: usually a missing tool (iproute2), a permission, or a broken GPU driver
+    (NVML errors are worth a drain on their own).
+    """
+    groups: dict[str, list[int]] = {}
+    for i in job.node_reps:
+        for collector, err in job.facts[i]["errors"].items():
+            groups.setdefault(f"{collector}: {err}", []).extend(job.node_of(i))
+    for what, members in groups.items():
+        yield Hit(
+            what,
+            members,
+            expected="no error",
+            actual=what.split(":", 1)[0],
+            fix="see the error; install the missing tool or fix the driver",
+            verify="validator probe --json   # on each named host: errors is empty",
+        )

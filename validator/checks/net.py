@@ -1,0 +1,258 @@
+"""NET: the interfaces NCCL and Gloo would use exist, are up, routable and alike on every node.
+
+NCCL matters for GPU jobs, Gloo for CPU jobs (and for GPU jobs that create gloo groups). Loopback
+and "same subnet" only matter when the job spans hosts.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+
+from validator.checks.base import Hit, Job, check, describe, outliers
+from validator.model import Facts, Interface, Severity
+
+IP = "ip -br addr show   # on each named host"
+
+
+def _iface(f: Facts, name: str | None) -> Interface | None:
+    return next((i for i in f["network"]["interfaces"] if i["name"] == name), None)
+
+
+def _chosen(job: Job, i: int) -> tuple[str, str | None, str]:
+    """(library, interface, rule) that carries this node's traffic."""
+    net = job.facts[i]["network"]
+    if job.uses_gpus:
+        return "NCCL", next(iter(net["nccl"]["ifaces"]), None), net["nccl"]["rule"]
+    return "Gloo", next(iter(net["gloo"]["ifaces"]), None), net["gloo"]["rule"]
+
+
+def _grouped(job: Job, key: object) -> dict[object, list[int]]:
+    out: dict[object, list[int]] = {}
+    for i in job.node_reps:
+        k = key(i)  # type: ignore[operator]
+        if k is not None:
+            out.setdefault(k, []).extend(job.node_of(i))
+    return out
+
+
+@check("NET001", Severity.ERROR, "NCCL_SOCKET_IFNAME matches no interface")
+def nccl_ifname(job: Job) -> Iterator[Hit]:
+    """NCCL_SOCKET_IFNAME selects at least one usable interface on every node of a GPU job, by
+    NCCL's own matching (prefix, `=` exact, `^` exclude, `:` port suffix).
+
+    NCCL fails at init with "Bootstrap : no socket interface found" (or picks nothing usable),
+    on that node only, and the others hang waiting for it.
+
+    Use a prefix present on every node (`eth`, `ens`, `=bond0`), or exclude what must not be
+    used (`^docker,lo`) instead of naming one interface.
+    """
+    if not job.uses_gpus:
+        return
+    for err, members in _grouped(job, lambda i: job.facts[i]["network"]["nccl"]["error"]).items():
+        yield Hit(
+            str(err),
+            members,
+            expected="at least one interface",
+            actual="none",
+            fix="set NCCL_SOCKET_IFNAME to a prefix that exists on every node",
+            verify=IP,
+        )
+
+
+@check("NET002", Severity.ERROR, "GLOO_SOCKET_IFNAME names a missing interface")
+def gloo_ifname(job: Job) -> Iterator[Hit]:
+    """Every interface named in GLOO_SOCKET_IFNAME exists with an address on the node (Gloo
+    takes exact names, not prefixes or IP addresses).
+
+    Gloo aborts when the process group is created: `Unable to find address for: <name>`. In a
+    GPU job this only bites gloo groups (CPU collectives, TORCH_DISTRIBUTED_DEBUG=DETAIL).
+
+    Name an interface that exists on every node, the same number of names everywhere.
+    """
+    for err, members in _grouped(job, lambda i: job.facts[i]["network"]["gloo"]["error"]).items():
+        yield Hit(
+            str(err),
+            members,
+            expected="existing interfaces",
+            actual="missing",
+            fix="set GLOO_SOCKET_IFNAME to interface names that exist on every node",
+            severity=Severity.WARNING if job.uses_gpus else None,
+            verify=IP,
+        )
+
+
+@check("NET003", Severity.ERROR, "Traffic would go over loopback")
+def loopback_iface(job: Job) -> Iterator[Hit]:
+    """In a job that spans hosts, the interface NCCL (GPU jobs) or Gloo (CPU jobs) would use is
+    not loopback.
+
+    Gloo binds to the address the hostname resolves to; with the hostname mapped to 127.0.1.1
+    or 127.0.0.1 in /etc/hosts it binds loopback ("Using the loopback address as fallback") and
+    peers cannot connect. NCCL falls back to `lo` only when nothing else is up.
+
+    Set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the cluster interface, or map the hostname to
+    the node's routable address in /etc/hosts.
+    """
+    if not job.multi_node:
+        return
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i in job.node_reps:
+        lib, name, rule = _chosen(job, i)
+        iface = _iface(job.facts[i], name)
+        addr = job.facts[i]["network"]["gloo" if lib == "Gloo" else "nccl"]["addr"] or ""
+        if (iface and iface["loopback"]) or addr.startswith("127.") or addr == "::1":
+            groups.setdefault((lib, rule), []).extend(job.node_of(i))
+    for (lib, rule), members in groups.items():
+        var = "GLOO_SOCKET_IFNAME" if lib == "Gloo" else "NCCL_SOCKET_IFNAME"
+        yield Hit(
+            f"{lib} would use loopback ({rule})",
+            members,
+            expected="a routable interface",
+            actual="lo",
+            fix=f"set {var} to the cluster interface (e.g. {var}=eth0)",
+            verify=IP,
+        )
+
+
+@check("NET004", Severity.WARNING, "NCCL would use a virtual interface")
+def virtual_iface(job: Job) -> Iterator[Hit]:
+    """The interface NCCL would use first is not a container bridge or other virtual device
+    (docker*, veth*, virbr*, cni*, flannel*, tailscale*, ...).
+
+    Virtual bridges carry an address no other node can reach: NCCL's bootstrap advertises it and
+    peers time out connecting. NCCL's default only excludes docker, lo and virbr.
+
+    Set NCCL_SOCKET_IFNAME to the cluster interface, or exclude the virtual ones
+    (`NCCL_SOCKET_IFNAME=^docker,veth,cni,lo`).
+    """
+    if not job.uses_gpus:
+        return
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i in job.node_reps:
+        _, name, rule = _chosen(job, i)
+        iface = _iface(job.facts[i], name)
+        if iface and iface["virtual"]:
+            groups.setdefault((str(name), rule), []).extend(job.node_of(i))
+    for (name, rule), members in groups.items():
+        fallback = "nothing else found" in rule
+        yield Hit(
+            f"NCCL would use {name} ({rule})",
+            members,
+            expected="a physical interface",
+            actual=name,
+            fix="set NCCL_SOCKET_IFNAME to the cluster interface or exclude virtual ones",
+            severity=Severity.ERROR if fallback and job.multi_node else None,
+            verify=IP,
+        )
+
+
+@check("NET005", Severity.ERROR, "Chosen interface is down")
+def iface_down(job: Job) -> Iterator[Hit]:
+    """The interface NCCL or Gloo would use is up and running (carrier present).
+
+    NCCL before 2.28 picks interfaces without checking IFF_RUNNING; Gloo binds a named interface
+    regardless. A down link makes every connection to this node time out.
+
+    Bring the link up (`ip link set IFACE up`, cable, switch port) or select another interface.
+    """
+    groups: dict[str, list[int]] = {}
+    for i in job.node_reps:
+        lib, name, _ = _chosen(job, i)
+        iface = _iface(job.facts[i], name)
+        if iface and not iface["loopback"] and not (iface["up"] and iface["running"]):
+            groups.setdefault(f"{lib} would use {name}, which is down", []).extend(job.node_of(i))
+    for msg, members in groups.items():
+        yield Hit(
+            msg,
+            members,
+            expected="UP, LOWER_UP",
+            actual="down",
+            fix="bring the link up or choose another interface",
+            verify=IP,
+        )
+
+
+def _subnet(job: Job, i: int) -> str | None:
+    lib, _, _ = _chosen(job, i)
+    addr = job.facts[i]["network"]["gloo" if lib == "Gloo" else "nccl"]["addr"]
+    if not addr or "/" not in addr:
+        return None
+    return str(ipaddress.ip_interface(addr).network)
+
+
+@check("NET006", Severity.WARNING, "Chosen interfaces are on different subnets")
+def subnets(job: Job) -> Iterator[Hit]:
+    """The interfaces NCCL/Gloo would use are on the same IP subnet on every node (peer
+    majority).
+
+    A node whose chosen interface is on another subnet is either using the wrong NIC (management
+    network, IPoIB vs Ethernet) or needs routing that collective traffic rarely gets: expect
+    timeouts or a much slower path.
+
+    Pin the interface (NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME) so every node uses the cluster
+    network.
+    """
+    if not job.multi_node:
+        return
+    expected, groups = job.node_majority(lambda i: _subnet(job, i))
+    for value, members in outliers(groups, expected):
+        yield Hit(
+            f"chosen interface on {value} while the other nodes are on {expected} ({describe(job, groups, by_host=True)})",
+            members,
+            expected=str(expected),
+            actual=str(value),
+            fix="pin NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to the cluster network",
+            verify=IP,
+        )
+
+
+@check("NET007", Severity.INFO, "Chosen interface name differs across nodes")
+def iface_names(job: Job) -> Iterator[Hit]:
+    """NCCL/Gloo pick an interface of the same name on every node (peer majority).
+
+    Not a failure by itself, but a single exact setting (`NCCL_SOCKET_IFNAME==eth0`) will break
+    on the odd nodes, and different names often mean a different NIC type or driver.
+
+    Use a prefix that covers all names, or rename interfaces consistently (udev/netplan).
+    """
+    if not job.multi_node:
+        return
+    expected, groups = job.node_majority(lambda i: _chosen(job, i)[1])
+    for value, who in outliers(groups, expected):
+        yield Hit(
+            f"uses {value} where the other nodes use {expected}",
+            who,
+            expected=str(expected),
+            actual=str(value),
+            fix="use an interface prefix that matches every node",
+            verify=IP,
+        )
+
+
+@check("NET008", Severity.WARNING, "MTU differs on the chosen interface")
+def mtu(job: Job) -> Iterator[Hit]:
+    """The chosen interface has the same MTU on every node (peer majority).
+
+    Mismatched MTUs (9000 vs 1500) let small packets through and drop large ones: rendezvous
+    succeeds and the first big collective hangs.
+
+    Set the same MTU on all nodes and on the switch ports.
+    """
+    if not job.multi_node:
+        return
+
+    def key(i: int) -> int | None:
+        iface = _iface(job.facts[i], _chosen(job, i)[1])
+        return iface["mtu"] if iface and not iface["loopback"] else None
+
+    expected, groups = job.node_majority(key)
+    for value, members in outliers(groups, expected):
+        yield Hit(
+            f"MTU {value} where the other nodes use {expected}",
+            members,
+            expected=str(expected),
+            actual=str(value),
+            fix="set the same MTU on every node",
+            verify=IP,
+        )

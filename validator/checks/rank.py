@@ -1,0 +1,333 @@
+"""RNK: the rank layout. Every rank exactly once, agreeing on the world, node by node."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from validator.checks.base import Hit, Job, check, describe, outliers
+from validator.model import Severity
+from validator.targets import expand, fold_ranks
+
+RERUN = "validator check FACTS... --select RNK (or rerun the preflight) must report no RNK finding"
+
+
+def _expected_host(job: Job, rank: int) -> str | None:
+    """Where a rank should have run: node rank * ranks-per-node into the job's nodelist."""
+    nodelists = {f["launch"]["nodelist"] for f in job.facts if f["launch"]["nodelist"]}
+    lws = {f["launch"]["local_world_size"] for f in job.facts}
+    if len(nodelists) != 1 or len(lws) != 1:
+        return None
+    n = next(iter(lws))
+    hosts = expand(next(iter(nodelists)))
+    if not isinstance(n, int) or n <= 0 or rank // n >= len(hosts):
+        return None
+    return hosts[rank // n]
+
+
+@check("RNK001", Severity.ERROR, "Duplicate rank")
+def duplicate_rank(job: Job) -> Iterator[Hit]:
+    """Every RANK is claimed by exactly one process.
+
+    Two processes with the same RANK never form a process group: with RANK=0 twice, one fails
+    with EADDRINUSE on MASTER_PORT and the other waits for clients until the timeout; with a
+    non-zero duplicate, every rank waits for the missing one (`wait timeout ... keys:
+    /default_pg/0//cpu//0/N`).
+
+    Derive RANK from the launcher instead of setting it by hand: torchrun assigns it, under srun
+    use RANK=$SLURM_PROCID, under MPI use OMPI_COMM_WORLD_RANK. Check that two launches of the
+    same job did not land on the same nodes.
+    """
+    by_rank: dict[int, list[int]] = {}
+    for i in job.ranked:
+        by_rank.setdefault(job.rank(i), []).append(i)  # type: ignore[arg-type]
+    for rank, members in sorted(by_rank.items()):
+        if len(members) > 1:
+            who = ", ".join(f"{job.host(i)} pid {job.facts[i]['pid']}" for i in members[:4])
+            yield Hit(
+                f"rank {rank} is claimed by {len(members)} processes ({who})",
+                members,
+                expected="1 process",
+                actual=f"{len(members)} processes",
+                fix="give every process its own RANK (torchrun assigns it; under srun use RANK=$SLURM_PROCID)",
+                verify=RERUN,
+            )
+
+
+@check("RNK002", Severity.ERROR, "Missing ranks")
+def missing_ranks(job: Job) -> Iterator[Hit]:
+    """Every rank from 0 to WORLD_SIZE-1 is present.
+
+    init_process_group waits for all WORLD_SIZE ranks; a rank that never starts leaves the others
+    blocked until the store timeout (torchrun: 900 s by default, then only "N-1/N clients
+    joined", which does not say which rank).
+
+    Start the missing ranks (the named hosts are where they should have run), or lower
+    WORLD_SIZE / --nnodes to the ranks you really have.
+    """
+    ws = job.world_size
+    if not job.ranked or not isinstance(ws, int) or ws <= 0:
+        return
+    present = {job.rank(i) for i in job.ranked}
+    missing = [r for r in range(ws) if r not in present]
+    if not missing:
+        return
+    hosts = sorted({h for r in missing[:10000] if (h := _expected_host(job, r))})
+    where = f" (expected on {', '.join(hosts[:5])}{'...' if len(hosts) > 5 else ''})" if hosts else ""
+    yield Hit(
+        f"{len(missing)} of {ws} ranks are missing: {fold_ranks(missing)}{where}",
+        [],
+        ranks=missing,
+        hosts=hosts,
+        expected=f"ranks 0-{ws - 1}",
+        actual=f"{ws - len(missing)} ranks present",
+        fix="start the missing ranks, or make WORLD_SIZE match the ranks you launch",
+        verify=RERUN,
+    )
+
+
+@check("RNK003", Severity.ERROR, "Rank outside the world")
+def rank_out_of_range(job: Job) -> Iterator[Hit]:
+    """0 <= RANK < WORLD_SIZE for every process (by its own WORLD_SIZE).
+
+    Nothing in PyTorch checks this: a process with RANK=2 and WORLD_SIZE=2 just becomes a store
+    client that times out connecting, and the real ranks wait for a rank that can never join.
+
+    Fix the RANK/WORLD_SIZE the launcher passes to this process (usually an off-by-one in a
+    hand-written launch script, or WORLD_SIZE not updated after removing nodes).
+    """
+    bad: dict[tuple[int, int], list[int]] = {}
+    for i in job.ranked:
+        rank, ws = job.rank(i), job.launch(i)["world_size"]
+        if isinstance(ws, int) and rank is not None and not 0 <= rank < ws:
+            bad.setdefault((rank, ws), []).append(i)
+    for (rank, ws), members in sorted(bad.items()):
+        yield Hit(
+            f"RANK={rank} is outside WORLD_SIZE={ws}",
+            members,
+            expected=f"0 <= RANK < {ws}",
+            actual=str(rank),
+            fix="pass each process a RANK below WORLD_SIZE",
+            verify=RERUN,
+        )
+
+
+@check("RNK004", Severity.ERROR, "WORLD_SIZE disagrees")
+def world_size_mismatch(job: Job) -> Iterator[Hit]:
+    """Every process has the same WORLD_SIZE (compared with the peer majority).
+
+    A rank with a different WORLD_SIZE waits for ranks that will never come, or leaves the others
+    waiting for it: the job hangs in init_process_group until the timeout (observed:
+    `wait timeout after 8000ms, keys: /default_pg/0//cpu//0/2` on one side and `Gloo
+    connectFullMesh failed ... Connect timeout` on the other).
+
+    Set WORLD_SIZE from one place for the whole job (torchrun computes it from --nnodes and
+    --nproc-per-node; under srun use $SLURM_NTASKS).
+    """
+    members = [i for i in range(len(job)) if not job.launch(i)["sources"].get("world_size", "").startswith("derived")]
+    expected, groups = job.majority(members, lambda i: job.launch(i)["world_size"])
+    for value, who in outliers(groups, expected):
+        yield Hit(
+            f"WORLD_SIZE={value} where the rest of the job has {expected} ({describe(job, groups)})",
+            who,
+            expected=str(expected),
+            actual=str(value),
+            fix="launch every rank with the same WORLD_SIZE",
+            verify=RERUN,
+        )
+
+
+@check("RNK005", Severity.ERROR, "Local ranks are not 0..L-1 on a node")
+def local_ranks(job: Job) -> Iterator[Hit]:
+    """On each node the LOCAL_RANKs are distinct and below LOCAL_WORLD_SIZE, and the node runs
+    exactly LOCAL_WORLD_SIZE ranks.
+
+    LOCAL_RANK picks the GPU (`torch.cuda.set_device(LOCAL_RANK)`); a duplicate puts two ranks
+    on one GPU (NCCL: "Duplicate GPU detected"), a gap leaves a GPU idle and a rank missing.
+
+    Let the launcher set LOCAL_RANK (torchrun, or $SLURM_LOCALID under srun) and make
+    --nproc-per-node / --ntasks-per-node match on every node.
+    """
+    complete = job.world_size is not None and len(job.ranked) == job.world_size
+    for (host, node_rank), members in job.nodes.items():
+        ranked = [i for i in members if job.rank(i) is not None]
+        if not ranked:
+            continue
+        lws, _ = job.majority(ranked, lambda i: job.launch(i)["local_world_size"])
+        by_local: dict[int, list[int]] = {}
+        for i in ranked:
+            lr = job.launch(i)["local_rank"]
+            if isinstance(lr, int):
+                by_local.setdefault(lr, []).append(i)
+        virtual = set(by_local) == {0} and all(
+            len(job.facts[i]["gpus"]["visible"] or []) == 1 for i in ranked
+        )  # torchrun --virtual-local-rank: LOCAL_RANK 0 everywhere, one GPU each
+        where = f"{host}" + (f" (node rank {node_rank})" if node_rank is not None else "")
+        dups = {lr: m for lr, m in by_local.items() if len(m) > 1}
+        if dups and not virtual:
+            lr, m = next(iter(sorted(dups.items())))
+            yield Hit(
+                f"LOCAL_RANK {lr} is used by ranks {fold_ranks(job.rank(i) or 0 for i in m)} on {where}",
+                m,
+                expected="distinct local ranks",
+                actual=f"LOCAL_RANK {lr} x{len(m)}",
+                fix="let the launcher assign LOCAL_RANK (torchrun, or $SLURM_LOCALID)",
+                verify=RERUN,
+            )
+        if isinstance(lws, int):
+            high = [i for lr, m in by_local.items() if lr >= lws for i in m]
+            if high:
+                yield Hit(
+                    f"LOCAL_RANK >= LOCAL_WORLD_SIZE={lws} on {where}",
+                    high,
+                    expected=f"0-{lws - 1}",
+                    actual=", ".join(str(job.launch(i)["local_rank"]) for i in high[:8]),
+                    fix="make LOCAL_WORLD_SIZE the number of ranks started on each node",
+                    verify=RERUN,
+                )
+            elif complete and len(ranked) != lws and not dups:
+                yield Hit(
+                    f"{where} runs {len(ranked)} ranks but LOCAL_WORLD_SIZE is {lws}",
+                    ranked,
+                    expected=str(lws),
+                    actual=str(len(ranked)),
+                    fix="start LOCAL_WORLD_SIZE ranks on every node",
+                    verify=RERUN,
+                )
+
+
+def _node_ranks(job: Job) -> dict[int, list[int]]:
+    """node rank -> participants; in rank mode one entry per host for each node rank."""
+    out: dict[int, list[int]] = {}
+    for (_, node_rank), members in job.nodes.items():
+        if node_rank is None:
+            continue
+        node_mode = [i for i in members if job.launch(i)["mode"] == "node"]
+        out.setdefault(node_rank, []).extend(node_mode or members[:1])
+    return out
+
+
+@check("RNK006", Severity.ERROR, "Duplicate node rank")
+def duplicate_node_rank(job: Job) -> Iterator[Hit]:
+    """Each node rank (torchrun --node-rank, GROUP_RANK, SLURM_NODEID, the pod index) belongs
+    to exactly one node.
+
+    Two agents with the same node rank both claim the same block of global ranks: with a static
+    rendezvous the second one never gets its ranks and the job waits until the timeout. A common
+    cause is `torchrun` without `--node-rank` on every node (the default is 0).
+
+    Pass --node-rank=$SLURM_NODEID (or the pod's index) on every node, or use
+    --rdzv-backend=c10d, which assigns node ranks itself.
+    """
+    for node_rank, members in sorted(_node_ranks(job).items()):
+        if len(members) > 1:
+            srcs = {job.launch(i)["sources"].get("node_rank", "") for i in members}
+            hint = " (torchrun's default --node-rank is 0)" if any("default" in s for s in srcs) else ""
+            yield Hit(
+                f"node rank {node_rank} is claimed by {len(members)} nodes{hint}",
+                members,
+                expected="1 node",
+                actual=f"{len(members)} nodes",
+                fix="pass a distinct --node-rank on every node (e.g. --node-rank=$SLURM_NODEID)",
+                verify=RERUN,
+            )
+
+
+@check("RNK007", Severity.ERROR, "Missing node ranks")
+def missing_node_ranks(job: Job) -> Iterator[Hit]:
+    """Every node rank from 0 to nnodes-1 is present.
+
+    With a static rendezvous the master waits for all --nnodes agents; a node that never started
+    leaves torchrun silent for 900 s and then prints only "1/2 clients joined".
+
+    Start the missing node (named when the nodelist is known), or lower --nnodes.
+    """
+    nnodes = job.nnodes
+    ranks = _node_ranks(job)
+    if not ranks or not isinstance(nnodes, int):
+        return
+    missing = [n for n in range(nnodes) if n not in ranks]
+    if not missing:
+        return
+    nodelists = {f["launch"]["nodelist"] for f in job.facts if f["launch"]["nodelist"]}
+    hosts: list[str] = []
+    if len(nodelists) == 1:
+        names = expand(next(iter(nodelists)))
+        hosts = [names[n] for n in missing if n < len(names)]
+    yield Hit(
+        f"{len(missing)} of {nnodes} nodes are missing: node rank {fold_ranks(missing)}"
+        + (f" ({', '.join(hosts[:5])})" if hosts else ""),
+        [],
+        hosts=hosts,
+        expected=f"node ranks 0-{nnodes - 1}",
+        actual=f"{nnodes - len(missing)} nodes present",
+        fix="start the missing nodes, or lower --nnodes",
+        verify=RERUN,
+    )
+
+
+@check("RNK008", Severity.ERROR, "WORLD_SIZE is not nnodes x ranks per node")
+def world_size_product(job: Job) -> Iterator[Hit]:
+    """WORLD_SIZE equals the number of nodes times LOCAL_WORLD_SIZE (when every node runs the
+    same number of ranks).
+
+    torchrun supports only homogeneous nodes; a WORLD_SIZE that is not nnodes x nproc means some
+    ranks are counted that will never start (the job hangs) or started ranks are not counted
+    (they fail with a rank outside the world).
+
+    Derive WORLD_SIZE from the node count and --nproc-per-node (torchrun does this itself);
+    under Kubeflow check nprocPerNode against the replica count.
+    """
+    lws_all = {job.launch(i)["local_world_size"] for i in range(len(job))}
+    if len(lws_all) != 1:
+        return  # heterogeneous nodes: RNK005 compares each node with its own count
+    triples: dict[tuple[int, int, int], list[int]] = {}
+    for i in range(len(job)):
+        launch = job.launch(i)
+        ws, n, lws = launch["world_size"], launch["nnodes"], launch["local_world_size"]
+        if isinstance(ws, int) and isinstance(n, int) and isinstance(lws, int) and ws != n * lws:
+            triples.setdefault((ws, n, lws), []).append(i)
+    for (ws, n, lws), members in triples.items():
+        yield Hit(
+            f"WORLD_SIZE={ws} but {n} nodes x {lws} ranks per node = {n * lws}",
+            members,
+            expected=str(n * lws),
+            actual=str(ws),
+            fix="make WORLD_SIZE = nnodes x nproc-per-node",
+            verify=RERUN,
+        )
+
+
+LAUNCH_OPTIONS = ("nnodes", "local_world_size", "rdzv_backend", "rdzv_id", "rdzv_endpoint")
+OPTION_NAMES = {
+    "nnodes": "--nnodes",
+    "local_world_size": "--nproc-per-node",
+    "rdzv_backend": "--rdzv-backend",
+    "rdzv_id": "--rdzv-id",
+    "rdzv_endpoint": "--rdzv-endpoint",
+}
+
+
+@check("RNK009", Severity.ERROR, "Launch options differ across nodes")
+def launch_options(job: Job) -> Iterator[Hit]:
+    """torchrun's --nnodes, --nproc-per-node, --rdzv-backend, --rdzv-id and --rdzv-endpoint
+    (or their PET_* variables) are the same on every node.
+
+    Silent failures: with a static rendezvous, nodes launched with --nnodes=2 and --nnodes=3 run
+    with the master's value and exit 0 (a job with the wrong size); the reverse hangs until the
+    timeout. A different --rdzv-id or endpoint splits the nodes into two jobs that each wait.
+
+    Generate the torchrun command once and run it unchanged on every node (srun, a pod template,
+    one launch script); take per-node values only from --node-rank.
+    """
+    nodes = [i for i in range(len(job)) if job.launch(i)["command"] and job.launch(i)["mode"] == "node"]
+    for field in LAUNCH_OPTIONS:
+        expected, groups = job.majority(nodes, lambda i, f=field: job.launch(i).get(f))  # type: ignore[misc]
+        for value, who in outliers(groups, expected):
+            yield Hit(
+                f"{OPTION_NAMES[field]}={value} on {job.who(who)}; the other nodes use {expected}",
+                who,
+                expected=str(expected),
+                actual=str(value),
+                fix=f"launch every node with {OPTION_NAMES[field]}={expected}",
+                verify=RERUN,
+            )

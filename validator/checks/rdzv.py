@@ -1,0 +1,255 @@
+"""RDZ: the rendezvous endpoint. Everyone agrees on MASTER_ADDR:MASTER_PORT, it resolves to the
+same routable address everywhere, and the port is free on the master."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from validator.checks.base import Hit, Job, check, describe, outliers
+from validator.model import Severity
+
+RESOLVE = "getent ahosts {addr}   # on each named host: the same non-loopback address everywhere"
+
+
+def _first(job: Job, i: int) -> str | None:
+    m = job.facts[i]["network"]["master"]
+    return m["resolved"][0] if m and m["resolved"] else None
+
+
+def _loopback_members(job: Job) -> tuple[int, ...]:
+    return job.memo("rdzv.loopback", lambda: _find_loopback(job))
+
+
+def _find_loopback(job: Job) -> tuple[int, ...]:
+    """Participants whose MASTER_ADDR resolves to loopback where that cannot work: the job
+    spans hosts, or their peers reach the master on a routable address."""
+    loop, routable = [], False
+    for i, f in enumerate(job.facts):
+        m = f["network"]["master"]
+        if m and m["resolved"]:
+            if m["loopback"]:
+                loop.append(i)
+            else:
+                routable = True
+    if loop and (job.multi_node or routable):
+        return tuple(loop)
+    return ()
+
+
+@check("RDZ001", Severity.ERROR, "MASTER_ADDR differs")
+def master_addr(job: Job) -> Iterator[Hit]:
+    """Every rank points at the same master: the same MASTER_ADDR, or names that resolve to the
+    same address (compared with the peer majority).
+
+    Ranks that look for the store on different hosts never meet: one side waits for clients
+    ("1/2 clients joined"), the other times out connecting.
+
+    Set MASTER_ADDR once for the job (first host of $SLURM_JOB_NODELIST, the master Service
+    name) and pass it unchanged to every node.
+    """
+    skip = set(_loopback_members(job))
+    members = [i for i in range(len(job)) if i not in skip and job.launch(i)["master_addr"]]
+    expected, groups = job.majority(members, lambda i: _first(job, i) or job.launch(i)["master_addr"])
+    for value, who in outliers(groups, expected):
+        names = sorted({job.launch(i)["master_addr"] for i in who})
+        yield Hit(
+            f"MASTER_ADDR {', '.join(names)} ({value}) where the rest of the job uses {expected} ({describe(job, groups)})",
+            who,
+            expected=str(expected),
+            actual=", ".join(names),
+            fix=f"set MASTER_ADDR to the master ({expected}) on every rank",
+            verify="validator check FACTS... --select RDZ001",
+        )
+
+
+@check("RDZ002", Severity.ERROR, "MASTER_PORT differs")
+def master_port(job: Job) -> Iterator[Hit]:
+    """Every rank uses the same MASTER_PORT (compared with the peer majority).
+
+    A rank with another port connects to nothing (`The client socket has timed out after ...
+    while trying to connect to (host, port)`) while the master waits for it.
+
+    Set MASTER_PORT once for the job and pass it unchanged to every node.
+    """
+    expected, groups = job.majority(range(len(job)), lambda i: job.launch(i)["master_port"])
+    for value, who in outliers(groups, expected):
+        yield Hit(
+            f"MASTER_PORT={value} where the rest of the job uses {expected}",
+            who,
+            expected=str(expected),
+            actual=str(value),
+            fix=f"use MASTER_PORT={expected} on every rank",
+            verify="validator check FACTS... --select RDZ002",
+        )
+
+
+@check("RDZ003", Severity.ERROR, "MASTER_ADDR resolves differently on different nodes")
+def split_resolution(job: Job) -> Iterator[Hit]:
+    """The same MASTER_ADDR name resolves to the same address on every node.
+
+    Split DNS, a stale /etc/hosts entry or a search domain that differs per node sends some ranks
+    to another machine; they time out connecting while the master waits for them.
+
+    Fix the name service on the outlier nodes (compare /etc/hosts and resolv.conf), or set
+    MASTER_ADDR to an IP address.
+    """
+    skip = set(_loopback_members(job))
+    by_name: dict[str, list[int]] = {}
+    for i in range(len(job)):
+        name = job.launch(i)["master_addr"]
+        if name and i not in skip and _first(job, i):
+            by_name.setdefault(name, []).append(i)
+    for name, members in by_name.items():
+        expected, groups = job.majority(members, lambda i: _first(job, i))
+        for value, who in outliers(groups, expected):
+            yield Hit(
+                f"{name} resolves to {value} here but to {expected} on the other nodes",
+                who,
+                expected=str(expected),
+                actual=str(value),
+                fix=f"make {name} resolve to {expected} on the named hosts (/etc/hosts, DNS)",
+                verify=RESOLVE.format(addr=name),
+            )
+
+
+@check("RDZ004", Severity.ERROR, "MASTER_ADDR resolves to loopback")
+def loopback_master(job: Job) -> Iterator[Hit]:
+    """MASTER_ADDR does not resolve to a loopback address (127.x, ::1) in a job that spans
+    several hosts, nor on a rank whose peers reach the master on a routable address.
+
+    Each host then looks for the store on itself: the master waits for clients and the others
+    time out. Typical causes: MASTER_ADDR=localhost, the hostname mapped to 127.0.1.1 in
+    /etc/hosts, or c10d's rendezvous advertising socket.getfqdn() = localhost.
+
+    Use the master's routable address or a name that resolves to it on every node (remove the
+    127.0.1.1 line for the hostname from /etc/hosts, or pass --local-addr to torchrun).
+    """
+    members = list(_loopback_members(job))
+    if members:
+        names = sorted({job.launch(i)["master_addr"] for i in members})
+        yield Hit(
+            f"MASTER_ADDR {', '.join(names)} resolves to loopback ({_first(job, members[0])})"
+            + (
+                " in a job on several hosts"
+                if job.multi_node
+                else " while the other ranks reach the master on a routable address"
+            ),
+            members,
+            expected="a routable address of the master",
+            actual=str(_first(job, members[0])),
+            fix="set MASTER_ADDR to the master's routable address (not localhost / 127.0.1.1)",
+            verify=RESOLVE.format(addr=names[0]),
+        )
+
+
+@check("RDZ005", Severity.ERROR, "MASTER_ADDR does not resolve")
+def unresolvable_master(job: Job) -> Iterator[Hit]:
+    """MASTER_ADDR resolves to an address on every node.
+
+    A name that does not resolve makes every client retry until the timeout (`The IPv6 network
+    addresses of (host, port) cannot be retrieved (gai error: -2 ...)`). In Kubernetes the
+    master's Service name resolves only once the Service exists, and before the master pod is
+    ready only with `publishNotReadyAddresses: true` on a headless Service.
+
+    Fix the name or the resolver on the named hosts; in Kubernetes create a headless Service for
+    the master with publishNotReadyAddresses: true.
+    """
+    groups: dict[str, list[int]] = {}
+    for i, f in enumerate(job.facts):
+        m = f["network"]["master"]
+        if m and not m["resolved"]:
+            groups.setdefault(f"{m['addr']}: {m['error']}", []).append(i)
+    for what, members in groups.items():
+        name = what.split(":", 1)[0]
+        yield Hit(
+            f"MASTER_ADDR {what}",
+            members,
+            expected="an address",
+            actual="no address",
+            fix=f"make {name} resolvable on the named hosts (DNS, /etc/hosts, a headless Service)",
+            verify=RESOLVE.format(addr=name),
+        )
+
+
+@check("RDZ006", Severity.ERROR, "MASTER_PORT is busy on the master")
+def port_busy(job: Job) -> Iterator[Hit]:
+    """MASTER_PORT can be bound on the master node before the job starts.
+
+    The rank-0 TCPStore binds MASTER_PORT; when a stale job or another service holds it, rank 0
+    fails with `EADDRINUSE` (`The server socket has failed to listen on any local network
+    address`) or, worse, the other ranks connect to the stale job's store.
+
+    Stop the process named in the finding (often a previous run's torchrun that never exited), or
+    choose another MASTER_PORT for the whole job.
+    """
+    for i, f in enumerate(job.facts):
+        m = f["network"]["master"]
+        if m and m["port_free"] is False:
+            yield Hit(
+                f"port {m['port']} on {f['host']} is held by {m['port_owner'] or 'another process'}",
+                [i],
+                expected="free",
+                actual=m["port_owner"] or "in use",
+                fix=f"stop {m['port_owner'] or 'the process holding the port'}, or pick another MASTER_PORT",
+                verify=f"ss -ltnp 'sport = :{m['port']}'   # on {f['host']}: no listener",
+            )
+
+
+@check("RDZ007", Severity.ERROR, "MASTER_PORT is not a valid port")
+def port_range(job: Job) -> Iterator[Hit]:
+    """MASTER_PORT is an integer from 1 to 65535 (0 only for torchrun --standalone).
+
+    torch rejects it at init (`port must have value from 0 to 65535 but was 70000.`) or, for a
+    non-integer, raises before any rendezvous, on every rank.
+
+    Set MASTER_PORT (or --master-port) to a free port in 1024-65535 that the firewall allows.
+    """
+    groups: dict[str, list[int]] = {}
+    for i in range(len(job)):
+        launch = job.launch(i)
+        port = launch["master_port"]
+        bad = [f"{k}={v!r}" for k, v in launch["invalid"].items() if "PORT" in k.upper() or "port" in k]
+        if isinstance(port, int) and not 0 < port < 65536 and not (port == 0 and launch["rdzv_backend"] == "c10d"):
+            bad.append(f"{launch['sources'].get('master_port', 'MASTER_PORT')}={port}")
+        for b in bad:
+            groups.setdefault(b, []).append(i)
+    for what, members in groups.items():
+        yield Hit(
+            f"invalid master port {what}",
+            members,
+            expected="1-65535",
+            actual=what,
+            fix="use a port number in 1024-65535",
+            verify="validator check FACTS... --select RDZ007",
+        )
+
+
+@check("RDZ008", Severity.ERROR, "Rendezvous variables missing")
+def missing_rendezvous(job: Job) -> Iterator[Hit]:
+    """Processes started without torchrun (env:// initialisation) have MASTER_ADDR and
+    MASTER_PORT set when WORLD_SIZE > 1.
+
+    init_process_group raises at once on every rank: `Error initializing torch.distributed
+    using env:// rendezvous: environment variable MASTER_ADDR expected, but not set`.
+
+    Export MASTER_ADDR (the first node) and MASTER_PORT in the launch script for every rank.
+    """
+    groups: dict[str, list[int]] = {}
+    for i in range(len(job)):
+        launch = job.launch(i)
+        if launch["launcher"] in ("torchrun", "none") or launch["mode"] != "rank":
+            continue
+        if not isinstance(launch["world_size"], int) or launch["world_size"] <= 1:
+            continue
+        missing = [v for v, k in (("MASTER_ADDR", "master_addr"), ("MASTER_PORT", "master_port")) if launch[k] is None]
+        if missing:
+            groups.setdefault(" and ".join(missing), []).append(i)
+    for what, members in groups.items():
+        yield Hit(
+            f"{what} not set (launcher: {job.launch(members[0])['launcher']})",
+            members,
+            expected="set",
+            actual="unset",
+            fix=f"export {what} for every rank",
+            verify="env | grep ^MASTER_   # on each named host",
+        )

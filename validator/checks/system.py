@@ -1,0 +1,121 @@
+"""SYS: node limits that break NCCL or the rendezvous store at scale."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from validator.checks.base import Hit, Job, check
+from validator.model import Severity
+
+MIN_SHM = 256 << 20
+
+
+@check("SYS001", Severity.ERROR, "/dev/shm too small for NCCL")
+def shm(job: Job) -> Iterator[Hit]:
+    """/dev/shm has at least 256 MiB on nodes of a GPU job that run several ranks.
+
+    NCCL's shared-memory transport between ranks of one node allocates its buffers in /dev/shm;
+    containers default to 64 MiB and NCCL fails with "Error while creating shared memory
+    segment" / "failed to extend /dev/shm", or crashes the rank with SIGBUS.
+
+    Give the container more shared memory (docker --shm-size=16g; Kubernetes: an emptyDir with
+    medium: Memory mounted at /dev/shm).
+    """
+    if not job.uses_gpus:
+        return
+    groups: dict[int, list[int]] = {}
+    for i in job.node_reps:
+        size = job.facts[i]["system"]["shm_bytes"]
+        ranks_here = max(len(job.node_of(i)), job.launch(i)["local_world_size"] or 0)
+        if isinstance(size, int) and size < MIN_SHM and ranks_here > 1:
+            groups.setdefault(size, []).extend(job.node_of(i))
+    for size, members in groups.items():
+        yield Hit(
+            f"/dev/shm is {size >> 20} MiB",
+            members,
+            expected=">= 256 MiB",
+            actual=f"{size >> 20} MiB",
+            fix="mount a larger /dev/shm (--shm-size, or an emptyDir with medium: Memory)",
+            verify="df -h /dev/shm   # on each named host",
+        )
+
+
+@check("SYS002", Severity.WARNING, "memlock limit too low for InfiniBand")
+def memlock(job: Job) -> Iterator[Hit]:
+    """Nodes with InfiniBand/RoCE devices run the job with an unlimited locked-memory limit.
+
+    RDMA registers (pins) communication buffers; a low RLIMIT_MEMLOCK makes NCCL's IB transport
+    fail to register memory ("ibv_reg_mr failed") or fall back to sockets silently.
+
+    Set `ulimit -l unlimited` for the job (Slurm: PropagateResourceLimits, /etc/security/
+    limits.conf; containers: --ulimit memlock=-1).
+    """
+    groups: dict[int, list[int]] = {}
+    for i in job.node_reps:
+        sysf = job.facts[i]["system"]
+        soft = sysf["memlock_soft"]
+        if sysf["ib_devices"] and isinstance(soft, int) and soft != -1:
+            groups.setdefault(soft, []).extend(job.node_of(i))
+    for soft, members in groups.items():
+        yield Hit(
+            f"memlock is {soft >> 10} KiB with InfiniBand devices present",
+            members,
+            expected="unlimited",
+            actual=f"{soft >> 10} KiB",
+            fix="raise the memlock limit to unlimited for the job",
+            verify="ulimit -l   # in the job's environment on each named host",
+        )
+
+
+def _master_reps(job: Job) -> list[int]:
+    return [i for i in job.node_reps if job.launch(i)["node_rank"] == 0 or job.rank(i) == 0]
+
+
+@check("SYS003", Severity.WARNING, "somaxconn below the number of store clients")
+def somaxconn(job: Job) -> Iterator[Hit]:
+    """On the master, net.core.somaxconn is at least the number of ranks that connect to the
+    rendezvous store at once (WORLD_SIZE).
+
+    TCPStore's listen backlog is capped by somaxconn; at job start every rank connects within a
+    second and the excess connections are dropped and retried (torch warns "Starting store with
+    N workers but somaxconn is M"), slowing or failing the rendezvous of large jobs.
+
+    sysctl -w net.core.somaxconn=65535 on the nodes that can host rank 0.
+    """
+    ws = job.world_size
+    for i in _master_reps(job):
+        value = job.facts[i]["system"]["somaxconn"]
+        if isinstance(ws, int) and isinstance(value, int) and value < ws:
+            yield Hit(
+                f"somaxconn {value} on the master for {ws} ranks",
+                job.node_of(i),
+                expected=f">= {ws}",
+                actual=str(value),
+                fix="sysctl -w net.core.somaxconn=65535",
+                verify="sysctl net.core.somaxconn   # on the master",
+            )
+
+
+@check("SYS004", Severity.ERROR, "Open-file limit too low on the master")
+def nofile(job: Job) -> Iterator[Hit]:
+    """On the master, the open-file limit (RLIMIT_NOFILE, soft) exceeds WORLD_SIZE plus
+    headroom: the rendezvous store keeps one socket per rank.
+
+    When the store runs out of descriptors, accept() fails (EMFILE) and the ranks beyond the limit
+    never join: the job hangs in init_process_group at scale only.
+
+    Raise the soft limit for the job (`ulimit -n 1048576`, Slurm PropagateResourceLimits,
+    LimitNOFILE= in systemd units, --ulimit nofile= in containers).
+    """
+    ws = job.world_size
+    for i in _master_reps(job):
+        soft = job.facts[i]["system"]["nofile_soft"]
+        if isinstance(ws, int) and isinstance(soft, int) and soft != -1 and soft < ws + 64:
+            yield Hit(
+                f"open-file limit {soft} on the master for {ws} ranks",
+                job.node_of(i),
+                expected=f">= {ws + 64}",
+                actual=str(soft),
+                fix="raise the open-file limit (ulimit -n) for the job",
+                verify="ulimit -n   # in the job's environment on the master",
+            )

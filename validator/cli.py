@@ -1,0 +1,164 @@
+"""Command line: parse options, call the pipeline, print, exit. No logic lives here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from validator import __version__, pipeline
+from validator.errors import EXIT_OK, UserError
+from validator.model import Severity
+
+app = typer.Typer(
+    name="validator",
+    help="Pre-launch validator and post-mortem for distributed training jobs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+profiles_app = typer.Typer(help="Launch profiles (YAML expectations).", no_args_is_help=True)
+app.add_typer(profiles_app, name="profiles")
+
+FORMAT = Annotated[str, typer.Option("--format", "-f", help="table, json or junit")]
+FAIL_ON = Annotated[str, typer.Option(help="lowest severity that fails: error, warning, info or never")]
+SELECT = Annotated[
+    list[str] | None,
+    typer.Option("--select", help="only these codes or prefixes (repeat or comma-separate)"),
+]
+IGNORE = Annotated[Optional[list[str]], typer.Option("--ignore", help="skip these codes or prefixes")]  # noqa: UP045
+OUTPUT = Annotated[Optional[Path], typer.Option("--output", "-o", help="write the report here instead of stdout")]  # noqa: UP045
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
+
+
+def fail_level(text: str) -> Severity | None:
+    return None if text.lower() == "never" else Severity.parse(text)
+
+
+def emit(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text)
+    except OSError as e:
+        raise UserError(f"cannot write report: {e.strerror}", str(output)) from None
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        print(f"cluster-validator {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[bool, typer.Option("--version", callback=version_callback, is_eager=True)] = False,
+) -> None:
+    """Pre-launch validator and post-mortem for distributed training jobs."""
+
+
+@app.command()
+def probe(
+    command: Annotated[Optional[list[str]], typer.Argument(help="the launch command, after --")] = None,  # noqa: UP045
+    as_json: Annotated[bool, typer.Option("--json", help="print the facts as JSON")] = False,
+    raw: Annotated[
+        bool, typer.Option("--raw", help="print the agent's raw output (for bug reports, fixtures)")
+    ] = False,
+    no_port_probe: Annotated[bool, typer.Option("--no-port-probe", help="do not test-bind MASTER_PORT")] = False,
+) -> None:
+    """Collect this node's facts (launch contract, GPUs, interfaces, versions, limits).
+
+    Save one file per rank or node, then run `validator check` on all of them.
+    """
+    if raw:
+        from validator.agent.probe import collect
+
+        print(json.dumps(collect(command or [], port_check=not no_port_probe)))
+        return
+    facts = pipeline.probe_local(command or None, port_check=not no_port_probe)
+    if as_json:
+        print(json.dumps(facts))
+    else:
+        from validator.report.text import render_facts
+
+        sys.stdout.write(render_facts(facts))
+
+
+@app.command()
+def check(
+    files: Annotated[
+        list[str],
+        typer.Argument(help="facts files from `validator probe --json` (JSON, array or JSON Lines)"),
+    ],
+    profile: Annotated[Optional[str], typer.Option("--profile", "-p", help="launch profile YAML")] = None,  # noqa: UP045
+    fmt: FORMAT = "table",
+    fail_on: FAIL_ON = "error",
+    select: SELECT = None,
+    ignore: IGNORE = None,
+    output: OUTPUT = None,
+) -> None:
+    """Check the facts of all ranks or nodes of a job against each other (and a profile)."""
+    codes = pipeline.resolve_codes(_split(select), _split(ignore))
+    level = fail_level(fail_on)
+    report = pipeline.check_files(files, profile, codes)
+    from validator.report import render
+
+    emit(
+        render(report, fmt, colour=output is None and sys.stdout.isatty(), codes=codes, fail_on=level),
+        output,
+    )
+    for err in report.input_errors:
+        print(f"validator: {err}", file=sys.stderr)
+    raise typer.Exit(report.exit_code(level))
+
+
+@app.command()
+def explain(
+    code: Annotated[Optional[str], typer.Argument(help="a finding code such as RNK001")] = None,  # noqa: UP045
+    list_all: Annotated[bool, typer.Option("--list", help="list every code")] = False,
+) -> None:
+    """What a finding code checks, why it matters, how to fix it and verify the fix."""
+    from validator.docs import explain_text, list_codes
+
+    if list_all or not code:
+        sys.stdout.write(list_codes())
+        return
+    sys.stdout.write(explain_text(code))
+
+
+@profiles_app.command("validate")
+def profiles_validate(
+    files: Annotated[list[str], typer.Argument(help="profile YAML files")],
+) -> None:
+    """Check launch profiles: unknown keys and wrong types are reported with file and line."""
+    from validator.profiles import load_profile
+
+    for f in files:
+        p = load_profile(f)
+        pinned = [
+            k for k in ("nodes", "ranks_per_node", "gpus_per_node", "gpu_model", "interface", "hosts") if getattr(p, k)
+        ]
+        print(f"{f}: ok ({p.name}; pins {', '.join(pinned + [f'versions.{k}' for k in p.versions]) or 'nothing'})")
+
+
+def run(argv: list[str]) -> int:
+    """Run the CLI; user errors become one line on stderr and exit 2, never a traceback."""
+    try:
+        app(args=argv, prog_name="validator")  # standalone: click reports its own usage errors (exit 2)
+    except UserError as e:
+        print(f"validator: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    except KeyboardInterrupt:
+        print("validator: interrupted", file=sys.stderr)
+        return 130
+    return EXIT_OK

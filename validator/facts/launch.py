@@ -1,0 +1,301 @@
+"""The launch contract, normalised across launchers, each value with its source.
+
+Pure: env (already filtered by the agent) and the parsed launch command in, ``LaunchFacts`` out.
+Sources: ``../shared/reference/launch-env.md`` §1 (torchrun, Slurm, Kubernetes, Kubeflow, MPI,
+DeepSpeed). Precedence follows what the training process will actually read: the variables
+``init_process_group`` reads (RANK, WORLD_SIZE, MASTER_*) win over launcher-specific ones, and a
+wrapped torchrun command wins over both for the node it launches.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from validator.model import CommandFacts, LaunchFacts
+
+TORCHRUN_DEFAULTS = {
+    "nnodes": "1:1",
+    "nproc_per_node": "1",
+    "rdzv_backend": "static",
+    "rdzv_id": "none",
+    "node_rank": "0",
+    "master_addr": "127.0.0.1",
+    "master_port": "29500",
+}
+C10D_DEFAULT_PORT = 29400
+INT_FIELDS = ("rank", "local_rank", "world_size", "local_world_size", "node_rank", "nnodes", "master_port")
+
+
+class Contract:
+    """Accumulates fields with their sources; later ``set`` calls override earlier ones."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self.sources: dict[str, str] = {}
+        self.invalid: dict[str, str] = {}
+
+    def set(self, field: str, raw: str | None, source: str) -> None:
+        if raw is None or raw == "":
+            return
+        value: Any = raw.strip()
+        if field == "nnodes":  # "N" or elastic "MIN:MAX": the static rendezvous waits for MAX
+            value = value.rsplit(":", 1)[-1]
+        if field in INT_FIELDS:
+            try:
+                value = int(value)
+            except ValueError:
+                self.invalid[source] = raw
+                return
+        self.values[field] = value
+        self.sources[field] = source
+
+    def env(self, field: str, env: dict[str, str], *names: str) -> None:
+        for name in names:
+            if name in env:
+                self.set(field, env[name], f"env:{name}")
+                return
+
+
+def expand_tasks_per_node(text: str) -> list[int]:
+    """Slurm's compressed counts: ``2(x3),1`` -> [2, 2, 2, 1]."""
+    out: list[int] = []
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", part)
+        if not m:
+            raise ValueError(f"bad task count {part!r} in {text!r}")
+        out += [int(m.group(1))] * int(m.group(2) or 1)
+    return out
+
+
+def split_endpoint(endpoint: str, default_port: int | None) -> tuple[str, str | None]:
+    """``host:port``, ``[v6]:port``, bare ``host``."""
+    if endpoint.startswith("["):
+        host, _, rest = endpoint[1:].partition("]")
+        return host, rest.lstrip(":") or (str(default_port) if default_port else None)
+    if endpoint.count(":") == 1:
+        host, port = endpoint.split(":")
+        return host, port
+    return endpoint, str(default_port) if default_port else None
+
+
+def detect_launcher(env: dict[str, str]) -> str:
+    if "TORCHELASTIC_RUN_ID" in env or "GROUP_RANK" in env:
+        return "torchrun"
+    if "CROSS_RANK" in env and "RANK" in env:
+        return "deepspeed"
+    if "OMPI_COMM_WORLD_RANK" in env:
+        return "mpi"
+    if "PMI_RANK" in env or "MPI_LOCALRANKID" in env:
+        return "mpich"
+    if "LWS_WORKER_INDEX" in env:
+        return "lws"
+    if "PET_NNODES" in env or "PET_NODE_RANK" in env or "PET_MASTER_ADDR" in env:
+        return "kubeflow" if "MASTER_ADDR" in env or "RANK" in env else "trainer"
+    if "JOB_COMPLETION_INDEX" in env:
+        return "jobset" if any(k.startswith("JOBSET_") for k in env) else "indexed-job"
+    if "SLURM_PROCID" in env:
+        return "slurm"
+    if "RANK" in env or "WORLD_SIZE" in env:
+        return "env"
+    return "none"
+
+
+def _slurm(c: Contract, env: dict[str, str]) -> None:
+    c.env("rank", env, "SLURM_PROCID")
+    c.env("local_rank", env, "SLURM_LOCALID")
+    c.env("world_size", env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS")
+    c.env("node_rank", env, "SLURM_NODEID")
+    c.env("nnodes", env, "SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES")
+    for name in ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"):
+        if name in env and "node_rank" in c.values:
+            try:
+                counts = expand_tasks_per_node(env[name])
+            except ValueError:
+                c.invalid[f"env:{name}"] = env[name]
+                break
+            if 0 <= c.values["node_rank"] < len(counts):
+                c.set("local_world_size", str(counts[c.values["node_rank"]]), f"env:{name}")
+            break
+
+
+def _from_env(c: Contract, env: dict[str, str], launcher: str) -> None:
+    """Launcher-specific variables first; the generic torch ones (read last) override them."""
+    if launcher == "slurm" or "SLURM_PROCID" in env:
+        _slurm(c, env)
+    if launcher == "mpi":
+        c.env("rank", env, "OMPI_COMM_WORLD_RANK")
+        c.env("world_size", env, "OMPI_COMM_WORLD_SIZE")
+        c.env("local_rank", env, "OMPI_COMM_WORLD_LOCAL_RANK")
+        c.env("local_world_size", env, "OMPI_COMM_WORLD_LOCAL_SIZE")
+    if launcher == "mpich":
+        c.env("rank", env, "PMI_RANK")
+        c.env("world_size", env, "PMI_SIZE")
+        c.env("local_rank", env, "MPI_LOCALRANKID")
+        c.env("local_world_size", env, "MPI_LOCALNRANKS")
+    if launcher == "deepspeed":
+        c.env("node_rank", env, "CROSS_RANK")
+        c.env("nnodes", env, "CROSS_SIZE")
+        c.env("local_world_size", env, "LOCAL_SIZE")
+    if launcher == "lws":
+        c.env("node_rank", env, "LWS_WORKER_INDEX")
+        c.env("nnodes", env, "LWS_GROUP_SIZE")
+        c.env("master_addr", env, "LWS_LEADER_ADDRESS")
+    if launcher in ("indexed-job", "jobset"):
+        c.env("node_rank", env, "JOB_COMPLETION_INDEX")
+    # torchrun's PET_* fallbacks, as Kubeflow and Trainer inject them into pods
+    c.env("node_rank", env, "PET_NODE_RANK")
+    c.env("nnodes", env, "PET_NNODES")
+    c.env("local_world_size", env, "PET_NPROC_PER_NODE")
+    c.env("master_addr", env, "PET_MASTER_ADDR")
+    c.env("master_port", env, "PET_MASTER_PORT")
+    c.env("rdzv_backend", env, "PET_RDZV_BACKEND")
+    c.env("rdzv_endpoint", env, "PET_RDZV_ENDPOINT")
+    c.env("rdzv_id", env, "PET_RDZV_ID")
+    # what init_process_group(env://) and the torchrun worker contract read
+    # Kubeflow v1 with nprocPerNode > 1: the pod's RANK is a node rank while WORLD_SIZE counts
+    # processes; torchrun re-derives both from PET_*, so RANK is not this process's rank.
+    if not (launcher == "kubeflow" and _int(env.get("PET_NPROC_PER_NODE"), 1) > 1):
+        c.env("rank", env, "RANK")
+    c.env("local_rank", env, "LOCAL_RANK")
+    c.env("world_size", env, "WORLD_SIZE")
+    c.env("local_world_size", env, "LOCAL_WORLD_SIZE")
+    c.env("node_rank", env, "GROUP_RANK", "NODE_RANK")
+    c.env("nnodes", env, "GROUP_WORLD_SIZE", "NNODES")
+    c.env("master_addr", env, "MASTER_ADDR")
+    c.env("master_port", env, "MASTER_PORT")
+    c.env("rdzv_id", env, "TORCHELASTIC_RUN_ID")
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+def _from_torchrun(c: Contract, env: dict[str, str], opts: dict[str, str]) -> None:
+    """The contract a wrapped torchrun will use: command line, then PET_*, then defaults."""
+
+    def value(dest: str) -> tuple[str | None, str]:
+        if dest in opts:
+            return opts[dest], f"torchrun:--{dest.replace('_', '-')}"
+        pet = f"PET_{dest.upper()}"
+        if pet in env:
+            return env[pet], f"env:{pet}"
+        return TORCHRUN_DEFAULTS.get(dest), f"torchrun default --{dest.replace('_', '-')}"
+
+    standalone = opts.get("standalone") == "1" or env.get("PET_STANDALONE", "0") not in ("", "0")
+    nnodes, src = value("nnodes")
+    if standalone:
+        nnodes, src = "1", "torchrun --standalone"
+    c.set("nnodes", nnodes, src)
+    nproc, src = value("nproc_per_node")
+    if nproc is not None and nproc.isdigit():
+        c.set("local_world_size", nproc, src)
+    elif nproc is not None:
+        c.values.pop("local_world_size", None)  # auto/gpu/cpu: decided by torchrun at start
+    backend, src = value("rdzv_backend")
+    if standalone:
+        backend, src = "c10d", "torchrun --standalone"
+    c.set("rdzv_backend", backend, src)
+    rdzv_id, src = value("rdzv_id")
+    c.set("rdzv_id", rdzv_id, src)
+    endpoint, esrc = value("rdzv_endpoint")
+    if standalone:
+        endpoint, esrc = "localhost:0", "torchrun --standalone"
+    if backend == "static":
+        node_rank, src = value("node_rank")
+        c.set("node_rank", node_rank, src)
+        if endpoint:
+            host, port = split_endpoint(endpoint, None)
+            c.set("master_addr", host, esrc)
+            c.set("master_port", port, esrc)
+        else:
+            for dest in ("master_addr", "master_port"):
+                v, src = value(dest)
+                c.set(dest, v, src)
+    else:  # c10d/etcd: ranks are assigned at rendezvous; the store is at the endpoint
+        if "node_rank" in opts:
+            c.set("node_rank", opts["node_rank"], "torchrun:--node-rank")
+        else:
+            c.values.pop("node_rank", None)
+            c.sources.pop("node_rank", None)
+        if endpoint:
+            host, port = split_endpoint(endpoint, C10D_DEFAULT_PORT)
+            c.set("master_addr", host, esrc)
+            c.set("master_port", port, esrc)
+    if endpoint:
+        c.set("rdzv_endpoint", endpoint, esrc)
+    for key in ("rank", "local_rank"):  # torchrun assigns these to its workers
+        c.values.pop(key, None)
+        c.sources.pop(key, None)
+    n, lws = c.values.get("nnodes"), c.values.get("local_world_size")
+    if isinstance(n, int) and isinstance(lws, int):
+        c.set("world_size", str(n * lws), "derived: nnodes x nproc-per-node")
+
+
+def _from_deepspeed(c: Contract, opts: dict[str, str]) -> None:
+    for dest, field in (
+        ("num_nodes", "nnodes"),
+        ("num_gpus", "local_world_size"),
+        ("node_rank", "node_rank"),
+        ("master_addr", "master_addr"),
+        ("master_port", "master_port"),
+    ):
+        if dest in opts:
+            c.set(field, opts[dest], f"deepspeed:--{dest}")
+    c.values.pop("rank", None)
+    c.values.pop("local_rank", None)
+
+
+def job_identity(env: dict[str, str], c: Contract) -> tuple[str | None, str]:
+    for name in ("VALIDATOR_JOB_ID", "SLURM_JOB_ID", "SLURM_JOBID"):
+        if env.get(name):
+            return env[name], f"env:{name}"
+    rid = c.values.get("rdzv_id")
+    if rid and rid != "none":
+        return str(rid), c.sources["rdzv_id"]
+    for name in ("JOBSET_NAME", "KUBEFLOW_JOB_NAME"):
+        if env.get(name):
+            return env[name], f"env:{name}"
+    return None, ""
+
+
+def parse_launch(env: dict[str, str], command: CommandFacts | None) -> LaunchFacts:
+    launcher = detect_launcher(env)
+    c = Contract()
+    _from_env(c, env, launcher)
+    mode = "rank" if "rank" in c.values else "node"
+    if command and command["tool"] == "torchrun":
+        launcher, mode = "torchrun", "node"
+        _from_torchrun(c, env, command["options"])
+    elif command and command["tool"] == "deepspeed":
+        launcher, mode = "deepspeed", "node"
+        _from_deepspeed(c, command["options"])
+    job_id, job_src = job_identity(env, c)
+    if job_id:
+        c.values["job_id"] = job_id
+        c.sources["job_id"] = job_src
+    nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST")
+    v = c.values
+    return {
+        "launcher": launcher,
+        "mode": mode,
+        "rank": v.get("rank"),
+        "local_rank": v.get("local_rank"),
+        "world_size": v.get("world_size"),
+        "local_world_size": v.get("local_world_size"),
+        "node_rank": v.get("node_rank"),
+        "nnodes": v.get("nnodes"),
+        "master_addr": v.get("master_addr"),
+        "master_port": v.get("master_port"),
+        "rdzv_backend": v.get("rdzv_backend"),
+        "rdzv_endpoint": v.get("rdzv_endpoint"),
+        "rdzv_id": v.get("rdzv_id"),
+        "job_id": v.get("job_id"),
+        "nodelist": nodelist,
+        "sources": {k: c.sources[k] for k in v if k in c.sources},
+        "invalid": c.invalid,
+        "command": command,
+    }

@@ -1,0 +1,272 @@
+"""The shared vocabulary: facts (what a node or rank sees), findings, severities, reports.
+
+Facts are plain JSON-shaped dicts (``TypedDict``): they travel between processes and hosts as
+JSON, a 100,000-rank job holds 100,000 of them, and plain dicts cost nothing to load.
+``validate_facts`` checks a document against this schema before any check sees it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+FACTS_SCHEMA = 1
+REPORT_SCHEMA = 1
+
+
+# --------------------------------------------------------------------------- facts
+
+
+class CommandFacts(TypedDict):
+    tool: str  # torchrun | deepspeed | python | other
+    argv: list[str]
+    options: dict[str, str]  # normalised option name (torchrun dest, e.g. nproc_per_node) -> value
+    script: str | None
+    errors: list[str]
+
+
+class LaunchFacts(TypedDict):
+    launcher: (
+        str  # torchrun | slurm | kubeflow | trainer | jobset | lws | indexed-job | mpi | mpich | deepspeed | env | none
+    )
+    mode: str  # "rank": this participant is one worker; "node": one agent per node (wrapper)
+    rank: int | None
+    local_rank: int | None
+    world_size: int | None
+    local_world_size: int | None
+    node_rank: int | None
+    nnodes: int | None
+    master_addr: str | None
+    master_port: int | None
+    rdzv_backend: str | None
+    rdzv_endpoint: str | None
+    rdzv_id: str | None
+    job_id: str | None
+    nodelist: str | None  # hostlist expression of the job's nodes, when the launcher tells
+    sources: dict[str, str]  # field -> where it came from ("env:RANK", "torchrun:--nnodes", ...)
+    invalid: dict[str, str]  # variable or option -> raw value that could not be parsed
+    command: CommandFacts | None
+
+
+class GpuDevice(TypedDict):
+    index: int
+    uuid: str
+    name: str
+    pci_bus_id: str
+    memory_mib: int | None
+    mig_uuids: list[str]
+
+
+class GpuFacts(TypedDict):
+    source: str  # nvml | nvidia-smi | proc | none
+    driver: str | None
+    cuda: str | None  # CUDA version the driver supports
+    devices: list[GpuDevice]
+    visible: list[str] | None  # UUIDs this process may use, in CUDA order (None: all)
+    visible_error: str | None
+
+
+class Interface(TypedDict):
+    name: str
+    addrs: list[str]  # CIDR, IPv4 first as the kernel lists them
+    up: bool
+    running: bool
+    loopback: bool
+    virtual: bool
+    kind: str | None  # bridge, veth, ... when the kernel says
+    mtu: int | None
+    speed_mbps: int | None
+
+
+class Selection(TypedDict):
+    ifaces: list[str]  # what the library would use, in its order
+    addr: str | None  # the address it would bind/advertise first
+    rule: str  # which rule chose them ("NCCL_SOCKET_IFNAME=^docker", "default: not docker/lo/virbr")
+    error: str | None  # the library's own failure, when it would fail
+
+
+class MasterFacts(TypedDict):
+    addr: str
+    resolved: list[str]
+    error: str | None
+    loopback: bool
+    local: bool  # one of this node's own addresses
+    route_dev: str | None
+    route_src: str | None
+    port: int | None
+    port_free: bool | None  # only probed when this node is the master
+    port_owner: str | None
+
+
+class NetworkFacts(TypedDict):
+    interfaces: list[Interface]
+    nccl: Selection
+    gloo: Selection
+    master: MasterFacts | None
+
+
+class SoftwareFacts(TypedDict):
+    python: str
+    torch: str | None
+    torch_cuda: str | None
+    nccl: str | None  # version of the NCCL library that would load
+    nccl_path: str | None
+    deepspeed: str | None
+    transformers: str | None
+
+
+class SystemFacts(TypedDict):
+    shm_bytes: int | None
+    memlock_soft: int | None  # -1: unlimited
+    memlock_hard: int | None
+    nofile_soft: int | None
+    nofile_hard: int | None
+    somaxconn: int | None
+    ib_devices: list[str]
+    time: float
+
+
+class Facts(TypedDict):
+    schema: int
+    kind: str  # "facts"
+    validator: str
+    host: str  # the node's name as the scheduler knows it (SLURMD_NODENAME, pod name, hostname)
+    hostname: str
+    pid: int
+    probe_ms: float
+    errors: dict[str, str]  # collector -> error; a failed collector never fails the probe
+    launch: LaunchFacts
+    gpus: GpuFacts
+    network: NetworkFacts
+    software: SoftwareFacts
+    system: SystemFacts
+    env: dict[str, str]
+
+
+# --------------------------------------------------------------------------- findings
+
+
+class Severity(enum.IntEnum):
+    INFO = 10
+    WARNING = 20
+    ERROR = 30
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            from validator.errors import UserError
+
+            raise UserError(f"unknown severity {text!r}; use one of: {', '.join(s.label for s in cls)}") from None
+
+
+@dataclass(slots=True)
+class Finding:
+    code: str
+    severity: Severity
+    title: str
+    message: str
+    ranks: list[int] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    expected: str | None = None
+    actual: str | None = None
+    fix: str = ""
+    verify: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity.label,
+            "title": self.title,
+            "message": self.message,
+            "ranks": self.ranks,
+            "hosts": self.hosts,
+            "expected": self.expected,
+            "actual": self.actual,
+            "fix": self.fix,
+            "verify": self.verify,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Finding:
+        return cls(
+            code=str(d["code"]),
+            severity=Severity.parse(str(d["severity"])),
+            title=str(d["title"]),
+            message=str(d["message"]),
+            ranks=[int(r) for r in d.get("ranks") or []],
+            hosts=[str(h) for h in d.get("hosts") or []],
+            expected=d.get("expected"),
+            actual=d.get("actual"),
+            fix=str(d.get("fix") or ""),
+            verify=str(d.get("verify") or ""),
+        )
+
+
+@dataclass(slots=True)
+class Outcome:
+    """A target that gave no usable facts: unreachable, timed out, unparsable, never arrived."""
+
+    target: str  # host, file or rank
+    status: str  # unreachable | timeout | auth | no-python | unparsed | missing | error
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"target": self.target, "status": self.status, "detail": self.detail}
+
+
+@dataclass(slots=True)
+class Report:
+    findings: list[Finding]
+    participants: int  # facts documents checked
+    hosts: list[str]  # distinct hosts seen
+    outcomes: list[Outcome] = field(default_factory=list)
+    input_errors: list[str] = field(default_factory=list)  # bad input: exit 2
+    title: str = "cluster-validator"
+
+    def worst(self) -> Severity | None:
+        return max((f.severity for f in self.findings), default=None)
+
+    def exit_code(self, fail_on: Severity | None = Severity.ERROR, allow_incomplete: bool = False) -> int:
+        from validator.errors import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
+
+        if self.input_errors:
+            return EXIT_USAGE
+        if self.outcomes and not allow_incomplete:
+            return EXIT_INCOMPLETE
+        worst = self.worst()
+        if fail_on is not None and worst is not None and worst >= fail_on:
+            return EXIT_FINDINGS
+        return EXIT_OK
+
+    def to_json(self) -> dict[str, Any]:
+        from validator import __version__
+
+        return {
+            "schema": REPORT_SCHEMA,
+            "validator": __version__,
+            "title": self.title,
+            "participants": self.participants,
+            "hosts": self.hosts,
+            "summary": {s.label: sum(1 for f in self.findings if f.severity == s) for s in Severity},
+            "findings": [f.to_json() for f in self.findings],
+            "outcomes": [o.to_json() for o in self.outcomes],
+            "input_errors": self.input_errors,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Report:
+        return cls(
+            findings=[Finding.from_json(f) for f in d.get("findings", [])],
+            participants=int(d.get("participants", 0)),
+            hosts=[str(h) for h in d.get("hosts", [])],
+            outcomes=[Outcome(**o) for o in d.get("outcomes", [])],
+            input_errors=[str(e) for e in d.get("input_errors", [])],
+            title=str(d.get("title", "cluster-validator")),
+        )

@@ -1,0 +1,153 @@
+"""Launch profiles: YAML files that pin what a job expects (nodes, ranks, GPUs, interface,
+versions, env). Unknown keys and wrong types are errors naming the file and line.
+
+Schema (every key optional; see docs/profiles.md):
+
+    name: str                 description: str
+    launcher: str             # torchrun | slurm | kubeflow | trainer | jobset | lws | mpi | deepspeed | env
+    nodes: int                ranks_per_node: int        gpus_per_node: int
+    gpu_model: str            # substring of the GPU name, e.g. "H100"
+    interface: str            # interface NCCL must use on every node (name or prefix)
+    hosts: str                # hostlist of the nodes, in node-rank order
+    master_port: int          min_shm_mib: int
+    versions: {torch, nccl, cuda, driver, python: glob such as "2.13.*"}
+    env: {NAME: value}        # variables every rank must have, with these exact values
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from validator.errors import UserError
+
+LAUNCHERS = (
+    "torchrun",
+    "slurm",
+    "kubeflow",
+    "trainer",
+    "jobset",
+    "lws",
+    "indexed-job",
+    "mpi",
+    "mpich",
+    "deepspeed",
+    "env",
+)
+VERSION_KEYS = ("torch", "nccl", "cuda", "driver", "python")
+SCHEMA: dict[str, Any] = {
+    "name": str,
+    "description": str,
+    "launcher": str,
+    "nodes": int,
+    "ranks_per_node": int,
+    "gpus_per_node": int,
+    "gpu_model": str,
+    "interface": str,
+    "hosts": str,
+    "master_port": int,
+    "min_shm_mib": int,
+    "versions": {k: str for k in VERSION_KEYS},
+    "env": dict,
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    path: str
+    name: str = ""
+    description: str = ""
+    launcher: str | None = None
+    nodes: int | None = None
+    ranks_per_node: int | None = None
+    gpus_per_node: int | None = None
+    gpu_model: str | None = None
+    interface: str | None = None
+    hosts: str | None = None
+    master_port: int | None = None
+    min_shm_mib: int | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def version_ok(self, key: str, actual: str | None) -> bool:
+        want = self.versions.get(key)
+        return want is None or (actual is not None and fnmatch.fnmatch(actual, want))
+
+
+def _where(path: str, node: Any) -> str:
+    return f"{path}:{node.start_mark.line + 1}"
+
+
+def _type_name(t: Any) -> str:
+    return {int: "an integer", str: "a string", dict: "a mapping"}.get(t, "a mapping")
+
+
+def _validate(path: str, node: Any, schema: dict[str, Any], prefix: str = "") -> None:
+    import yaml
+
+    if not isinstance(node, yaml.MappingNode):
+        raise UserError(f"{prefix or 'profile'} must be a mapping", _where(path, node))
+    for key_node, value_node in node.value:
+        key = key_node.value
+        if key not in schema:
+            close = difflib.get_close_matches(key, list(schema), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(schema)})"
+            raise UserError(f"unknown key {prefix}{key!r}{hint}", _where(path, key_node))
+        want = schema[key]
+        if isinstance(want, dict):
+            _validate(path, value_node, want, f"{prefix}{key}.")
+            continue
+        if want is dict:
+            if not isinstance(value_node, yaml.MappingNode):
+                raise UserError(f"{prefix}{key} must be a mapping of NAME: value", _where(path, value_node))
+            continue
+        tag = value_node.tag.rsplit(":", 1)[-1]
+        ok = (want is int and tag == "int") or (want is str and tag in ("str", "int", "float"))
+        if not ok:
+            raise UserError(
+                f"{prefix}{key} must be {_type_name(want)}, got {value_node.value!r}", _where(path, value_node)
+            )
+
+
+def load_profile(path: str | Path) -> Profile:
+    import yaml
+
+    p = str(path)
+    try:
+        text = Path(p).read_text()
+    except OSError as e:
+        raise UserError(f"cannot read profile: {e.strerror}", p) from None
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}" if mark else p
+        raise UserError(f"not valid YAML: {getattr(e, 'problem', e)}", where) from None
+    if node is None:
+        raise UserError("profile is empty", p)
+    _validate(p, node, SCHEMA)
+    data = yaml.safe_load(text)
+    if data.get("launcher") is not None and data["launcher"] not in LAUNCHERS:
+        raise UserError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {data['launcher']!r}", p)
+    for k in ("nodes", "ranks_per_node", "master_port"):
+        if k in data and data[k] < (0 if k != "master_port" else 1):
+            raise UserError(f"{k} must be positive, got {data[k]}", p)
+    return Profile(
+        path=p,
+        name=str(data.get("name", Path(p).stem)),
+        description=str(data.get("description", "")),
+        launcher=data.get("launcher"),
+        nodes=data.get("nodes"),
+        ranks_per_node=data.get("ranks_per_node"),
+        gpus_per_node=data.get("gpus_per_node"),
+        gpu_model=None if data.get("gpu_model") is None else str(data["gpu_model"]),
+        interface=data.get("interface"),
+        hosts=data.get("hosts"),
+        master_port=data.get("master_port"),
+        min_shm_mib=data.get("min_shm_mib"),
+        versions={k: str(v) for k, v in (data.get("versions") or {}).items()},
+        env={str(k): str(v) for k, v in (data.get("env") or {}).items()},
+    )

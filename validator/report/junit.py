@@ -1,0 +1,50 @@
+"""JUnit XML: one testcase per check code that ran (CI dashboards show them as tests), one
+per unreachable target; findings at or above ``fail_on`` are failures."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+
+from validator.model import Report, Severity
+from validator.report.text import fold, where
+
+
+def render_junit(
+    report: Report,
+    codes: Iterable[str] = (),
+    fail_on: Severity | None = Severity.ERROR,
+    **_: object,
+) -> str:
+    by_code: dict[str, list] = {}  # type: ignore[type-arg]
+    for f in fold(report.findings):
+        by_code.setdefault(f.code, []).append(f)
+    all_codes = list(dict.fromkeys([*codes, *by_code]))
+    suite = ET.Element("testsuite", name=report.title)
+    failures = 0
+    for code in all_codes:
+        findings = by_code.get(code, [])
+        title = findings[0].title if findings else code
+        case = ET.SubElement(suite, "testcase", classname="cluster-validator", name=f"{code} {title}")
+        failing = [f for f in findings if fail_on is not None and f.severity >= fail_on]
+        if failing:
+            failures += 1
+            el = ET.SubElement(case, "failure", message="; ".join(f.message for f in failing)[:500], type=code)
+            el.text = "\n".join(
+                f"{f.severity.label} {where(f)}: {f.message}\nfix: {f.fix}\nverify: {f.verify}" for f in failing
+            )
+        elif findings:
+            ET.SubElement(case, "system-out").text = "\n".join(
+                f"{f.severity.label} {where(f)}: {f.message}" for f in findings
+            )
+    for o in report.outcomes:
+        case = ET.SubElement(suite, "testcase", classname="cluster-validator.targets", name=o.target)
+        ET.SubElement(case, "error", message=f"{o.status}: {o.detail}", type=o.status)
+    for err in report.input_errors:
+        case = ET.SubElement(suite, "testcase", classname="cluster-validator.input", name=err.split(":", 1)[0])
+        ET.SubElement(case, "error", message=err, type="input")
+    suite.set("tests", str(len(suite)))
+    suite.set("failures", str(failures))
+    suite.set("errors", str(len(report.outcomes) + len(report.input_errors)))
+    ET.indent(suite)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,137 @@
+"""Plain-text table and JSON. Standard library only: preflight participants print these on the
+launch path of every rank, where importing a rendering library would cost start-up time."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from validator.model import Finding, Report, Severity
+from validator.targets import fold_hosts, fold_ranks
+
+COLOURS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}
+RESET = "\033[0m"
+
+
+def fold(findings: list[Finding]) -> list[Finding]:
+    """Identical findings (same code, values and fix) become one row with hosts and ranks merged:
+    100,000 ranks with one bad setting print as one row."""
+    rows: dict[tuple[Any, ...], Finding] = {}
+    for f in findings:
+        key = (f.code, f.severity, f.title, f.expected, f.actual, f.fix)
+        if key in rows:
+            row = rows[key]
+            row.ranks = sorted(set(row.ranks) | set(f.ranks))
+            row.hosts = list(dict.fromkeys(row.hosts + f.hosts))
+        else:
+            rows[key] = dataclasses.replace(f)
+    return list(rows.values())
+
+
+def where(f: Finding) -> str:
+    parts = []
+    if f.hosts:
+        parts.append(fold_hosts(f.hosts))
+    if f.ranks:
+        parts.append(f"rank {fold_ranks(f.ranks)}")
+    return " · ".join(parts) or "job"
+
+
+def summary(report: Report) -> str:
+    counts = {s: sum(1 for f in report.findings if f.severity == s) for s in Severity}
+    parts = [f"{n} {s.label}{'s' if n != 1 else ''}" for s, n in sorted(counts.items(), reverse=True) if n]
+    hosts = len(report.hosts)
+    return (
+        f"{', '.join(parts) or 'no findings'} — {report.participants} participant"
+        f"{'s' if report.participants != 1 else ''} on {hosts} host{'s' if hosts != 1 else ''}"
+    )
+
+
+def render_table(report: Report, colour: bool = False, verdict: str | None = None, **_: object) -> str:
+    out = [f"{report.title}: {summary(report)}"]
+    for err in report.input_errors:
+        out.append(f"INPUT   {err}")
+    for o in report.outcomes:
+        out.append(f"{o.status.upper():<8}{o.target}: {o.detail}")
+    for f in fold(report.findings):
+        sev = f.severity.name
+        sev = f"{COLOURS[f.severity]}{sev:<7}{RESET}" if colour else f"{sev:<7}"
+        out.append(f"{sev} {f.code:<7} {f.title} — {where(f)}")
+        out.append(f"        {f.message}")
+        if f.expected is not None or f.actual is not None:
+            out.append(f"        expected {f.expected}, got {f.actual}")
+        if f.fix:
+            out.append(f"        fix:    {f.fix}")
+        if f.verify:
+            out.append(f"        verify: {f.verify}")
+    if verdict:
+        out.append(verdict)
+    return "\n".join(out) + "\n"
+
+
+def render_json(report: Report, **_: object) -> str:
+    return json.dumps(report.to_json(), indent=2) + "\n"
+
+
+def render_facts(f: Any) -> str:
+    """A person's view of one node's facts (`validator probe` without --json)."""
+    launch, net, sw, gpus, sysf = f["launch"], f["network"], f["software"], f["gpus"], f["system"]
+    src = launch["sources"]
+    lines = [
+        f"host {f['host']} (hostname {f['hostname']}, pid {f['pid']}, probe {f['probe_ms']:.0f} ms)",
+        f"launcher {launch['launcher']} ({launch['mode']} mode)",
+    ]
+    for key in (
+        "rank",
+        "local_rank",
+        "world_size",
+        "local_world_size",
+        "node_rank",
+        "nnodes",
+        "master_addr",
+        "master_port",
+        "rdzv_backend",
+        "rdzv_endpoint",
+        "rdzv_id",
+        "job_id",
+    ):
+        if launch[key] is not None:
+            lines.append(f"  {key:<17}{launch[key]!s:<24}{src.get(key, '')}")
+    m = net["master"]
+    if m:
+        res = ", ".join(m["resolved"]) or f"unresolved ({m['error']})"
+        extra = " loopback" if m["loopback"] else " (this node)" if m["local"] else ""
+        lines.append(f"master {m['addr']} -> {res}{extra}; route via {m['route_dev'] or '?'}")
+        if m["port_free"] is not None:
+            lines.append(f"  port {m['port']}: {'free' if m['port_free'] else 'IN USE by ' + str(m['port_owner'])}")
+    lines.append(
+        f"NCCL would use {', '.join(net['nccl']['ifaces']) or 'nothing'} ({net['nccl']['rule']})"
+        + (f" — {net['nccl']['error']}" if net["nccl"]["error"] else "")
+    )
+    lines.append(
+        f"Gloo would use {net['gloo']['addr']} ({net['gloo']['rule']})"
+        + (f" — {net['gloo']['error']}" if net["gloo"]["error"] else "")
+    )
+    for i in net["interfaces"]:
+        state = "up" if i["up"] and i["running"] else "down"
+        lines.append(
+            f"  {i['name']:<10}{state:<5}mtu {i['mtu']!s:<6}{' '.join(i['addrs'])}{' (virtual)' if i['virtual'] else ''}"
+        )
+    if gpus["devices"]:
+        lines.append(
+            f"GPUs ({gpus['source']}): {len(gpus['devices'])} x {gpus['devices'][0]['name']}, driver {gpus['driver']}, CUDA {gpus['cuda']}"
+        )
+        if gpus["visible"] is not None:
+            lines.append(
+                f"  visible: {len(gpus['visible'])}" + (f" — {gpus['visible_error']}" if gpus["visible_error"] else "")
+            )
+    else:
+        lines.append("GPUs: none (a CPU node)")
+    lines.append(f"python {sw['python']}, torch {sw['torch']}, torch CUDA {sw['torch_cuda']}, NCCL {sw['nccl']}")
+    lines.append(
+        f"/dev/shm {(sysf['shm_bytes'] or 0) >> 20} MiB, memlock {sysf['memlock_soft']}, nofile {sysf['nofile_soft']}, somaxconn {sysf['somaxconn']}"
+    )
+    for k, v in f["errors"].items():
+        lines.append(f"error in {k}: {v}")
+    return "\n".join(lines) + "\n"

@@ -234,15 +234,18 @@ class Report:
         return max((f.severity for f in self.findings), default=None)
 
     def exit_code(self, fail_on: Severity | None = Severity.ERROR, allow_incomplete: bool = False) -> int:
+        """2 bad input; 1 findings at or above ``fail_on``; 3 incomplete (targets unreachable,
+        ranks that never arrived) unless allowed; 0 pass. Findings win over incompleteness: they
+        are configuration to fix, while incomplete is often worth a retry (a late pod)."""
         from validator.errors import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
 
         if self.input_errors:
             return EXIT_USAGE
-        if self.outcomes and not allow_incomplete:
-            return EXIT_INCOMPLETE
         worst = self.worst()
         if fail_on is not None and worst is not None and worst >= fail_on:
             return EXIT_FINDINGS
+        if self.outcomes and not allow_incomplete:
+            return EXIT_INCOMPLETE
         return EXIT_OK
 
     def to_json(self) -> dict[str, Any]:

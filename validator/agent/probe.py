@@ -276,8 +276,8 @@ def port_owner(port: int, budget_s: float = 1.0) -> str | None:
         try:
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 if os.readlink(f"/proc/{pid}/fd/{fd}") in targets:
-                    cmd = read(f"/proc/{pid}/cmdline").replace("\0", " ").strip()
-                    return f"pid {pid} ({cmd[:200]})"
+                    cmd = " ".join(read(f"/proc/{pid}/cmdline").replace("\0", " ").split())
+                    return f"pid {pid} ({cmd[:120]})"
         except OSError:
             continue
     return "another user's process (not readable)"
@@ -386,7 +386,7 @@ def gpus(sources: list[str], errors: dict[str, str]) -> dict[str, Any] | None:
             if "libnvidia-ml" in str(e):
                 continue  # NVML library absent
             errors[f"gpu.{name}"] = f"{type(e).__name__}: {e}"[:300]
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a broken GPU stack fails in its own ways; recorded, never raised
             errors[f"gpu.{name}"] = f"{type(e).__name__}: {e}"[:300]
     return None
 
@@ -544,7 +544,7 @@ def collect(
     def attempt(key: str, fn: Callable[[], Any]) -> Any:
         try:
             doc[key] = fn()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a collector never crashes the probe; the error is recorded
             errors[key] = f"{type(e).__name__}: {e}"[:300]
             doc[key] = None
         return doc[key]

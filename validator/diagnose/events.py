@@ -1,0 +1,104 @@
+"""What the diagnose stages pass each other: events read from logs, and the verdict."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Role(enum.IntEnum):
+    """How an event relates to the failure: a cause, a consequence, or bookkeeping."""
+
+    FACT = 0  # rank mapping, versions, endpoints: not a failure
+    SYMPTOM = 1  # timeouts, closed connections: what collateral ranks print
+    SUMMARY = 2  # launcher summaries (torchrun Root Cause): second-hand
+    ORIGIN = 3  # exceptions, CUDA errors, misconfiguration: what an initiating rank prints
+
+
+@dataclass(slots=True)
+class Ident:
+    """Who printed a line, as far as the line and its file tell."""
+
+    rank: int | None = None  # global rank
+    local_rank: int | None = None
+    node: str | None = None  # srun task label / mpirun node tag: which agent's stream
+    host: str | None = None
+    pid: int | None = None
+
+
+@dataclass(slots=True)
+class Event:
+    kind: str  # e.g. "coll.watchdog_timeout"
+    role: Role
+    text: str  # the message, prefixes stripped, truncated
+    source: str  # file:line
+    ident: Ident
+    time: float | None = None  # seconds since the epoch (naive local time)
+    data: dict[str, Any] = field(default_factory=dict)
+    stack: list[str] = field(default_factory=list)  # "file:line in func", innermost last
+    file: str = ""
+
+    @property
+    def rank(self) -> int | None:
+        return self.ident.rank
+
+
+@dataclass(slots=True)
+class Evidence:
+    source: str  # file:line, or a dump/trace file
+    text: str
+    rank: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "text": self.text, "rank": self.rank}
+
+
+@dataclass(slots=True)
+class Cause:
+    """One candidate explanation; the verdict is the strongest of them."""
+
+    code: str
+    summary: str  # one line: "rank 3 skipped all_reduce #41 at train.py:88"
+    culprits: list[int]
+    confidence: str  # high | medium | low | unknown
+    reason: str  # why these ranks: the evidence rule that decided
+    evidence: list[Evidence] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    expected: str | None = None
+    actual: str | None = None
+    stack: list[str] = field(default_factory=list)
+    time: float | None = None
+    strength: int = 0  # ordering among candidates: higher wins
+
+
+CONFIDENCE = {"high": 3, "medium": 2, "low": 1, "unknown": 0}
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    failure_class: str
+    primary: Cause | None
+    others: list[Cause]
+    collateral: list[int]
+    ranks_seen: list[int]
+    hosts: dict[int, str]
+    notes: list[str] = field(default_factory=list)  # incompleteness, hints
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.primary
+        return {
+            "failure_class": self.failure_class,
+            "code": p.code if p else None,
+            "initiating_ranks": p.culprits if p else [],
+            "initiating_hosts": p.hosts if p else [],
+            "confidence": p.confidence if p else "unknown",
+            "reason": p.reason if p else "",
+            "summary": p.summary if p else "no failure found",
+            "stack": p.stack if p else [],
+            "collateral_ranks": self.collateral,
+            "ranks_seen": self.ranks_seen,
+            "evidence": [e.to_json() for e in p.evidence] if p else [],
+            "other_causes": [{"code": c.code, "summary": c.summary, "ranks": c.culprits} for c in self.others],
+            "notes": self.notes,
+        }

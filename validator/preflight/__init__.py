@@ -1,0 +1,1 @@
+"""`validator preflight`: every rank rehearses the rendezvous, all agree on one verdict."""

@@ -1,0 +1,119 @@
+"""PRE: findings of the preflight rendezvous itself (not checks over facts). The functions are
+placeholders that carry each code's documentation; the preflight produces these findings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from validator.checks.base import Check, Hit, Job, check
+from validator.model import Finding, Severity
+
+
+@check("PRE001", Severity.ERROR, "Coordinator unreachable")
+def unreachable(job: Job) -> Iterator[Hit]:
+    """A participant reached the preflight coordinator (the master's MASTER_ADDR:MASTER_PORT, or
+    --coordinator) before the deadline.
+
+    The real job would hang in the same place: the rendezvous store on the master is either not
+    up (the master node never started, or started late), not reachable from this node (firewall,
+    routing, wrong interface), or the name does not resolve here. The finding lists what was
+    tried and what each name resolved to.
+
+    Check that the master node runs the preflight too, that MASTER_ADDR resolves to it from this
+    node (`getent ahosts MASTER_ADDR`) and that the port is open between the nodes (`nc -zv
+    MASTER_ADDR MASTER_PORT` while the preflight waits).
+    """
+    yield from ()
+
+
+@check("PRE002", Severity.ERROR, "Rendezvous port held by another program")
+def foreign(job: Job) -> Iterator[Hit]:
+    """Whatever listens on the rendezvous port on the master is the preflight coordinator of
+    this job.
+
+    Something else answers there: a stale job's TCPStore or another service. The real job's
+    rank 0 would fail to bind it (EADDRINUSE), and the other ranks might talk to the stale store.
+
+    Stop the process named on the master (the coordinator's own report names its pid), or use
+    another MASTER_PORT for the whole job.
+    """
+    yield from ()
+
+
+@check("PRE003", Severity.ERROR, "Rejected by the coordinator")
+def rejected(job: Job) -> Iterator[Hit]:
+    """The coordinator accepted this participant's facts.
+
+    It refuses participants of another job (a different SLURM_JOB_ID, rdzv id or --job-id), a
+    wrong or missing HMAC when VALIDATOR_SECRET is set, and facts it cannot validate. Two jobs
+    configured with the same MASTER_ADDR:MASTER_PORT would collide the same way.
+
+    Give every participant the same job identity and secret (export them in the job script), or
+    move one of the jobs to another port.
+    """
+    yield from ()
+
+
+@check("PRE004", Severity.INFO, "Connections refused by the coordinator")
+def strangers(job: Job) -> Iterator[Hit]:
+    """The coordinator saw no connection that it had to refuse (another job, bad MAC, garbage,
+    oversized frames).
+
+    Refused connections never change the verdict, but they show that something else on the
+    network talks to this job's rendezvous port: another job with the same MASTER_ADDR:PORT, a
+    scanner, or a participant with the wrong secret.
+
+    Look at the peers listed; give colliding jobs distinct ports.
+    """
+    yield from ()
+
+
+@check("PRE005", Severity.ERROR, "Network check: peers cannot reach each other")
+def net_pair(job: Job) -> Iterator[Hit]:
+    """With --net-check, every node accepts a TCP connection on the address NCCL (or Gloo) would
+    use from its ring neighbour and from the master.
+
+    NCCL's bootstrap and its socket transport connect every rank to its ring neighbours on those
+    addresses; a pair that cannot connect hangs the first collective (or init), long after the
+    rendezvous succeeded.
+
+    Fix routing or firewalls between the named interfaces, or select another interface with
+    NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME.
+    """
+    yield from ()
+
+
+@check("PRE006", Severity.ERROR, "Smoke all_reduce failed")
+def smoke(job: Job) -> Iterator[Hit]:
+    """With --smoke, a tiny all_reduce over all participants (gloo, or NCCL where GPUs exist)
+    completes with the right sum within its timeout.
+
+    This is the real communication stack end to end; a failure here is a failure of the job's
+    first collective.
+
+    Read the error; run `validator diagnose` on the preflight's log for a classification.
+    """
+    yield from ()
+
+
+@check("PRE007", Severity.ERROR, "Cannot listen on the rendezvous port")
+def cannot_bind(job: Job) -> Iterator[Hit]:
+    """The master can listen on the rendezvous port (apart from it being in use, which RDZ006
+    reports with the owner).
+
+    A port below 1024 needs privileges (EACCES), and an address that is not local cannot be
+    bound (EADDRNOTAVAIL): the job's TCPStore would fail the same way.
+
+    Use a port in 1024-65535 and a MASTER_ADDR that belongs to the master node.
+    """
+    yield from ()
+
+
+CODES: dict[str, Check] = {c.code: c for c in (unreachable, foreign, rejected, strangers, net_pair, smoke, cannot_bind)}
+
+
+def finding(code: str, message: str, hosts: list[str], ranks: list[int] | None = None, **kw: str | None) -> Finding:
+    c = CODES[code]
+    return Finding(code=c.code, severity=c.severity, title=c.title, message=message, hosts=hosts,
+                   ranks=ranks or [], expected=kw.get("expected"), actual=kw.get("actual"),
+                   fix=kw.get("fix") or c.doc["fix"], verify=kw.get("verify") or "")  # fmt: skip

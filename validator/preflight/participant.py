@@ -1,0 +1,139 @@
+"""A participant: reach the coordinator before the deadline, send our facts, wait for the verdict.
+
+Plain blocking sockets and the standard library: this runs once per rank on the launch path.
+Every attempt is recorded, so a participant that never gets through can say what it tried and
+what each name resolved to.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from validator.agent.probe import resolve
+from validator.model import Facts
+from validator.preflight import protocol as wire
+
+VERDICT_GRACE_S = 30.0  # the coordinator's checks run after its deadline; allow for them at scale
+
+
+@dataclass
+class Attempts:
+    """What a participant tried, for the message it prints when it never got through."""
+
+    resolved: dict[str, list[str]] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)  # "addr:port: what happened" -> count
+    tries: int = 0
+    foreign: str | None = None  # something that is not our coordinator answers on the port
+    rejected: str | None = None
+
+    def note(self, what: str) -> None:
+        self.errors[what] = self.errors.get(what, 0) + 1
+
+    def summary(self) -> str:
+        res = "; ".join(f"{n} -> {', '.join(a) or 'no address'}" for n, a in self.resolved.items())
+        errs = "; ".join(f"{e} (x{c})" for e, c in list(self.errors.items())[-4:])
+        return f"{self.tries} attempts; resolved {res or 'nothing'}; {errs or 'no error recorded'}"
+
+
+@dataclass
+class Result:
+    verdict: dict[str, Any] | None
+    attempts: Attempts
+
+
+def _connect(addr: str, port: int, timeout: float) -> socket.socket:
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect((addr, port))
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
+def _exchange(
+    s: socket.socket, body: bytes, job_id: str, secret: bytes | None, listen: list[Any] | None, deadline: float
+) -> dict[str, Any] | str:
+    """One session on a connected socket: verdict dict, or why it failed (str)."""
+    s.settimeout(max(0.5, min(5.0, deadline - time.monotonic())))
+    try:
+        hello = wire.recv_msg(s)
+    except (OSError, wire.ProtocolError) as e:
+        return f"FOREIGN: no preflight hello ({e})"
+    if hello.get("type") != "hello" or hello.get("proto") != wire.PROTO:
+        return "FOREIGN: not a preflight coordinator"
+    nonce = str(hello.get("nonce", ""))
+    header = {"type": "facts", "proto": wire.PROTO, "job_id": job_id, "size": len(body),
+              "mac": wire.mac(secret, nonce, job_id, body), "listen": listen}  # fmt: skip
+    s.sendall(wire.encode(header) + wire.frame(body))
+    deadline_in = float(hello.get("deadline_in") or 0.0)
+    s.settimeout(deadline_in + VERDICT_GRACE_S)
+    reply = wire.recv_msg(s)
+    if reply.get("type") == "reject":
+        return f"REJECTED: {reply.get('reason')}"
+    if reply.get("type") != "ack":
+        return f"unexpected {reply.get('type')!r}"
+    for _ in range(3):  # at most: probe (--net-check), verdict
+        msg = wire.recv_msg(s, wire.MAX_VERDICT)
+        if msg.get("type") == "verdict":
+            return msg
+        if msg.get("type") != "probe" or not isinstance(msg.get("targets"), list):
+            return f"unexpected {msg.get('type')!r}"
+        from validator.preflight.netcheck import probe
+
+        s.sendall(wire.encode({"type": "netcheck", "results": probe(msg["targets"])}))
+    return "no verdict"
+
+
+def participate(
+    facts: Facts,
+    host: str,
+    port: int,
+    job_id: str,
+    secret: bytes | None,
+    timeout: float,
+    listen: list[Any] | None = None,
+) -> Result:
+    """Retry until the deadline; return the verdict, or what was tried."""
+    deadline = time.monotonic() + timeout
+    body = json.dumps(facts, separators=(",", ":")).encode()
+    att = Attempts()
+    delay = 0.05
+    while time.monotonic() < deadline:
+        att.tries += 1
+        res = resolve([host], timeout=min(2.0, max(0.1, deadline - time.monotonic())))[host]
+        addrs = list(res.get("addrs", []))
+        att.resolved[host] = addrs
+        if not addrs:
+            att.note(f"{host}: {res.get('error', 'does not resolve')}")
+        for addr in addrs[:2]:
+            where = f"{addr}:{port}"
+            try:
+                s = _connect(addr, port, min(2.0, max(0.1, deadline - time.monotonic())))
+            except OSError as e:
+                att.note(f"{where}: {e.strerror or e}")
+                continue
+            try:
+                outcome = _exchange(s, body, job_id, secret, listen, deadline)
+            except (OSError, wire.ProtocolError) as e:
+                outcome = f"{type(e).__name__}: {e}"
+            finally:
+                s.close()  # we close first: TIME_WAIT stays on our side, not on the job's port
+            if isinstance(outcome, dict):
+                return Result(outcome, att)
+            if outcome.startswith("FOREIGN"):
+                att.foreign = f"{where}: {outcome.split(': ', 1)[1]}"
+            elif outcome.startswith("REJECTED"):
+                att.rejected = f"{where}: {outcome.split(': ', 1)[1]}"
+            att.note(f"{where}: {outcome}")
+            break
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())) * random.uniform(0.5, 1.0))
+        delay = min(delay * 2, 1.0)
+    return Result(None, att)

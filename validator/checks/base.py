@@ -117,9 +117,17 @@ class Job:
 
     def node_majority(self, key: Callable[[int], T | None]) -> tuple[T | None, dict[T, list[int]]]:
         """Majority of a per-node fact over nodes (not ranks); groups hold every participant of
-        the nodes with each value."""
-        expected, groups = self.majority(self.node_reps, key)
+        the nodes with each value. A tie goes to the node that holds rank 0 / node rank 0, even
+        when another of its ranks represents it."""
+        reference = self.reference_reps
+        values = ((i, v) for i in self.node_reps if (v := key(i)) is not None)
+        expected, groups = majority(values, reference.__contains__)
         return expected, {v: [m for i in reps for m in self.node_of(i)] for v, reps in groups.items()}
+
+    @cached_property
+    def reference_reps(self) -> frozenset[int]:
+        """The node representatives of the nodes that hold a reference participant."""
+        return frozenset(self.node_of(i)[0] for i in range(len(self.facts)) if self.is_reference(i))
 
     @cached_property
     def ranked(self) -> list[int]:
@@ -162,9 +170,9 @@ class Job:
 
     @cached_property
     def multi_node(self) -> bool:
-        """Spans several hosts. Several node ranks on one host (a rehearsal on one machine) do not
-        count: loopback works there."""
-        return len(self.hosts) > 1
+        """Spans several machines (kernel hostnames). Several node ranks, or several Slurm node
+        names, on one machine do not count: loopback works there."""
+        return len({f["hostname"] for f in self.facts}) > 1
 
     @cached_property
     def uses_gpus(self) -> bool:
@@ -173,7 +181,9 @@ class Job:
         if self.profile and self.profile.gpus_per_node:
             return True
         for f in self.facts:
-            if f["gpus"]["devices"] or "CUDA_VISIBLE_DEVICES" in f["env"]:
+            cvd = f["env"].get("CUDA_VISIBLE_DEVICES")
+            # "" or "-1" hides every GPU: that asks for a CPU job, not a GPU one
+            if f["gpus"]["devices"] or (cvd is not None and cvd.strip() and not cvd.strip().startswith("-")):
                 return True
             if any(k.startswith("NCCL_") for k in f["env"]):
                 return True

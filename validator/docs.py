@@ -16,7 +16,7 @@ from validator.errors import UserError
 def extra_checks() -> dict[str, Check]:
     """Codes that come from other stages than the fact checks (preflight, diagnose)."""
     out: dict[str, Check] = {}
-    for module in ("validator.preflight.findings", "validator.diagnose.codes"):
+    for module in ("validator.preflight.findings", "validator.diagnose.codes", "validator.checks.netcheck"):
         try:
             mod = __import__(module, fromlist=["CODES"])
         except ImportError:
@@ -82,5 +82,19 @@ def write(directory: Path) -> None:
         (directory / name).write_text(text)
 
 
+def drift(directory: Path) -> list[str]:
+    """Pages that differ from the docstrings (missing, changed or stale)."""
+    want = expected_pages()
+    have = {p.name: p.read_text() for p in directory.glob("*.md")} if directory.is_dir() else {}
+    return sorted(n for n in set(want) | set(have) if want.get(n) != have.get(n))
+
+
 if __name__ == "__main__":
-    write(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/checks"))
+    args = sys.argv[1:]
+    target = Path(next((a for a in args if not a.startswith("-")), "docs/checks"))
+    if "--check" in args:
+        stale = drift(target)
+        if stale:
+            sys.exit(f"{target} is out of date ({', '.join(stale)}): run python -m validator.docs {target}")
+    else:
+        write(target)

@@ -180,13 +180,17 @@ class Finding:
     verify: str = ""
 
     def to_json(self) -> dict[str, Any]:
+        """Hosts and ranks are folded (``node[01-64]``, ``0-511,600``): a finding about half of a
+        12,500-node job stays small. Expand with ``nodeset -e`` / ``scontrol show hostnames``."""
+        from validator.targets import fold_hosts, fold_ranks
+
         return {
             "code": self.code,
             "severity": self.severity.label,
             "title": self.title,
             "message": self.message,
-            "ranks": self.ranks,
-            "hosts": self.hosts,
+            "ranks": fold_ranks(self.ranks),
+            "hosts": fold_hosts(self.hosts),
             "expected": self.expected,
             "actual": self.actual,
             "fix": self.fix,
@@ -195,13 +199,15 @@ class Finding:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Finding:
+        from validator.targets import expand, expand_ranks
+
         return cls(
             code=str(d["code"]),
             severity=Severity.parse(str(d["severity"])),
             title=str(d["title"]),
             message=str(d["message"]),
-            ranks=[int(r) for r in d.get("ranks") or []],
-            hosts=[str(h) for h in d.get("hosts") or []],
+            ranks=expand_ranks(d.get("ranks") or ""),
+            hosts=expand(d["hosts"]) if d.get("hosts") else [],
             expected=d.get("expected"),
             actual=d.get("actual"),
             fix=str(d.get("fix") or ""),
@@ -250,13 +256,15 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         from validator import __version__
+        from validator.targets import fold_hosts
 
         return {
             "schema": REPORT_SCHEMA,
             "validator": __version__,
             "title": self.title,
             "participants": self.participants,
-            "hosts": self.hosts,
+            "hosts": fold_hosts(self.hosts),
+            "host_count": len(self.hosts),
             "summary": {s.label: sum(1 for f in self.findings if f.severity == s) for s in Severity},
             "findings": [f.to_json() for f in self.findings],
             "outcomes": [o.to_json() for o in self.outcomes],
@@ -265,10 +273,12 @@ class Report:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Report:
+        from validator.targets import expand
+
         return cls(
             findings=[Finding.from_json(f) for f in d.get("findings", [])],
             participants=int(d.get("participants", 0)),
-            hosts=[str(h) for h in d.get("hosts", [])],
+            hosts=expand(d["hosts"]) if d.get("hosts") else [],
             outcomes=[Outcome(**o) for o in d.get("outcomes", [])],
             input_errors=[str(e) for e in d.get("input_errors", [])],
             title=str(d.get("title", "cluster-validator")),

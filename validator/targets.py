@@ -61,3 +61,17 @@ def fold_ranks(ranks: Iterable[int]) -> str:
     if run:
         out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
     return ",".join(out)
+
+
+def expand_ranks(text: str) -> list[int]:
+    """``0-3,5`` -> [0, 1, 2, 3, 5]."""
+    out: list[int] = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        lo, _, hi = part.partition("-")
+        try:
+            out += list(range(int(lo), int(hi or lo) + 1))
+        except ValueError:
+            raise UserError(f"bad rank range {part!r} in {text!r}") from None
+    return out

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import json
 import os
@@ -394,24 +393,28 @@ def gpus(sources: list[str], errors: dict[str, str]) -> dict[str, Any] | None:
 # ----------------------------------------------------------------------------- software
 
 
-def packages() -> dict[str, Any]:
-    from importlib import metadata, util
+DISTRIBUTIONS = ("torch", "deepspeed", "transformers", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "nvidia-nccl-cu11",
+                 "accelerate", "megatron-core")  # fmt: skip
 
+
+def packages() -> dict[str, Any]:
+    """Installed versions, from the first ``NAME-VERSION.dist-info`` on sys.path, as importlib.metadata
+    finds them (without its 25 ms import: this runs once per rank at launch)."""
+    from importlib import util
+
+    wanted = {d.replace("-", "_").lower(): d for d in DISTRIBUTIONS}
     out: dict[str, Any] = {}
-    for dist in (
-        "torch",
-        "deepspeed",
-        "transformers",
-        "nvidia-nccl-cu12",
-        "nvidia-nccl-cu13",
-        "nvidia-nccl-cu11",
-        "accelerate",
-        "megatron-core",
-    ):
+    for entry in sys.path:
         try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
+            names = os.listdir(entry or ".")
+        except OSError:
             continue
+        for name in names:
+            if name.endswith(".dist-info") and "-" in name:
+                dist, version = name[: -len(".dist-info")].split("-", 1)
+                key = wanted.get(dist.replace("-", "_").replace(".", "_").lower())
+                if key and key not in out:
+                    out[key] = version
     spec = util.find_spec("torch")  # locates the package without importing it
     if spec and spec.submodule_search_locations:
         base = next(iter(spec.submodule_search_locations))
@@ -421,6 +424,8 @@ def packages() -> dict[str, Any]:
 
 
 def nccl_candidates() -> list[str]:
+    """Where torch would load NCCL from: NCCL_LIB, the nvidia-nccl wheel, then the loader's own
+    search (LD_LIBRARY_PATH, ld.so.cache). Not ctypes.util.find_library, which may spawn gcc."""
     from importlib import util
 
     paths = []
@@ -429,9 +434,7 @@ def nccl_candidates() -> list[str]:
     spec = util.find_spec("nvidia")
     for base in (spec.submodule_search_locations or []) if spec else []:
         paths.append(os.path.join(base, "nccl", "lib", "libnccl.so.2"))
-    found = ctypes.util.find_library("nccl")
-    if found:
-        paths.append(found)
+    paths.append("libnccl.so.2")
     return paths
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gc
 import json
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,30 @@ class Gathered:
     rejected: dict[str, list[str]] = field(default_factory=dict)  # reason -> peers
     seconds: float = 0.0
     complete: bool = False
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic GC while the coordinator works: with 12,500 facts documents alive, each
+    collection walks millions of objects (measured: 5,000 nodes went from 3.2 s to 0.6 s of checks).
+    What it allocates is freed by reference counting; the collector runs again afterwards."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def raise_nofile() -> None:
+    """One socket per participant: lift the soft open-file limit to the hard one."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def bind(port: int, host: str = "") -> socket.socket:
@@ -91,7 +116,9 @@ class Coordinator:
         self.secret = secret
         self.deadline = time.monotonic() + timeout
         self.own_id = (own["host"], own["pid"])
-        self.arrivals: dict[tuple[str, int], Arrival] = {self.own_id: Arrival(own, None, own_listen)}
+        self.arrivals: dict[tuple[str, int], Arrival] = {}
+        self.present: dict[Any, int] = {}  # key -> participants holding it (duplicates count twice)
+        self.waiting = set(expected)  # expected keys nobody holds yet: complete when empty
         self.net_check = net_check
         self.plan: asyncio.Future[dict[Any, list[dict[str, Any]]]] | None = None
         self.results: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -103,24 +130,41 @@ class Coordinator:
         self.handlers: set[asyncio.Task[None]] = set()
         self.connections = 0
         self.max_connections = max_connections or max(1024, 4 * len(expected) + 64)
-        self._check_complete()
+        self.listeners = 1 if own_listen else 0
+        self.register(Arrival(own, None, own_listen))
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
 
-    def _check_complete(self) -> None:
-        present = {self.key(a.facts) for a in self.arrivals.values()}
-        if self.expected <= present:
+    def register(self, arrival: Arrival) -> None:
+        """Count an arrival in O(1); the same process (host, pid) reconnecting replaces itself."""
+        ident = (arrival.facts["host"], arrival.facts["pid"])
+        old = self.arrivals.get(ident)
+        if old is not None:
+            k = self.key(old.facts)
+            self.present[k] -= 1
+            if not self.present[k]:
+                del self.present[k]
+                if k in self.expected:
+                    self.waiting.add(k)
+            self.listeners -= old.listen is not None
+        self.arrivals[ident] = arrival
+        k = self.key(arrival.facts)
+        self.present[k] = self.present.get(k, 0) + 1
+        self.waiting.discard(k)
+        self.listeners += arrival.listen is not None
+        if not self.waiting:
             self.complete.set()
 
     def _reject(self, reason: str, peer: str) -> None:
         self.rejected.setdefault(reason, []).append(peer)
 
-    async def _read(self, reader: asyncio.StreamReader, limit: int) -> bytes:
-        (size,) = wire.LEN.unpack(await asyncio.wait_for(reader.readexactly(4), self.remaining()))
+    @staticmethod
+    async def _read(reader: asyncio.StreamReader, limit: int) -> bytes:
+        (size,) = wire.LEN.unpack(await reader.readexactly(4))
         if size > limit:
             raise wire.ProtocolError(f"frame of {size} bytes over the {limit}-byte limit")
-        return await asyncio.wait_for(reader.readexactly(size), self.remaining())
+        return await reader.readexactly(size)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = str((writer.get_extra_info("peername") or ("?",))[0])
@@ -134,7 +178,8 @@ class Coordinator:
             nonce = wire.new_nonce()
             writer.write(wire.encode({"type": "hello", "proto": wire.PROTO, "job_id": self.job_id, "nonce": nonce,
                                       "deadline_in": self.remaining()}))  # fmt: skip
-            arrival = await self._receive(reader, writer, nonce, peer)
+            # one timer per connection (not per read): slow or silent clients end at the deadline
+            arrival = await asyncio.wait_for(self._receive(reader, writer, nonce, peer), self.remaining())
             if arrival is None:
                 return
             if self.net_check:
@@ -181,8 +226,7 @@ class Coordinator:
             return self._refuse(writer, "arrived after the verdict", peer)
         listen = header.get("listen") if isinstance(header.get("listen"), list) else None
         arrival = Arrival(facts, writer, listen)
-        self.arrivals[(facts["host"], facts["pid"])] = arrival  # the same process reconnecting replaces itself
-        self._check_complete()
+        self.register(arrival)
         writer.write(wire.encode({"type": "ack", "arrived": len(self.arrivals), "expected": len(self.expected)}))
         await writer.drain()
         return arrival
@@ -200,7 +244,7 @@ class Coordinator:
         rows = msg.get("results")
         if msg.get("type") == "netcheck" and isinstance(rows, list):
             self.results[ident] = [r for r in rows if isinstance(r, dict)]
-        if len(self.results) >= sum(1 for a in self.arrivals.values() if a.listen is not None):
+        if len(self.results) >= self.listeners:
             self.results_done.set()
 
     async def net_round(
@@ -219,7 +263,7 @@ class Coordinator:
         plan = plan_ring([(i, a.facts["host"], a.listen) for i, a in ranked])
         self.plan.set_result(plan)
         self.results[self.own_id] = await asyncio.to_thread(probe, plan.get(self.own_id, []))
-        if len(self.results) >= sum(1 for a in self.arrivals.values() if a.listen is not None):
+        if len(self.results) >= self.listeners:
             self.results_done.set()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.results_done.wait(), NET_ROUND_S)

@@ -7,7 +7,6 @@ what the job will use, and releases it before the job starts.
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import json
 import os
@@ -19,15 +18,16 @@ from typing import Any
 
 from validator import pipeline
 from validator.agent.probe import port_owner
-from validator.checks import CHECKS, select
 from validator.errors import UserError
 from validator.model import Facts, Finding, Outcome, Report, Severity
-from validator.preflight import coordinator as coord
 from validator.preflight import netcheck
 from validator.preflight import protocol as wire
 from validator.preflight.findings import finding
 from validator.preflight.participant import Result, participate
 from validator.profiles import Profile, load_profile
+
+# Only the coordinator needs asyncio and the checks: participants (every other rank, on the launch
+# path) import them lazily, which keeps their start-up to the standard library and the agent.
 
 # Missing participants are reported as outcomes (exit 3, worth a retry), not as RNK findings.
 NOT_IN_PREFLIGHT = ("RNK002", "RNK007", "PRF008")
@@ -111,16 +111,22 @@ def key(mode: str) -> Any:
 
 
 def missing(p: Plan, present: set[Any], facts: Facts, waited: float) -> list[Outcome]:
+    """Participants that never arrived, one outcome per expected host (or one in all when the
+    hosts are unknown), ranks folded: 50,000 missing ranks stay a few lines."""
+    from validator.targets import fold_ranks
+
     lws = facts["launch"]["local_world_size"] or 1
-    out = []
+    by_host: dict[str, list[int]] = {}
     for k in range(p.expected):
-        if k in present:
-            continue
-        node = k if p.mode == "node" else k // lws
-        where = f"expected on {p.names[node]}; " if node < len(p.names) else ""
-        what = f"{'rank' if p.mode == 'rank' else 'node rank'} {k}"
-        out.append(Outcome(what, "missing", f"{where}never reached the coordinator in {waited:.0f} s"))
-    return out
+        if k not in present:
+            node = k if p.mode == "node" else k // lws
+            by_host.setdefault(p.names[node] if node < len(p.names) else "", []).append(k)
+    what = "rank" if p.mode == "rank" else "node rank"
+    return [
+        Outcome(f"{what} {fold_ranks(ks)}", "missing",
+                f"{'expected on ' + host + '; ' if host else ''}never reached the coordinator in {waited:.0f} s")
+        for host, ks in by_host.items()
+    ]  # fmt: skip
 
 
 def is_candidate(facts: Facts, p: Plan) -> bool:
@@ -137,6 +143,8 @@ def is_candidate(facts: Facts, p: Plan) -> bool:
 
 
 def codes(opts: Options) -> list[str]:
+    from validator.checks import CHECKS, select
+
     return [c for c in select(CHECKS, opts.select, opts.ignore, CHECKS) if c not in NOT_IN_PREFLIGHT]
 
 
@@ -153,6 +161,10 @@ def rejected_findings(rejected: dict[str, list[str]]) -> list[Finding]:
 def coordinate(
     opts: Options, p: Plan, facts: Facts, sock: Any, profile: Profile | None, listen: list[Any] | None
 ) -> tuple[Report, int]:
+    import asyncio
+
+    from validator.preflight import coordinator as coord
+
     secret = wire.load_secret(opts.secret_file)
 
     async def main() -> tuple[Report, int]:
@@ -173,8 +185,10 @@ def coordinate(
         await c.deliver(wire.encode(verdict))
         return report, exit_code
 
+    coord.raise_nofile()
     try:
-        return asyncio.run(main())
+        with coord.paused_gc():
+            return asyncio.run(main())
     finally:
         sock.close()
 
@@ -249,6 +263,8 @@ def rendezvous(
     opts: Options, p: Plan, facts: Facts, profile: Profile | None, listen: list[Any] | None, t0: float
 ) -> int:
     if is_candidate(facts, p):
+        from validator.preflight import coordinator as coord
+
         try:
             sock = coord.bind(p.port)
         except OSError as e:

@@ -1,0 +1,73 @@
+"""Wall time that `validator preflight -- true` adds in front of a launch, on loopback.
+
+    python benchmarks/preflight_overhead.py [N ...]     (default: 2 8 32; 5 repetitions each)
+
+For N participants (one per rank, all on this machine): the time from starting N processes of
+`validator preflight --timeout 60 -- true` until the last one has exited, minus the same for N
+plain `true` processes. Most of it is Python start-up (N interpreters on this machine's cores).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VALIDATOR = shutil.which("validator", path=str(Path(sys.executable).parent)) or "validator"
+REPEAT = 5
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_all(cmds: list[list[str]], envs: list[dict[str, str]]) -> float:
+    t0 = time.monotonic()
+    procs = [
+        subprocess.Popen(c, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for c, e in zip(cmds, envs, strict=True)
+    ]
+    for p in procs:
+        try:
+            _, err = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise SystemExit("a participant hung past 120 s") from None
+        if p.returncode != 0:
+            raise SystemExit(f"participant failed ({p.returncode}): {err.decode()[-500:]}")
+    return time.monotonic() - t0
+
+
+def envs_for(n: int, port: int) -> list[dict[str, str]]:
+    base = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_")) and k not in ("RANK", "WORLD_SIZE")
+    }
+    return [
+        dict(base, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1",
+             MASTER_PORT=str(port))
+        for r in range(n)
+    ]  # fmt: skip
+
+
+def main(sizes: list[int]) -> None:
+    print(f"{'N':>4} {'true s':>8} {'preflight s':>12} {'added s':>8}   (median of {REPEAT}; cores: {os.cpu_count()})")
+    for n in sizes:
+        base, pre = [], []
+        for _ in range(REPEAT):
+            envs = envs_for(n, free_port())
+            base.append(run_all([["true"]] * n, envs))
+            pre.append(run_all([[VALIDATOR, "preflight", "--timeout", "60", "--quiet", "--", "true"]] * n, envs))
+        b, p = statistics.median(base), statistics.median(pre)
+        print(f"{n:>4} {b:>8.3f} {p:>12.3f} {p - b:>8.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main([int(a) for a in sys.argv[1:]] or [2, 8, 32])

@@ -1,0 +1,234 @@
+"""Preflight coordinator at scale, beside PyTorch's own TCPStore doing the same gather.
+
+    python benchmarks/preflight_scale.py [N ...]        (default: 1000 5000 12500)
+
+For each N: one coordinator (the real validator.preflight Coordinator and the full checks) and N
+simulated participants (asyncio clients in 2 forked processes, each sending realistic 8-GPU node
+facts, ~5 KB) on 127.0.0.1; time from the clients' start to the verdict reaching every client,
+and the coordinator's peak RSS. Then the same gather done by torch.distributed.TCPStore (libuv):
+N clients each `set` a 2 KB blob, the master reads them all and sets a verdict every client waits
+for (needs torch). Both sides run in a private mount namespace whose resolver fails fast
+(tests/harness/nodns.sh) when this runs as root, because TCPStore's reverse lookups would
+otherwise stall 5 s each on this machine's unreachable resolver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import gc
+import json
+import multiprocessing as mp
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from validator.preflight.coordinator import raise_nofile as coord_raise_nofile  # noqa: E402
+
+CLIENT_PROCS = 2
+CONNECTING = 256  # connects in flight per client process (nodes never all arrive in the same microsecond)
+
+
+def node_facts(template: dict[str, Any], i: int, n: int, port: int) -> dict[str, Any]:
+    f = copy.deepcopy(template)
+    f["host"] = f["hostname"] = f"gpu{i:05d}"
+    f["pid"] = 1000 + i
+    launch = f["launch"]
+    launch.update(launcher="torchrun", mode="node", rank=None, local_rank=None, node_rank=i, nnodes=n,
+                  local_world_size=8, world_size=8 * n, master_addr="127.0.0.1", master_port=port,
+                  rdzv_backend="static", rdzv_id="none", job_id="bench", nodelist=f"gpu[00000-{n - 1:05d}]")  # fmt: skip
+    return f
+
+
+def template() -> dict[str, Any]:
+    from validator import pipeline
+
+    f: dict[str, Any] = pipeline.probe_local([], environ={}, port_check=False)
+    f["gpus"] = {"source": "nvml", "driver": "550.54.15", "cuda": "12.4", "visible": None, "visible_error": None,
+                 "devices": [{"index": g, "uuid": f"GPU-{g:08x}-1111-2222-3333-444455556666", "name": "NVIDIA H100 80GB HBM3",
+                              "pci_bus_id": f"0000:{0x18 + g:02x}:00.0", "memory_mib": 81559, "mig_uuids": []}
+                             for g in range(8)]}  # fmt: skip
+    f["software"].update(torch="2.13.0+cu124", torch_cuda="12.4", nccl="2.21.5", nccl_path="nvidia-nccl wheel")
+    f["env"] = {f"NCCL_VAR_{k}": "1" for k in range(10)} | {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": "mlx5",
+               "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "CUDA_DEVICE_MAX_CONNECTIONS": "1", "OMP_NUM_THREADS": "8"}  # fmt: skip
+    return f
+
+
+# --------------------------------------------------------------------------- validator side
+
+
+def clients(port: int, bodies: list[bytes], q: Any) -> None:
+    from validator.preflight import protocol as wire
+
+    async def one(body: bytes, sem: asyncio.Semaphore) -> float:
+        async with sem:
+            for _ in range(200):
+                try:
+                    r, w = await asyncio.open_connection("127.0.0.1", port)
+                    break
+                except OSError:
+                    await asyncio.sleep(0.05)
+            hello = await read(r)
+            header = {"type": "facts", "proto": 1, "job_id": hello["job_id"], "size": len(body), "mac": ""}
+            w.write(wire.encode(header) + wire.frame(body))
+            await w.drain()
+            assert (await read(r))["type"] == "ack"
+        verdict = await read(r)
+        assert verdict["type"] == "verdict"
+        t = time.time()
+        w.close()
+        return t
+
+    async def read(r: asyncio.StreamReader) -> dict[str, Any]:
+        (size,) = wire.LEN.unpack(await r.readexactly(4))
+        return dict(json.loads(await r.readexactly(size)))
+
+    async def main() -> float:
+        sem = asyncio.Semaphore(CONNECTING)
+        return max(await asyncio.gather(*(one(b, sem) for b in bodies)))
+
+    coord_raise_nofile()
+    gc.disable()  # thousands of simulated nodes share one process here; real participants are one each
+    q.put(asyncio.run(main()))
+
+
+def run_validator(n: int) -> dict[str, Any]:
+    from validator import pipeline
+    from validator.preflight import coordinator as coord
+    from validator.preflight import protocol as wire
+    from validator.preflight.run import key
+
+    coord_raise_nofile()
+    port = free_port()
+    tpl = template()
+    own = node_facts(tpl, 0, n + 1, port)
+    bodies = [json.dumps(node_facts(tpl, i, n + 1, port)).encode() for i in range(1, n + 1)]
+    size = sum(map(len, bodies)) / len(bodies)
+    sock = coord.bind(port)
+    q: Any = mp.Queue()
+    t0 = time.time()
+    procs = [mp.Process(target=clients, args=(port, bodies[k::CLIENT_PROCS], q)) for k in range(CLIENT_PROCS)]
+    for p in procs:
+        p.start()
+
+    phases: dict[str, float] = {}
+
+    async def serve() -> int:
+        c = coord.Coordinator(own, set(range(n + 1)), key("node"), "bench", None, timeout=300)  # type: ignore[arg-type]
+        gathered, _ = await c.gather(sock)
+        phases["gather_done_s"] = time.time() - t0
+        report = pipeline.check([a.facts for a in gathered.arrivals], None, context="preflight")
+        from validator.report.text import render_table
+
+        verdict = {
+            "type": "verdict",
+            "exit_code": report.exit_code(),
+            "report": report.to_json(),
+            "text": render_table(report),
+        }
+        phases["checks_s"] = time.time() - t0 - phases["gather_done_s"]
+        await c.deliver(wire.encode(verdict))
+        return len(gathered.arrivals)
+
+    with coord.paused_gc():  # as validator.preflight.run.coordinate does
+        arrived = asyncio.run(serve())
+    done = max(q.get() for _ in procs)
+    for p in procs:
+        p.join()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"side": "validator", "n": n, "seconds": round(done - t0, 2), "arrived": arrived,
+            "coordinator_peak_rss_mib": round(rss), "facts_bytes": round(size),
+            **{k: round(v, 2) for k, v in phases.items()}}  # fmt: skip
+
+
+# --------------------------------------------------------------------------- TCPStore side
+
+
+def store_clients(port: int, ids: list[int], q: Any, world: int) -> None:
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    blob = "x" * 2048
+    stores = [(i, dist.TCPStore("127.0.0.1", port, is_master=False, world_size=world, timeout=timedelta(seconds=600)))
+              for i in ids]  # fmt: skip
+    for i, s in stores:
+        s.set(f"facts/{i}", blob)
+    for _, s in stores:
+        s.wait(["verdict"])
+    q.put(time.time())
+
+
+def run_tcpstore(n: int) -> dict[str, Any]:
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    coord_raise_nofile()
+    port = free_port()
+    q: Any = mp.Queue()
+    t0 = time.time()
+    procs = [mp.Process(target=store_clients, args=(port, list(range(k, n, CLIENT_PROCS)), q, n + 1))
+             for k in range(CLIENT_PROCS)]  # fmt: skip
+    for p in procs:
+        p.start()
+    master = dist.TCPStore("127.0.0.1", port, world_size=n + 1, is_master=True, wait_for_workers=True,
+                           timeout=timedelta(seconds=600))  # fmt: skip
+    keys = [f"facts/{i}" for i in range(n)]
+    master.wait(keys)
+    master.multi_get(keys)
+    master.set("verdict", "pass")
+    done = max(q.get() for _ in procs)
+    for p in procs:
+        p.join()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"side": "tcpstore", "n": n, "seconds": round(done - t0, 2), "master_peak_rss_mib": round(rss)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def one(side: str, n: int) -> dict[str, Any]:
+    """Run one measurement in a fresh process (so peak RSS is that side's alone)."""
+    cmd = [sys.executable, __file__, "--one", side, str(n)]
+    nodns = ROOT / "tests" / "harness" / "nodns.sh"
+    if os.geteuid() == 0 and shutil.which("unshare"):
+        cmd = ["bash", str(nodns), *cmd]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+    if p.returncode != 0:
+        return {"side": side, "n": n, "error": p.stderr.strip().splitlines()[-1:] or ["failed"]}
+    return dict(json.loads(p.stdout.strip().splitlines()[-1]))
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--one"]:
+        fn = run_validator if argv[1] == "validator" else run_tcpstore
+        print(json.dumps(fn(int(argv[2]))))
+        return
+    sizes = [int(a) for a in argv] or [1000, 5000, 12500]
+    print(f"{'N':>6} {'validator s':>12} {'TCPStore s':>11} {'ratio':>6} {'coord RSS MiB':>14} {'store RSS MiB':>14}")
+    for n in sizes:
+        v, t = one("validator", n), one("tcpstore", n)
+        ratio = v["seconds"] / t["seconds"] if "seconds" in v and "seconds" in t and t["seconds"] else float("nan")
+        print(f"{n:>6} {v.get('seconds', v.get('error'))!s:>12} {t.get('seconds', t.get('error'))!s:>11} {ratio:>6.2f} "
+              f"{v.get('coordinator_peak_rss_mib', '-')!s:>14} {t.get('master_peak_rss_mib', '-')!s:>14}", flush=True)  # fmt: skip
+        if "gather_done_s" in v:
+            print(f"        validator: all facts in at {v['gather_done_s']} s, checks+report {v['checks_s']} s, "
+                  f"facts {v['facts_bytes']} B/node", flush=True)  # fmt: skip
+        if "arrived" in v and v["arrived"] != n + 1:
+            print(f"  validator: only {v['arrived']} of {n + 1} participants arrived", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -593,6 +593,7 @@ def main(args: list[str]) -> int:
     names: list[str] = []
     port_check = True
     port: int | None = None
+    sources: tuple[str, ...] = tuple(GPU_SOURCES)
     it = iter(args)
     for a in it:
         if a == "--argv-json":
@@ -603,7 +604,9 @@ def main(args: list[str]) -> int:
             port_check = False
         elif a == "--port":
             port = int(next(it))
-    json.dump(collect(argv, tuple(names), port_check=port_check, port=port), sys.stdout)
+        elif a == "--gpu-sources":  # e.g. "nvidia-smi,proc" to exercise the fallbacks
+            sources = tuple(next(it).split(","))
+    json.dump(collect(argv, tuple(names), port_check=port_check, port=port, gpu_sources=sources), sys.stdout)
     sys.stdout.write("\n")
     return 0
 

@@ -134,6 +134,20 @@ def explain(
     sys.stdout.write(explain_text(code))
 
 
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
+def preflight(ctx: typer.Context) -> None:
+    """Every rank or node rehearses the rendezvous; all agree on one verdict, then the job starts.
+
+    `validator preflight --help` for its options (it has its own lean parser: it runs on every rank).
+    """
+    from validator.preflight.main import main as preflight_main
+
+    raise typer.Exit(preflight_main(list(ctx.args)))
+
+
 @profiles_app.command("validate")
 def profiles_validate(
     files: Annotated[list[str], typer.Argument(help="profile YAML files")],
@@ -147,6 +161,111 @@ def profiles_validate(
             k for k in ("nodes", "ranks_per_node", "gpus_per_node", "gpu_model", "interface", "hosts") if getattr(p, k)
         ]
         print(f"{f}: ok ({p.name}; pins {', '.join(pinned + [f'versions.{k}' for k in p.versions]) or 'nothing'})")
+
+
+@app.command()
+def scan(
+    targets: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Argument(help="hostlists (node[001-128], gpu-a[1-2]-b) and @FILE (one host per line)"),
+    ] = None,
+    slurm: Annotated[bool, typer.Option("--slurm", help="scan the current allocation through one srun step")] = False,
+    slurm_nodes: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--slurm-nodes", help="with --slurm: only these nodes of the allocation"),
+    ] = None,
+    partition: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--partition", help="also scan every node of this SLURM partition (sinfo), over SSH"),
+    ] = None,
+    profile: Annotated[Optional[str], typer.Option("--profile", "-p", help="launch profile YAML")] = None,  # noqa: UP045
+    fanout: Annotated[int, typer.Option(help="SSH connections in flight at once")] = 64,
+    connect_timeout: Annotated[float, typer.Option(help="seconds to get an SSH session, per host")] = 10.0,
+    timeout: Annotated[float, typer.Option(help="seconds the agent may run, per host")] = 60.0,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, junit or html")] = "table",
+    output: OUTPUT = None,
+    drain_list: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--drain-list", help="write the hosts to drain here, one per line"),
+    ] = None,
+    net_check: Annotated[
+        bool, typer.Option("--net-check", help="probe each node's NCCL address from its ring neighbour and node 0")
+    ] = False,
+    net_timeout: Annotated[float, typer.Option(help="seconds per net-check connection")] = 3.0,
+    allow_incomplete: Annotated[
+        bool, typer.Option("--allow-incomplete", help="hosts without facts do not fail the scan (no exit 3)")
+    ] = False,
+    accept_new_host_keys: Annotated[
+        bool,
+        typer.Option("--accept-new-host-keys", help="accept and record unknown host keys (changed ones stay refused)"),
+    ] = False,
+    ssh_config: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--ssh-config", "-F", help="ssh_config file(s) instead of ~/.ssh/config and /etc/ssh/ssh_config"),
+    ] = None,
+    user: Annotated[Optional[str], typer.Option("--user", "-l", help="remote user (default: ssh config)")] = None,  # noqa: UP045
+    env: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--env", "-e", help="NAME=VALUE the job will set (e.g. NCCL_SOCKET_IFNAME=^docker,lo); repeat"),
+    ] = None,
+    python: Annotated[str, typer.Option(help="python interpreter on the nodes")] = "python3",
+    fail_on: FAIL_ON = "error",
+    select: SELECT = None,
+    ignore: IGNORE = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="one line per host on stderr as it answers")] = False,
+) -> None:
+    """Check many nodes at once over SSH (or one srun step) and say which ones to drain."""
+    from validator.report import FORMATS
+
+    if fmt not in [*FORMATS, "html"]:
+        raise UserError(f"unknown format {fmt!r}; use one of: {', '.join([*FORMATS, 'html'])}", "--format")
+    pairs = [e.partition("=") for e in env or []]
+    bad = [name for name, eq, _ in pairs if not eq or not name]
+    if bad:
+        raise UserError(f"expected NAME=VALUE, got {bad[0]!r}", "--env")
+    level = fail_level(fail_on)
+    opts = pipeline.ScanOptions(
+        targets=targets or [],
+        slurm=slurm,
+        slurm_nodes=slurm_nodes,
+        partition=partition,
+        profile=profile,
+        codes=pipeline.resolve_codes(_split(select), _split(ignore)),
+        fail_on=level,
+        fanout=fanout,
+        connect_timeout=connect_timeout,
+        timeout=timeout,
+        ssh_config=ssh_config,
+        user=user,
+        accept_new_host_keys=accept_new_host_keys,
+        env={name: value for name, _, value in pairs},
+        python=python,
+        net_check=net_check,
+        net_timeout=net_timeout,
+        progress=sys.stderr.isatty(),
+        verbose=verbose,
+    )
+    result = pipeline.scan(opts)
+    for warning in result.warnings:
+        print(f"validator: warning: {warning}", file=sys.stderr)
+    emit(
+        pipeline.render_scan(
+            result, fmt, colour=output is None and sys.stdout.isatty(), codes=opts.codes, fail_on=level
+        ),
+        output,
+    )
+    if drain_list is not None:
+        pipeline.write_drain_list(result, str(drain_list))
+    if result.interrupted:
+        print("validator: interrupted; the report covers the hosts that answered", file=sys.stderr)
+        raise typer.Exit(130)
+    raise typer.Exit(result.report.exit_code(level, allow_incomplete))
+
+
+from validator.diagnose.cli import diagnose, rehearse  # noqa: E402  (post-mortem commands live with their stage)
+
+app.command()(diagnose)
+app.command()(rehearse)
 
 
 def run(argv: list[str]) -> int:

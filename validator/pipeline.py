@@ -146,9 +146,12 @@ def check_files(paths: list[str], profile_path: str | None, codes: list[str]) ->
 # above are shared and untouched by it.
 # =============================================================================================
 
-from dataclasses import dataclass as _dataclass  # noqa: E402 (kept inside the scan section)
+from collections.abc import Awaitable as _Awaitable  # noqa: E402 (kept inside the scan section)
+from collections.abc import Callable as _Callable  # noqa: E402
+from dataclasses import dataclass as _dataclass  # noqa: E402
 from dataclasses import field as _field  # noqa: E402
 
+from validator.model import Finding as _Finding  # noqa: E402
 from validator.model import Severity as _Severity  # noqa: E402
 
 
@@ -186,20 +189,25 @@ class ScanResult:
     net_check: dict[str, int] | None = None  # nodes listened on, probes made, probes failed
     warnings: list[str] = _field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def scan_json(self) -> dict[str, Any]:
         return {
-            **self.report.to_json(),
-            "scan": {
-                "transport": self.transport,
-                "targets": len(self.targets),
-                "reached": len(self.report.hosts),
-                "interrupted": self.interrupted,
-                "elapsed_s": round(self.elapsed_s, 2),
-                "net_check": self.net_check,
-                "warnings": self.warnings,
-            },
-            "drain": self.drain,
+            "transport": self.transport,
+            "targets": len(self.targets),
+            "reached": len(self.report.hosts),
+            "interrupted": self.interrupted,
+            "elapsed_s": round(self.elapsed_s, 2),
+            "net_check": self.net_check,
+            "warnings": self.warnings,
         }
+
+    def to_json(self) -> dict[str, Any]:
+        """The report's JSON (docs/scan.md), with the scan's own ``scan`` and ``drain``."""
+        return {**self.report.to_json(), "scan": self.scan_json(), "drain": self.drain}
+
+
+OnResult = _Callable[[str, Any], None]  # a host's raw document or Outcome, as soon as it is known
+Note = _Callable[[str], None]  # a phase line for the progress display
+NetOutcome = tuple["dict[str, int] | None", "list[_Finding]"]
 
 
 def scan_targets(opts: ScanOptions) -> tuple[list[str], str]:
@@ -233,10 +241,10 @@ def _agent_args() -> list[str]:
 
 
 async def _scan_ssh(
-    opts: ScanOptions, hosts: list[str], on_done: Any, note: Any
-) -> tuple[dict[str, int] | None, list[Any], list[str]]:
+    opts: ScanOptions, profile: Profile | None, hosts: list[str], on_done: OnResult, note: Note
+) -> tuple[dict[str, int] | None, list[_Finding], list[str]]:
     """SSH fan-out of the agent, then (optionally) the net check over the same connections.
-    Returns (nodes net-checked, net-check findings, warnings)."""
+    Returns (net-check summary, net-check findings, warnings)."""
     from validator.transports import agent_source, bootstrap, remote_command
     from validator.transports.ssh import Fleet, SshOptions, default_config_paths
 
@@ -264,12 +272,12 @@ async def _scan_ssh(
             finally:
                 await fleet.stop_listeners()
 
-        return (*await _net_check(hosts, gathered, opts, note, listen, probe), fleet.warnings)
+        return (*await _net_check(hosts, gathered, opts, profile, note, listen, probe), fleet.warnings)
 
 
 async def _scan_slurm(
-    opts: ScanOptions, hosts: list[str], on_done: Any, note: Any
-) -> tuple[dict[str, int] | None, list[Any], list[str]]:
+    opts: ScanOptions, profile: Profile | None, hosts: list[str], on_done: OnResult, note: Note
+) -> tuple[dict[str, int] | None, list[_Finding], list[str]]:
     """One srun step of the agent, then (optionally) the net check as two overlapping steps."""
     from validator.transports import slurm
 
@@ -289,18 +297,24 @@ async def _scan_slurm(
         finally:
             await slurm.stop(step[0])
 
-    return (*await _net_check(hosts, gathered, opts, note, listen, probe), [])
+    return (*await _net_check(hosts, gathered, opts, profile, note, listen, probe), [])
 
 
 async def _net_check(
-    hosts: list[str], gathered: dict[str, Any], opts: ScanOptions, note: Any, listen: Any, probe: Any
-) -> tuple[dict[str, int] | None, list[Any]]:
+    hosts: list[str],
+    gathered: dict[str, Any],
+    opts: ScanOptions,
+    profile: Profile | None,
+    note: Note,
+    listen: _Callable[[dict[str, str], float], _Awaitable[dict[str, dict[str, Any]]]],
+    probe: _Callable[[dict[str, list[list[Any]]]], _Awaitable[dict[str, Any]]],
+) -> NetOutcome:
     """Listen on every node's chosen address, probe along the ring and from the first node:
-    (nodes checked, NET1xx findings). The ring follows the target order (node rank order)."""
+    (summary, NET1xx findings). The ring follows the target order (node rank order)."""
     from validator.checks import netcheck
 
     loaded = [_to_facts(h, r) for h in hosts if isinstance(r := gathered.get(h), dict)]
-    addrs = _net_addrs([f for f in loaded if not isinstance(f, str)], opts)
+    addrs = _net_addrs([f for f in loaded if not isinstance(f, str)], profile)
     if len(addrs) < 2:
         note("net check skipped: fewer than two nodes with an address to probe")
         return None, []
@@ -324,11 +338,11 @@ def _to_facts(host: str, raw: dict[str, Any]) -> Facts | str:
     return facts
 
 
-def _net_addrs(facts: list[Facts], opts: ScanOptions) -> dict[str, str]:
+def _net_addrs(facts: list[Facts], profile: Profile | None) -> dict[str, str]:
     """host -> the address NCCL (GPU jobs) or Gloo (CPU jobs) would use there."""
     from validator.checks.base import Job
 
-    lib = "nccl" if Job(facts, load_profile(opts.profile) if opts.profile else None, "scan").uses_gpus else "gloo"
+    lib = "nccl" if Job(facts, profile, "scan").uses_gpus else "gloo"
     return {f["host"]: str(f["network"][lib]["addr"]) for f in facts if f["network"][lib]["addr"]}  # type: ignore[literal-required]
 
 
@@ -358,7 +372,7 @@ def scan(opts: ScanOptions) -> ScanResult:
     hosts, transport = scan_targets(opts)
     gathered: dict[str, Any] = {}
     net_check: dict[str, int] | None = None
-    net_findings, warnings = list[Any](), list[str]()
+    net_findings, warnings = list[_Finding](), list[str]()
     interrupted = False
     with Progress(len(hosts), bar=opts.progress, verbose=opts.verbose) as progress:
 
@@ -368,9 +382,9 @@ def scan(opts: ScanOptions) -> ScanResult:
 
         try:
             if transport == "slurm":
-                net_check, net_findings, warnings = asyncio.run(_scan_slurm(opts, hosts, done, progress.note))
+                net_check, net_findings, warnings = asyncio.run(_scan_slurm(opts, profile, hosts, done, progress.note))
             else:
-                net_check, net_findings, warnings = asyncio.run(_scan_ssh(opts, hosts, done, progress.note))
+                net_check, net_findings, warnings = asyncio.run(_scan_ssh(opts, profile, hosts, done, progress.note))
         except KeyboardInterrupt:
             interrupted = True
     facts: list[Facts] = []
@@ -413,7 +427,7 @@ def render_scan(result: ScanResult, fmt: str, **options: Any) -> str:
 
         n = len(result.drain)
         options.setdefault("verdict", f"drain: {fold_hosts(result.drain)} ({n} host{'s' if n != 1 else ''})")
-    return render(result.report, fmt, drain=result.drain, scan=result.to_json()["scan"], **options)
+    return render(result.report, fmt, drain=result.drain, scan=result.scan_json(), **options)
 
 
 def write_drain_list(result: ScanResult, path: str) -> None:

@@ -4,12 +4,12 @@ versions, env). Unknown keys and wrong types are errors naming the file and line
 Schema (every key optional; see docs/profiles.md):
 
     name: str                 description: str
-    launcher: str             # torchrun | slurm | kubeflow | trainer | jobset | lws | mpi | deepspeed | env
+    launcher: str             # torchrun | slurm | kubeflow | trainer | jobset | lws | indexed-job | mpi | mpich | deepspeed | env
     nodes: int                ranks_per_node: int        gpus_per_node: int
     gpu_model: str            # substring of the GPU name, e.g. "H100"
     interface: str            # interface NCCL must use on every node (name or prefix)
     hosts: str                # hostlist of the nodes, in node-rank order
-    master_port: int          min_shm_mib: int
+    master_port: int          min_shm_mib: int           # replaces SYS001's 256 MiB minimum
     versions: {torch, nccl, cuda, driver, python: glob such as "2.13.*"}
     env: {NAME: value}        # variables every rank must have, with these exact values
 """
@@ -85,24 +85,45 @@ def _type_name(t: Any) -> str:
     return {int: "an integer", str: "a string", dict: "a mapping"}.get(t, "a mapping")
 
 
-def _validate(path: str, node: Any, schema: dict[str, Any], prefix: str = "") -> None:
+RANGES: dict[str, tuple[int, int | None]] = {
+    "nodes": (1, None),
+    "ranks_per_node": (1, None),
+    "gpus_per_node": (0, None),
+    "min_shm_mib": (0, None),
+    "master_port": (1, 65535),
+}
+
+
+def _validate(path: str, node: Any, schema: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Check a YAML node against ``schema`` and return its values, each error naming file:line.
+    Strings are taken as written (``cuda: 12.10`` stays "12.10", ``NCCL_IB_DISABLE: yes`` stays
+    "yes"), not as YAML would convert them."""
     import yaml
 
     if not isinstance(node, yaml.MappingNode):
-        raise UserError(f"{prefix or 'profile'} must be a mapping", _where(path, node))
+        raise UserError(f"{prefix.rstrip('.') or 'profile'} must be a mapping", _where(path, node))
+    out: dict[str, Any] = {}
     for key_node, value_node in node.value:
         key = key_node.value
         if key not in schema:
             close = difflib.get_close_matches(key, list(schema), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(schema)})"
-            raise UserError(f"unknown key {prefix}{key!r}{hint}", _where(path, key_node))
+            raise UserError(f"unknown key {prefix + key!r}{hint}", _where(path, key_node))
+        if key in out:
+            raise UserError(f"duplicate key {prefix + key!r}", _where(path, key_node))
         want = schema[key]
         if isinstance(want, dict):
-            _validate(path, value_node, want, f"{prefix}{key}.")
+            out[key] = _validate(path, value_node, want, f"{prefix}{key}.")
             continue
         if want is dict:
             if not isinstance(value_node, yaml.MappingNode):
                 raise UserError(f"{prefix}{key} must be a mapping of NAME: value", _where(path, value_node))
+            values = {}
+            for k, v in value_node.value:
+                if not isinstance(v, yaml.ScalarNode):
+                    raise UserError(f"{prefix}{key}.{k.value} must be a single value", _where(path, v))
+                values[str(k.value)] = str(v.value)
+            out[key] = values
             continue
         tag = value_node.tag.rsplit(":", 1)[-1]
         ok = (want is int and tag == "int") or (want is str and tag in ("str", "int", "float"))
@@ -110,6 +131,16 @@ def _validate(path: str, node: Any, schema: dict[str, Any], prefix: str = "") ->
             raise UserError(
                 f"{prefix}{key} must be {_type_name(want)}, got {value_node.value!r}", _where(path, value_node)
             )
+        value: int | str = yaml.safe_load(value_node.value) if want is int else str(value_node.value)
+        if isinstance(value, int) and key in RANGES:
+            low, high = RANGES[key]
+            if value < low or (high is not None and value > high):
+                bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+                raise UserError(f"{prefix}{key} must be {bound}, got {value}", _where(path, value_node))
+        if key == "launcher" and value not in LAUNCHERS:
+            raise UserError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {value!r}", _where(path, value_node))
+        out[key] = value
+    return out
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -128,26 +159,20 @@ def load_profile(path: str | Path) -> Profile:
         raise UserError(f"not valid YAML: {getattr(e, 'problem', e)}", where) from None
     if node is None:
         raise UserError("profile is empty", p)
-    _validate(p, node, SCHEMA)
-    data = yaml.safe_load(text)
-    if data.get("launcher") is not None and data["launcher"] not in LAUNCHERS:
-        raise UserError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {data['launcher']!r}", p)
-    for k in ("nodes", "ranks_per_node", "master_port"):
-        if k in data and data[k] < (0 if k != "master_port" else 1):
-            raise UserError(f"{k} must be positive, got {data[k]}", p)
+    data = _validate(p, node, SCHEMA)
     return Profile(
         path=p,
-        name=str(data.get("name", Path(p).stem)),
-        description=str(data.get("description", "")),
+        name=data.get("name", Path(p).stem),
+        description=data.get("description", ""),
         launcher=data.get("launcher"),
         nodes=data.get("nodes"),
         ranks_per_node=data.get("ranks_per_node"),
         gpus_per_node=data.get("gpus_per_node"),
-        gpu_model=None if data.get("gpu_model") is None else str(data["gpu_model"]),
+        gpu_model=data.get("gpu_model"),
         interface=data.get("interface"),
         hosts=data.get("hosts"),
         master_port=data.get("master_port"),
         min_shm_mib=data.get("min_shm_mib"),
-        versions={k: str(v) for k, v in (data.get("versions") or {}).items()},
-        env={str(k): str(v) for k, v in (data.get("env") or {}).items()},
+        versions=data.get("versions", {}),
+        env=data.get("env", {}),
     )

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import inspect
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, TypeVar
+from itertools import compress, repeat
+from operator import eq, itemgetter
+from typing import Any, TypeVar, cast
 
 from validator.model import Facts, Severity
 from validator.profiles import Profile
@@ -66,17 +68,50 @@ def majority(
     preferred member (rank 0 / node 0: the master's view is what the job will use)."""
     groups: dict[T, list[int]] = {}
     for i, v in values:
-        groups.setdefault(v, []).append(i)
-    if not groups:
-        return None, groups
-    counts = Counter({v: len(m) for v, m in groups.items()})
-    top = counts.most_common()
-    best = [v for v, c in top if c == top[0][1]]
+        members = groups.get(v)
+        if members is None:
+            groups[v] = [i]
+        else:
+            members.append(i)
+    if len(groups) <= 1:  # the common case at scale: everyone agrees
+        return next(iter(groups), None), groups
+    top = max(len(m) for m in groups.values())
+    best = [v for v, m in groups.items() if len(m) == top]  # in first-seen order, as before
     if len(best) > 1 and prefer is not None:
         for v in best:
             if any(prefer(i) for i in groups[v]):
                 return v, groups
     return best[0], groups
+
+
+LAUNCH_COLUMNS = (
+    "rank", "local_rank", "world_size", "local_world_size", "node_rank", "nnodes", "master_addr", "master_port",
+    "mode", "launcher", "command", "nodelist", "invalid", "rdzv_backend",
+)  # fmt: skip
+
+
+def _reference(launch: Any) -> bool:
+    return bool(launch["rank"] == 0 or (launch["rank"] is None and launch["node_rank"] == 0))
+
+
+def majority_of(
+    members: Sequence[int], values: list[T | None], prefer: Callable[[int], bool]
+) -> tuple[T | None, dict[T, list[int]]]:
+    """``majority`` over values already computed for ``members`` (None: no value), fast at
+    100,000 members: counting and the usual handful of groups run at C speed."""
+    if values and values.count(values[0]) == len(values):  # everyone agrees: nothing to group
+        return (None, {}) if values[0] is None else (values[0], {values[0]: list(members)})
+    counts = cast("Counter[T]", Counter(values))
+    counts.pop(None, None)  # type: ignore[arg-type]  # values may hold None; groups never do
+    if len(counts) > 16:  # many distinct values: one pass beats a pass per value
+        return majority(((i, v) for i, v in zip(members, values, strict=True) if v is not None), prefer)
+    groups = {v: list(compress(members, map(eq, values, repeat(v)))) for v in counts}  # first-seen order
+    top = max(counts.values(), default=0)
+    best = [v for v, c in counts.items() if c == top]
+    for v in best if len(best) > 1 else ():
+        if any(prefer(i) for i in groups[v]):
+            return v, groups
+    return (best[0] if best else None), groups
 
 
 class Job:
@@ -97,55 +132,90 @@ class Job:
     def __len__(self) -> int:
         return len(self.facts)
 
+    @cached_property
+    def launches(self) -> list[Any]:
+        """Every participant's launch facts, by index: hot loops over 100,000 ranks read this."""
+        return [f["launch"] for f in self.facts]
+
+    @cached_property
+    def ranks(self) -> list[int | None]:
+        """Every participant's rank (None when it has none), by index."""
+        return self.column("rank")  # int or None: the schema says so
+
     def launch(self, i: int) -> Any:
-        return self.facts[i]["launch"]
+        return self.launches[i]
 
     def rank(self, i: int) -> int | None:
-        r = self.facts[i]["launch"]["rank"]
-        return r if isinstance(r, int) else None
+        return self.ranks[i]
 
     def host(self, i: int) -> str:
-        return self.facts[i]["host"]
+        return self.host_list[i]
+
+    @cached_property
+    def host_list(self) -> list[str]:
+        """Every participant's host, by index."""
+        return [f["host"] for f in self.facts]
 
     def is_reference(self, i: int) -> bool:
         """Rank 0, or node rank 0: whose view wins when peers split evenly."""
-        launch = self.facts[i]["launch"]
-        return launch["rank"] == 0 or (launch["rank"] is None and launch["node_rank"] == 0)
+        return _reference(self.launches[i])
 
     def majority(self, members: Iterable[int], key: Callable[[int], T | None]) -> tuple[T | None, dict[T, list[int]]]:
-        return majority(((i, v) for i in members if (v := key(i)) is not None), self.is_reference)
+        members = members if isinstance(members, (list, range)) else list(members)
+        return majority_of(members, [key(i) for i in members], self.is_reference)
 
     def node_majority(self, key: Callable[[int], T | None]) -> tuple[T | None, dict[T, list[int]]]:
         """Majority of a per-node fact over nodes (not ranks); groups hold every participant of
         the nodes with each value. A tie goes to the node that holds rank 0 / node rank 0, even
         when another of its ranks represents it."""
-        reference = self.reference_reps
-        values = ((i, v) for i in self.node_reps if (v := key(i)) is not None)
-        expected, groups = majority(values, reference.__contains__)
-        return expected, {v: [m for i in reps for m in self.node_of(i)] for v, reps in groups.items()}
+        reference, nodes, reps = self.reference_reps, self.node_lists, self.node_reps
+        values = [key(i) for i in reps]
+        if values and values[0] is not None and values.count(values[0]) == len(values):
+            return values[0], {values[0]: list(range(len(self.facts)))}  # every node agrees
+        expected, groups = majority_of(reps, values, reference.__contains__)
+        return expected, {v: [m for i in members for m in nodes[i]] for v, members in groups.items()}
 
     @cached_property
     def reference_reps(self) -> frozenset[int]:
         """The node representatives of the nodes that hold a reference participant."""
-        return frozenset(self.node_of(i)[0] for i in range(len(self.facts)) if self.is_reference(i))
+        nodes, ranks = self.node_lists, self.ranks
+        refs = [i for i, r in enumerate(ranks) if r == 0]
+        if None in ranks:  # agents without a rank: node rank 0 is the reference
+            refs += [
+                i for i, (r, n) in enumerate(zip(ranks, self.column("node_rank"), strict=True)) if r is None and n == 0
+            ]
+        return frozenset(nodes[i][0] for i in refs)
 
     @cached_property
     def ranked(self) -> list[int]:
-        return [i for i in range(len(self.facts)) if self.rank(i) is not None]
+        return [i for i, r in enumerate(self.ranks) if r is not None]
 
     @cached_property
     def nodes(self) -> dict[tuple[str, int | None], list[int]]:
         """Participants grouped by node: (host, node rank). Per-node facts are compared per node."""
         out: dict[tuple[str, int | None], list[int]] = {}
-        for i, f in enumerate(self.facts):
-            nr = f["launch"]["node_rank"]
-            out.setdefault((f["host"], nr if isinstance(nr, int) else None), []).append(i)
+        keys = zip(self.host_list, self.column("node_rank"), strict=True)
+        last: tuple[str, int | None] | None = None
+        members: list[int] = []
+        for i, key in enumerate(keys):
+            if key != last:  # inputs usually list a node's ranks together: one dict lookup per node
+                members = out.setdefault(key, [])
+                last = key
+            members.append(i)
         return out
 
     def node_of(self, i: int) -> list[int]:
         """Every participant on the same node as participant ``i``."""
-        nr = self.facts[i]["launch"]["node_rank"]
-        return self.nodes[(self.facts[i]["host"], nr if isinstance(nr, int) else None)]
+        return self.node_lists[i]
+
+    @cached_property
+    def node_lists(self) -> list[list[int]]:
+        """``node_of`` for every participant, by index (one pass instead of a lookup per call)."""
+        out: list[list[int]] = [[] for _ in self.facts]
+        for members in self.nodes.values():
+            for i in members:
+                out[i] = members
+        return out
 
     @cached_property
     def node_reps(self) -> list[int]:
@@ -154,16 +224,31 @@ class Job:
 
     @cached_property
     def hosts(self) -> list[str]:
-        return list(dict.fromkeys(f["host"] for f in self.facts))
+        return list(dict.fromkeys(self.host_list))
+
+    def column(self, field: str) -> list[Any]:
+        """One launch field of every participant, by index. The usual fields are read in one
+        pass, so each participant's launch facts are visited once (at 100,000 ranks, memory
+        latency, not Python, is what a pass per field costs)."""
+        if field in LAUNCH_COLUMNS:
+            return self._launch_columns[LAUNCH_COLUMNS.index(field)]
+        return self.memo(f"column.{field}", lambda: [launch[field] for launch in self.launches])
+
+    @cached_property
+    def _launch_columns(self) -> list[list[Any]]:
+        if not self.facts:
+            return [[] for _ in LAUNCH_COLUMNS]
+        rows = map(itemgetter(*LAUNCH_COLUMNS), self.launches)
+        return [list(col) for col in zip(*rows, strict=True)]
 
     @cached_property
     def world_size(self) -> int | None:
-        ws, _ = self.majority(range(len(self)), lambda i: self.launch(i)["world_size"])
+        ws, _ = majority_of(range(len(self)), self.column("world_size"), self.is_reference)
         return ws
 
     @cached_property
     def nnodes(self) -> int | None:
-        n, _ = self.majority(range(len(self)), lambda i: self.launch(i)["nnodes"])
+        n, _ = self.majority(range(len(self)), self.column("nnodes").__getitem__)
         if n is None and len(self.hosts) > 0 and self.context == "scan":
             return len(self.hosts)
         return n
@@ -172,7 +257,8 @@ class Job:
     def multi_node(self) -> bool:
         """Spans several machines (kernel hostnames). Several node ranks, or several Slurm node
         names, on one machine do not count: loopback works there."""
-        return len({f["hostname"] for f in self.facts}) > 1
+        first = self.facts[0]["hostname"] if self.facts else ""
+        return any(f["hostname"] != first for f in self.facts)
 
     @cached_property
     def uses_gpus(self) -> bool:
@@ -205,14 +291,25 @@ class Job:
         return f"{who} on {self.host(i)}"
 
 
+FOLD_MAX = 256  # describe() names up to this many hosts of a group, and counts a larger one
+
+
 def describe(job: Job, groups: dict[Any, list[int]], by_host: bool = False, limit: int = 3) -> str:
     """``4 on rank 0-2,4; 8 on rank 3`` or, per node, ``535.1 on node[01-63]; 550.5 on node64``."""
     from validator.targets import fold_hosts, fold_ranks
 
     parts = []
     for value, members in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:limit]:
-        ranks = [r for i in members if (r := job.rank(i)) is not None]
-        who = f"rank {fold_ranks(ranks)}" if ranks and not by_host else fold_hosts(job.host(i) for i in members)
+        if len(members) > FOLD_MAX * 8 and not by_host:  # the big majority: its size says enough
+            who = f"{len(members):,} ranks" if job.ranks[members[0]] is not None else f"{len(members):,} nodes"
+            parts.append(f"{value} on {who}")
+            continue
+        ranks = [r for i in members if (r := job.ranks[i]) is not None] if not by_host else []
+        if ranks:
+            who = f"rank {fold_ranks(ranks)}"
+        else:  # folding 12,000 names costs a quarter second and says less than their number
+            hosts = set(map(job.host_list.__getitem__, members))
+            who = fold_hosts(hosts) if len(hosts) <= FOLD_MAX else f"{len(hosts):,} hosts"
         parts.append(f"{value} on {who}")
     return "; ".join(parts)
 

@@ -17,11 +17,28 @@ def visible_count(f: Facts) -> int:
     return len(g["visible"]) if g["visible"] is not None else len(g["devices"])
 
 
+def node_gpu_count(job: Job, members: list[int]) -> int:
+    """Usable GPUs of a node: every GPU some participant there may use. Ranks narrowed to one GPU
+    each (srun --gpus-per-task, torchrun --virtual-local-rank) together use the node's GPUs."""
+    first = visible_count(job.facts[members[0]])
+    if len(members) == 1 or first >= len(members):
+        return first  # the usual case: each rank sees the node's GPUs, enough for all of them
+    seen: set[str] = set()
+    most = 0
+    for i in members:
+        g = job.facts[i]["gpus"]
+        uuids = g["visible"] if g["visible"] is not None else [d["uuid"] for d in g["devices"]]
+        seen.update(uuids)
+        most = max(most, len(uuids))
+    return max(len(seen), most)  # max: devices without a UUID (old nvidia-smi) still count
+
+
 def _ranks_on_node(job: Job, members: list[int]) -> int | None:
-    lws, _ = job.majority(members, lambda i: job.launch(i)["local_world_size"])
+    launches = job.launches
+    lws, _ = job.majority(members, lambda i: launches[i]["local_world_size"])
     if isinstance(lws, int):
         return lws
-    ranked = [i for i in members if job.rank(i) is not None]
+    ranked = [i for i in members if job.ranks[i] is not None]
     return len(ranked) or None
 
 
@@ -41,7 +58,7 @@ def too_few_gpus(job: Job) -> Iterator[Hit]:
     groups: dict[tuple[int, int], list[int]] = {}
     for members in job.nodes.values():
         need = _ranks_on_node(job, members)
-        have = visible_count(job.facts[members[0]])
+        have = node_gpu_count(job, members)
         if need is not None and have < need:
             groups.setdefault((have, need), []).extend(members)
     for (have, need), members in groups.items():
@@ -67,6 +84,16 @@ def device_of(f: Facts) -> str | None:
     return None
 
 
+def _distinct_by_local_rank(job: Job, members: list[int]) -> bool:
+    """The common case, settled without resolving each rank's device: every rank of the node sees
+    the same list of several GPUs and picks visible[LOCAL_RANK] with a distinct LOCAL_RANK."""
+    facts, launches = job.facts, job.launches
+    visible = [facts[i]["gpus"]["visible"] for i in members]
+    if len(members) < 2 or visible[0] is None or len(visible[0]) < 2 or visible.count(visible[0]) != len(visible):
+        return False
+    return len({launches[i]["local_rank"] for i in members}) == len(members)
+
+
 @check("GPU002", Severity.ERROR, "Two local ranks on one GPU")
 def shared_gpu(job: Job) -> Iterator[Hit]:
     """No two ranks on a node resolve to the same physical GPU (by UUID, through
@@ -81,9 +108,11 @@ def shared_gpu(job: Job) -> Iterator[Hit]:
     if not job.uses_gpus:
         return
     for members in job.nodes.values():
+        if _distinct_by_local_rank(job, members):
+            continue
         by_gpu: dict[str, list[int]] = {}
         for i in members:
-            if job.rank(i) is not None and (uuid := device_of(job.facts[i])):
+            if job.ranks[i] is not None and (uuid := device_of(job.facts[i])):
                 by_gpu.setdefault(uuid, []).append(i)
         for uuid, who in by_gpu.items():
             if len(who) > 1:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from validator.checks.base import Hit, Job, check
-from validator.checks.gpu import visible_count
+from validator.checks.gpu import node_gpu_count
+from validator.facts.launch import detect_launcher
 from validator.model import Severity
 from validator.targets import expand, fold_hosts
 
@@ -76,7 +77,7 @@ def gpus_per_node(job: Job) -> Iterator[Hit]:
     """
     p = job.profile
     if p and p.gpus_per_node is not None:
-        for value, members in _grouped(job, lambda i: visible_count(job.facts[i])).items():
+        for value, members in _grouped(job, lambda i: node_gpu_count(job, job.node_of(i))).items():
             if value != p.gpus_per_node:
                 yield Hit(
                     f"{value} GPUs; profile {p.name} expects {p.gpus_per_node}",
@@ -238,3 +239,79 @@ def hosts(job: Job) -> Iterator[Hit]:
             fix="probe or start the missing hosts",
             verify=VERIFY,
         )
+
+
+# Launchers nest (`srun torchrun`, torchrun inside a PyTorchJob pod): each leaves its variables.
+LAUNCHER_VARS = {
+    "torchrun": ("TORCHELASTIC_RUN_ID", "GROUP_RANK"),
+    "slurm": ("SLURM_JOB_ID", "SLURM_PROCID"),
+    "kubeflow": ("PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_RDZV_ENDPOINT"),
+    "trainer": ("PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR"),
+    "indexed-job": ("JOB_COMPLETION_INDEX",),
+    "jobset": ("JOBSET_NAME",),
+    "lws": ("LWS_WORKER_INDEX",),
+    "mpi": ("OMPI_COMM_WORLD_RANK",),
+    "mpich": ("PMI_RANK", "PMI_ID", "MPI_LOCALRANKID"),
+    "deepspeed": ("CROSS_RANK",),
+}
+
+
+def _launchers(job: Job, i: int) -> set[str]:
+    env = job.facts[i]["env"]
+    seen = {job.launch(i)["launcher"], detect_launcher(env)}
+    return seen | {name for name, names in LAUNCHER_VARS.items() if any(n in env for n in names)}
+
+
+@check("PRF009", Severity.ERROR, "Launcher differs from the profile")
+def launcher(job: Job) -> Iterator[Hit]:
+    """Every participant was started by the launcher the profile's `launcher:` names (torchrun,
+    slurm, kubeflow, ...), as detected from its environment or its launch command (launchers
+    nest: `srun torchrun` matches both slurm and torchrun).
+
+    A profile describes how the job is meant to start; another launcher sets other variables
+    (a plain `python` under srun gets no RANK), so the rest of the profile no longer applies.
+
+    Start the job the way the profile describes, or update the profile.
+    """
+    p = job.profile
+    if p and p.launcher:
+        groups: dict[str, list[int]] = {}
+        for i in range(len(job)):
+            if p.launcher not in _launchers(job, i):
+                groups.setdefault(job.launch(i)["launcher"], []).append(i)
+        for value, members in groups.items():
+            yield Hit(
+                f"started by {value}; profile {p.name} expects {p.launcher}",
+                members,
+                expected=p.launcher,
+                actual=value,
+                fix=f"launch with {p.launcher}",
+                verify=VERIFY,
+            )
+
+
+@check("PRF010", Severity.ERROR, "MASTER_PORT differs from the profile")
+def master_port(job: Job) -> Iterator[Hit]:
+    """Every participant uses the rendezvous port the profile's `master_port:` pins.
+
+    The pinned port is the one the firewall and the cluster's port plan allow; another port may
+    be blocked between nodes or collide with a service on the master.
+
+    Pass the profile's port (MASTER_PORT, --master-port or the rendezvous endpoint).
+    """
+    p = job.profile
+    if p and p.master_port is not None:
+        groups: dict[int | None, list[int]] = {}
+        for i, launch in enumerate(job.launches):
+            port = launch["master_port"]
+            if port != p.master_port:
+                groups.setdefault(port, []).append(i)
+        for value, members in groups.items():
+            yield Hit(
+                f"MASTER_PORT {'unset' if value is None else value}; profile {p.name} pins {p.master_port}",
+                members,
+                expected=str(p.master_port),
+                actual="unset" if value is None else str(value),
+                fix=f"export MASTER_PORT={p.master_port} (or --master-port={p.master_port})",
+                verify=VERIFY,
+            )

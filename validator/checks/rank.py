@@ -4,24 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from validator.checks.base import Hit, Job, check, describe, outliers
+from validator.checks.base import Hit, Job, check, describe, majority_of, outliers
 from validator.model import Severity
 from validator.targets import expand, fold_ranks
 
 RERUN = "validator check FACTS... --select RNK (or rerun the preflight) must report no RNK finding"
 
 
-def _expected_host(job: Job, rank: int) -> str | None:
-    """Where a rank should have run: node rank * ranks-per-node into the job's nodelist."""
-    nodelists = {f["launch"]["nodelist"] for f in job.facts if f["launch"]["nodelist"]}
-    lws = {f["launch"]["local_world_size"] for f in job.facts}
-    if len(nodelists) != 1 or len(lws) != 1:
+def _expected_hosts(job: Job) -> tuple[list[str], int] | None:
+    """The job's nodelist and its ranks per node, when every participant agrees on both: rank r
+    should run on nodelist[r // ranks-per-node]. Computed once, whatever the number of ranks."""
+    nodelists = set(job.column("nodelist")) - {None, ""}
+    lws = set(job.column("local_world_size"))
+    n = next(iter(lws)) if len(lws) == 1 else None
+    if len(nodelists) != 1 or not isinstance(n, int) or n <= 0:
         return None
-    n = next(iter(lws))
-    hosts = expand(next(iter(nodelists)))
-    if not isinstance(n, int) or n <= 0 or rank // n >= len(hosts):
-        return None
-    return hosts[rank // n]
+    return expand(next(iter(nodelists))), n
 
 
 @check("RNK001", Severity.ERROR, "Duplicate rank")
@@ -37,9 +35,14 @@ def duplicate_rank(job: Job) -> Iterator[Hit]:
     use RANK=$SLURM_PROCID, under MPI use OMPI_COMM_WORLD_RANK. Check that two launches of the
     same job did not land on the same nodes.
     """
+    seen: dict[int, int] = {}
     by_rank: dict[int, list[int]] = {}
-    for i in job.ranked:
-        by_rank.setdefault(job.rank(i), []).append(i)  # type: ignore[arg-type]
+    for i, rank in enumerate(job.ranks):
+        if rank is None:
+            continue
+        first = seen.setdefault(rank, i)
+        if first != i:
+            by_rank.setdefault(rank, [first]).append(i)
     for rank, members in sorted(by_rank.items()):
         if len(members) > 1:
             who = ", ".join(f"{job.host(i)} pid {job.facts[i]['pid']}" for i in members[:4])
@@ -67,11 +70,12 @@ def missing_ranks(job: Job) -> Iterator[Hit]:
     ws = job.world_size
     if not job.ranked or not isinstance(ws, int) or ws <= 0:
         return
-    present = {job.rank(i) for i in job.ranked}
+    present = set(job.ranks)
     missing = [r for r in range(ws) if r not in present]
     if not missing:
         return
-    hosts = sorted({h for r in missing[:10000] if (h := _expected_host(job, r))})
+    layout = _expected_hosts(job)
+    hosts = sorted({layout[0][r // layout[1]] for r in missing if r // layout[1] < len(layout[0])}) if layout else []
     where = f" (expected on {', '.join(hosts[:5])}{'...' if len(hosts) > 5 else ''})" if hosts else ""
     yield Hit(
         f"{len(missing)} of {ws} ranks are missing: {fold_ranks(missing)}{where}",
@@ -96,8 +100,8 @@ def rank_out_of_range(job: Job) -> Iterator[Hit]:
     hand-written launch script, or WORLD_SIZE not updated after removing nodes).
     """
     bad: dict[tuple[int, int], list[int]] = {}
-    for i in job.ranked:
-        rank, ws = job.rank(i), job.launch(i)["world_size"]
+    for i, (rank, launch) in enumerate(zip(job.ranks, job.launches, strict=True)):
+        ws = launch["world_size"]
         if isinstance(ws, int) and rank is not None and not 0 <= rank < ws:
             bad.setdefault((rank, ws), []).append(i)
     for (rank, ws), members in sorted(bad.items()):
@@ -123,8 +127,12 @@ def world_size_mismatch(job: Job) -> Iterator[Hit]:
     Set WORLD_SIZE from one place for the whole job (torchrun computes it from --nnodes and
     --nproc-per-node; under srun use $SLURM_NTASKS).
     """
-    members = [i for i in range(len(job)) if not job.launch(i)["sources"].get("world_size", "").startswith("derived")]
-    expected, groups = job.majority(members, lambda i: job.launch(i)["world_size"])
+    launches, sizes = job.launches, job.column("world_size")
+    if job.column("command").count(None) == len(job):  # no wrapper: nothing is derived
+        expected, groups = majority_of(range(len(job)), sizes, job.is_reference)
+    else:
+        members = [i for i, lf in enumerate(launches) if not lf["sources"].get("world_size", "").startswith("derived")]
+        expected, groups = job.majority(members, sizes.__getitem__)
     for value, who in outliers(groups, expected):
         yield Hit(
             f"WORLD_SIZE={value} where the rest of the job has {expected} ({describe(job, groups)})",
@@ -148,14 +156,22 @@ def local_ranks(job: Job) -> Iterator[Hit]:
     --nproc-per-node / --ntasks-per-node match on every node.
     """
     complete = job.world_size is not None and len(job.ranked) == job.world_size
+    ranks, launches = job.ranks, job.launches
     for (host, node_rank), members in job.nodes.items():
-        ranked = [i for i in members if job.rank(i) is not None]
+        n, lrs = len(members), [launches[i]["local_rank"] for i in members]
+        if (
+            None not in lrs
+            and sorted(lrs) == list(range(n))
+            and [launches[i]["local_world_size"] for i in members].count(n) == n
+        ):
+            continue  # the usual node: local ranks 0..n-1 and LOCAL_WORLD_SIZE=n everywhere
+        ranked = [i for i in members if ranks[i] is not None]
         if not ranked:
             continue
-        lws, _ = job.majority(ranked, lambda i: job.launch(i)["local_world_size"])
+        lws, _ = job.majority(ranked, lambda i: launches[i]["local_world_size"])
         by_local: dict[int, list[int]] = {}
         for i in ranked:
-            lr = job.launch(i)["local_rank"]
+            lr = launches[i]["local_rank"]
             if isinstance(lr, int):
                 by_local.setdefault(lr, []).append(i)
         virtual = set(by_local) == {0} and all(
@@ -197,13 +213,18 @@ def local_ranks(job: Job) -> Iterator[Hit]:
 
 def _node_ranks(job: Job) -> dict[int, list[int]]:
     """node rank -> participants; in rank mode one entry per host for each node rank."""
-    out: dict[int, list[int]] = {}
-    for (_, node_rank), members in job.nodes.items():
-        if node_rank is None:
-            continue
-        node_mode = [i for i in members if job.launch(i)["mode"] == "node"]
-        out.setdefault(node_rank, []).extend(node_mode or members[:1])
-    return out
+
+    def compute() -> dict[int, list[int]]:
+        launches = job.launches
+        out: dict[int, list[int]] = {}
+        for (_, node_rank), members in job.nodes.items():
+            if node_rank is None:
+                continue
+            node_mode = [i for i in members if launches[i]["mode"] == "node"]
+            out.setdefault(node_rank, []).extend(node_mode or members[:1])
+        return out
+
+    return job.memo("rank.node_ranks", compute)
 
 
 @check("RNK006", Severity.ERROR, "Duplicate node rank")
@@ -248,7 +269,7 @@ def missing_node_ranks(job: Job) -> Iterator[Hit]:
     missing = [n for n in range(nnodes) if n not in ranks]
     if not missing:
         return
-    nodelists = {f["launch"]["nodelist"] for f in job.facts if f["launch"]["nodelist"]}
+    nodelists = set(job.column("nodelist")) - {None, ""}
     hosts: list[str] = []
     if len(nodelists) == 1:
         names = expand(next(iter(nodelists)))
@@ -277,14 +298,15 @@ def world_size_product(job: Job) -> Iterator[Hit]:
     Derive WORLD_SIZE from the node count and --nproc-per-node (torchrun does this itself);
     under Kubeflow check nprocPerNode against the replica count.
     """
-    lws_all = {job.launch(i)["local_world_size"] for i in range(len(job))}
-    if len(lws_all) != 1:
+    lws_col = job.column("local_world_size")
+    if not lws_col or lws_col.count(lws_col[0]) != len(lws_col):
         return  # heterogeneous nodes: RNK005 compares each node with its own count
     triples: dict[tuple[int, int, int], list[int]] = {}
-    for i in range(len(job)):
-        launch = job.launch(i)
-        ws, n, lws = launch["world_size"], launch["nnodes"], launch["local_world_size"]
-        if isinstance(ws, int) and isinstance(n, int) and isinstance(lws, int) and ws != n * lws:
+    lws = lws_col[0]
+    if not isinstance(lws, int):
+        return
+    for i, (ws, n) in enumerate(zip(job.column("world_size"), job.column("nnodes"), strict=True)):
+        if isinstance(ws, int) and isinstance(n, int) and ws != n * lws:
             triples.setdefault((ws, n, lws), []).append(i)
     for (ws, n, lws), members in triples.items():
         yield Hit(
@@ -319,9 +341,10 @@ def launch_options(job: Job) -> Iterator[Hit]:
     Generate the torchrun command once and run it unchanged on every node (srun, a pod template,
     one launch script); take per-node values only from --node-rank.
     """
-    nodes = [i for i in range(len(job)) if job.launch(i)["command"] and job.launch(i)["mode"] == "node"]
+    launches = job.launches
+    nodes = [i for i, lf in enumerate(launches) if lf["command"] and lf["mode"] == "node"]
     for field in LAUNCH_OPTIONS:
-        expected, groups = job.majority(nodes, lambda i, f=field: job.launch(i).get(f))  # type: ignore[misc]
+        expected, groups = job.majority(nodes, lambda i, f=field: launches[i].get(f))  # type: ignore[misc]
         for value, who in outliers(groups, expected):
             yield Hit(
                 f"{OPTION_NAMES[field]}={value} on {job.who(who)}; the other nodes use {expected}",

@@ -4,16 +4,27 @@ same routable address everywhere, and the port is free on the master."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from validator.checks.base import Hit, Job, check, describe, outliers
 from validator.model import Severity
 
+DERIVING_LAUNCHERS = ("slurm", "mpi", "mpich")
 RESOLVE = "getent ahosts {addr}   # on each named host: the same non-loopback address everywhere"
 
 
 def _first(job: Job, i: int) -> str | None:
-    m = job.facts[i]["network"]["master"]
-    return m["resolved"][0] if m and m["resolved"] else None
+    return _firsts(job)[i]
+
+
+def _masters(job: Job) -> list[Any]:
+    """Every participant's MasterFacts (or None), by index: the RDZ checks read only these."""
+    return job.memo("rdzv.masters", lambda: [f["network"]["master"] for f in job.facts])
+
+
+def _firsts(job: Job) -> list[str | None]:
+    """The first address MASTER_ADDR resolves to, for every participant (computed once)."""
+    return job.memo("rdzv.firsts", lambda: [m["resolved"][0] if m and m["resolved"] else None for m in _masters(job)])
 
 
 def _loopback_members(job: Job) -> tuple[int, ...]:
@@ -23,15 +34,9 @@ def _loopback_members(job: Job) -> tuple[int, ...]:
 def _find_loopback(job: Job) -> tuple[int, ...]:
     """Participants whose MASTER_ADDR resolves to loopback where that cannot work: the job
     spans hosts, or their peers reach the master on a routable address."""
-    loop, routable = [], False
-    for i, f in enumerate(job.facts):
-        m = f["network"]["master"]
-        if m and m["resolved"]:
-            if m["loopback"]:
-                loop.append(i)
-            else:
-                routable = True
-    if loop and (job.multi_node or routable):
+    masters = _masters(job)
+    loop = [i for i, m in enumerate(masters) if m and m["resolved"] and m["loopback"]]
+    if loop and (job.multi_node or any(m and m["resolved"] and not m["loopback"] for m in masters)):
         return tuple(loop)
     return ()
 
@@ -48,8 +53,17 @@ def master_addr(job: Job) -> Iterator[Hit]:
     name) and pass it unchanged to every node.
     """
     skip = set(_loopback_members(job))
-    members = [i for i in range(len(job)) if i not in skip and job.launch(i)["master_addr"]]
-    expected, groups = job.majority(members, lambda i: _first(job, i) or job.launch(i)["master_addr"])
+    launches, firsts = job.launches, _firsts(job)
+    members = [i for i, lf in enumerate(launches) if lf["master_addr"] and i not in skip]
+    # a rank that could not resolve the name is RDZ005's; here it counts as pointing where that
+    # name resolves for its peers
+    resolved: dict[str, str] = {}
+    for i in members:
+        if (first := firsts[i]) and launches[i]["master_addr"] not in resolved:
+            resolved[launches[i]["master_addr"]] = first
+    expected, groups = job.majority(
+        members, lambda i: firsts[i] or resolved.get(launches[i]["master_addr"], launches[i]["master_addr"])
+    )
     for value, who in outliers(groups, expected):
         names = sorted({job.launch(i)["master_addr"] for i in who})
         yield Hit(
@@ -71,7 +85,7 @@ def master_port(job: Job) -> Iterator[Hit]:
 
     Set MASTER_PORT once for the job and pass it unchanged to every node.
     """
-    expected, groups = job.majority(range(len(job)), lambda i: job.launch(i)["master_port"])
+    expected, groups = job.majority(range(len(job)), job.column("master_port").__getitem__)
     for value, who in outliers(groups, expected):
         yield Hit(
             f"MASTER_PORT={value} where the rest of the job uses {expected}",
@@ -94,13 +108,14 @@ def split_resolution(job: Job) -> Iterator[Hit]:
     MASTER_ADDR to an IP address.
     """
     skip = set(_loopback_members(job))
+    firsts = _firsts(job)
     by_name: dict[str, list[int]] = {}
-    for i in range(len(job)):
-        name = job.launch(i)["master_addr"]
-        if name and i not in skip and _first(job, i):
+    for i, launch in enumerate(job.launches):
+        name = launch["master_addr"]
+        if name and firsts[i] and i not in skip:
             by_name.setdefault(name, []).append(i)
     for name, members in by_name.items():
-        expected, groups = job.majority(members, lambda i: _first(job, i))
+        expected, groups = job.majority(members, firsts.__getitem__)
         for value, who in outliers(groups, expected):
             yield Hit(
                 f"{name} resolves to {value} here but to {expected} on the other nodes",
@@ -155,10 +170,9 @@ def unresolvable_master(job: Job) -> Iterator[Hit]:
     the master with publishNotReadyAddresses: true.
     """
     groups: dict[str, list[int]] = {}
-    for i, f in enumerate(job.facts):
-        m = f["network"]["master"]
-        if m and not m["resolved"]:
-            groups.setdefault(f"{m['addr']}: {m['error']}", []).append(i)
+    masters = _masters(job)
+    for i in [i for i, m in enumerate(masters) if m and not m["resolved"]]:
+        groups.setdefault(f"{masters[i]['addr']}: {masters[i]['error']}", []).append(i)
     for what, members in groups.items():
         name = what.split(":", 1)[0]
         yield Hit(
@@ -173,7 +187,8 @@ def unresolvable_master(job: Job) -> Iterator[Hit]:
 
 @check("RDZ006", Severity.ERROR, "MASTER_PORT is busy on the master")
 def port_busy(job: Job) -> Iterator[Hit]:
-    """MASTER_PORT can be bound on the master node before the job starts.
+    """MASTER_PORT can be bound on the master node before the job starts (not checked inside
+    torchrun workers, whose agent holds the port by design).
 
     The rank-0 TCPStore binds MASTER_PORT; when a stale job or another service holds it, rank 0
     fails with `EADDRINUSE` (`The server socket has failed to listen on any local network
@@ -182,9 +197,13 @@ def port_busy(job: Job) -> Iterator[Hit]:
     Stop the process named in the finding (often a previous run's torchrun that never exited), or
     choose another MASTER_PORT for the whole job.
     """
-    for i, f in enumerate(job.facts):
+    busy = [i for i, m in enumerate(_masters(job)) if m and m["port_free"] is False]
+    for i in busy:
+        f = job.facts[i]
         m = f["network"]["master"]
-        if m and m["port_free"] is False:
+        if f["env"].get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+            continue  # a torchrun worker: its own agent holds MASTER_PORT by design
+        if m:
             yield Hit(
                 f"port {m['port']} on {f['host']} is held by {m['port_owner'] or 'another process'}",
                 [i],
@@ -205,8 +224,14 @@ def port_range(job: Job) -> Iterator[Hit]:
     Set MASTER_PORT (or --master-port) to a free port in 1024-65535 that the firewall allows.
     """
     groups: dict[str, list[int]] = {}
-    for i in range(len(job)):
-        launch = job.launch(i)
+    launches = job.launches
+    suspects = [
+        i
+        for i, lf in enumerate(launches)
+        if lf["invalid"] or (isinstance(p := lf["master_port"], int) and not 0 < p < 65536)
+    ]
+    for i in suspects:  # a handful at most: the rest pass the cheap filter above
+        launch = launches[i]
         port = launch["master_port"]
         bad = [f"{k}={v!r}" for k, v in launch["invalid"].items() if "PORT" in k.upper() or "port" in k]
         if isinstance(port, int) and not 0 < port < 65536 and not (port == 0 and launch["rdzv_backend"] == "c10d"):
@@ -227,7 +252,8 @@ def port_range(job: Job) -> Iterator[Hit]:
 @check("RDZ008", Severity.ERROR, "Rendezvous variables missing")
 def missing_rendezvous(job: Job) -> Iterator[Hit]:
     """Processes started without torchrun (env:// initialisation) have MASTER_ADDR and
-    MASTER_PORT set when WORLD_SIZE > 1.
+    MASTER_PORT set when WORLD_SIZE > 1 (a warning under srun and MPI launchers, where the job
+    script or the framework often derives them after the probe ran).
 
     init_process_group raises at once on every rank: `Error initializing torch.distributed
     using env:// rendezvous: environment variable MASTER_ADDR expected, but not set`.
@@ -235,8 +261,7 @@ def missing_rendezvous(job: Job) -> Iterator[Hit]:
     Export MASTER_ADDR (the first node) and MASTER_PORT in the launch script for every rank.
     """
     groups: dict[str, list[int]] = {}
-    for i in range(len(job)):
-        launch = job.launch(i)
+    for i, launch in enumerate(job.launches):
         if launch["launcher"] in ("torchrun", "none") or launch["mode"] != "rank":
             continue
         if not isinstance(launch["world_size"], int) or launch["world_size"] <= 1:
@@ -245,11 +270,17 @@ def missing_rendezvous(job: Job) -> Iterator[Hit]:
         if missing:
             groups.setdefault(" and ".join(missing), []).append(i)
     for what, members in groups.items():
+        launcher = job.launch(members[0])["launcher"]
+        # under srun/mpirun the variables are often exported later by the job script or derived by
+        # the framework (Lightning, DeepSpeed's MPI discovery): a warning, not a certain failure
+        derived = launcher in DERIVING_LAUNCHERS
         yield Hit(
-            f"{what} not set (launcher: {job.launch(members[0])['launcher']})",
+            f"{what} not set (launcher: {launcher})"
+            + (" — fine only if the training script or framework derives it" if derived else ""),
             members,
             expected="set",
             actual="unset",
             fix=f"export {what} for every rank",
             verify="env | grep ^MASTER_   # on each named host",
+            severity=Severity.WARNING if derived else None,
         )

@@ -4,7 +4,9 @@ against the peer majority; no golden file is needed."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from operator import itemgetter
+from typing import Any
 
 from validator.checks.base import Hit, Job, check, describe, outliers
 from validator.model import Severity
@@ -123,20 +125,34 @@ def _env_drift(job: Job) -> list[tuple[str, str | None, dict[str | None, list[in
     100,000-rank job costs one pass plus work per distinct env."""
 
     def compute() -> list[tuple[str, str | None, dict[str | None, list[int]]]]:
-        envs: dict[frozenset[tuple[str, str]], list[int]] = {}
+        # the compared names of an env depend only on its names, which nearly every rank shares:
+        # filter each distinct name tuple once, then key a rank by its compared values alone
+        compared: dict[tuple[str, ...], tuple[tuple[str, ...], Callable[[dict[str, str]], Any]]] = {}
+        envs: dict[tuple[tuple[str, ...], tuple[str, ...]], list[int]] = {}
         for i, f in enumerate(job.facts):
-            key = frozenset(
-                (k, v) for k, v in f["env"].items() if k.startswith(COMPARED) and not k.startswith(PER_PROCESS)
-            )
-            envs.setdefault(key, []).append(i)
-        if len(envs) < 2:
+            env = f["env"]
+            names = tuple(env)
+            found = compared.get(names)
+            if found is None:
+                kept = tuple(sorted(k for k in names if k.startswith(COMPARED) and not k.startswith(PER_PROCESS)))
+                getter: Callable[[dict[str, str]], Any] = itemgetter(*kept) if len(kept) > 1 else _values_of(kept)
+                found = compared[names] = (kept, getter)
+            keep, get = found
+            key = (keep, get(env))
+            members = envs.get(key)
+            if members is None:
+                envs[key] = [i]
+            else:
+                members.append(i)
+        if len(envs) < 2:  # keys are sorted by name: equal compared envs share one key
             return []
-        names = sorted({k for key in envs for k, _ in key})
+        values = {key: dict(zip(*key, strict=True)) for key in envs}
+        all_names = sorted({k for keep, _ in envs for k in keep})
         out = []
-        for name in names:
+        for name in all_names:
             groups: dict[str | None, list[int]] = {}
             for key, members in envs.items():
-                groups.setdefault(dict(key).get(name), []).extend(members)
+                groups.setdefault(values[key].get(name), []).extend(members)
             if len(groups) > 1:
                 counts = Counter({v: len(m) for v, m in groups.items()})
                 top = counts.most_common()
@@ -146,6 +162,11 @@ def _env_drift(job: Job) -> list[tuple[str, str | None, dict[str | None, list[in
         return out
 
     return job.memo("env.drift", compute)
+
+
+def _values_of(names: tuple[str, ...]) -> Callable[[dict[str, str]], tuple[str, ...]]:
+    """itemgetter's tuple, for zero or one name (itemgetter of one name returns a bare value)."""
+    return lambda env: tuple(env[n] for n in names)
 
 
 def _show(v: str | None) -> str:
@@ -219,9 +240,10 @@ def pet_flags(job: Job) -> Iterator[Hit]:
     pass --standalone explicitly).
     """
     groups: dict[str, list[int]] = {}
-    for i, f in enumerate(job.facts):
+    flags = frozenset(CHECK_ENV_FLAGS)
+    for i in [i for i, f in enumerate(job.facts) if not flags.isdisjoint(f["env"])]:
         for name in CHECK_ENV_FLAGS:
-            v = f["env"].get(name)
+            v = job.facts[i]["env"].get(name)
             if v is not None and not v.strip().lstrip("-").isdigit():
                 groups.setdefault(f"{name}={v!r}", []).append(i)
     for what, members in groups.items():
@@ -246,8 +268,8 @@ def invalid_values(job: Job) -> Iterator[Hit]:
     Fix the value in the launch script; a common cause is an unexpanded `$VAR` or `${VAR}`.
     """
     groups: dict[str, list[int]] = {}
-    for i in range(len(job)):
-        for src, raw in job.launch(i)["invalid"].items():
+    for i, launch in enumerate(job.launches):
+        for src, raw in launch["invalid"].items():
             if "PORT" not in src.upper() and "port" not in src:
                 groups.setdefault(f"{src.removeprefix('env:')}={raw!r}", []).append(i)
     for what, members in groups.items():
@@ -271,8 +293,8 @@ def command_errors(job: Job) -> Iterator[Hit]:
     Fix the option on the named nodes (`torchrun --help` lists the valid ones for your version).
     """
     groups: dict[str, list[int]] = {}
-    for i in range(len(job)):
-        cmd = job.launch(i)["command"]
+    for i, launch in enumerate(job.launches):
+        cmd = launch["command"]
         for err in cmd["errors"] if cmd else []:
             groups.setdefault(err, []).append(i)
     for err, members in groups.items():

@@ -7,12 +7,13 @@ from collections.abc import Iterator
 from validator.checks.base import Hit, Job, check
 from validator.model import Severity
 
-MIN_SHM = 256 << 20
+MIN_SHM = 256 << 20  # a launch profile's min_shm_mib replaces it
 
 
 @check("SYS001", Severity.ERROR, "/dev/shm too small for NCCL")
 def shm(job: Job) -> Iterator[Hit]:
-    """/dev/shm has at least 256 MiB on nodes of a GPU job that run several ranks.
+    """/dev/shm has at least 256 MiB (or the profile's `min_shm_mib`) on nodes of a GPU job that
+    run several ranks.
 
     NCCL's shared-memory transport between ranks of one node allocates its buffers in /dev/shm;
     containers default to 64 MiB and NCCL fails with "Error while creating shared memory
@@ -23,17 +24,19 @@ def shm(job: Job) -> Iterator[Hit]:
     """
     if not job.uses_gpus:
         return
+    pinned = job.profile.min_shm_mib if job.profile else None
+    minimum = MIN_SHM if pinned is None else pinned << 20
     groups: dict[int, list[int]] = {}
     for i in job.node_reps:
         size = job.facts[i]["system"]["shm_bytes"]
         ranks_here = max(len(job.node_of(i)), job.launch(i)["local_world_size"] or 0)
-        if isinstance(size, int) and size < MIN_SHM and ranks_here > 1:
+        if isinstance(size, int) and size < minimum and ranks_here > 1:
             groups.setdefault(size, []).extend(job.node_of(i))
     for size, members in groups.items():
         yield Hit(
             f"/dev/shm is {size >> 20} MiB",
             members,
-            expected=">= 256 MiB",
+            expected=f">= {minimum >> 20} MiB",
             actual=f"{size >> 20} MiB",
             fix="mount a larger /dev/shm (--shm-size, or an emptyDir with medium: Memory)",
             verify="df -h /dev/shm   # on each named host",
@@ -68,7 +71,14 @@ def memlock(job: Job) -> Iterator[Hit]:
 
 
 def _master_reps(job: Job) -> list[int]:
-    return [i for i in job.node_reps if job.launch(i)["node_rank"] == 0 or job.rank(i) == 0]
+    """One participant of each node that can host the store: the node of rank 0 / node rank 0,
+    whichever of its participants came first in the input."""
+
+    def compute() -> list[int]:
+        nodes = job.node_lists
+        return sorted({nodes[i][0] for i, lf in enumerate(job.launches) if lf["node_rank"] == 0 or lf["rank"] == 0})
+
+    return job.memo("system.master_reps", compute)
 
 
 @check("SYS003", Severity.WARNING, "somaxconn below the number of store clients")

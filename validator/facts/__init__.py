@@ -67,6 +67,8 @@ def load_facts(doc: Any, where: str) -> Facts:
     if isinstance(doc, dict) and doc.get("kind") == "raw":
         try:
             doc = parse(doc)
+        except UserError as e:  # e.g. a newer agent: name the input it came from
+            raise UserError(e.message, where) from None
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise UserError(f"agent output could not be parsed: {type(e).__name__}: {e}", where) from None
     return validate_facts(doc, where)

@@ -90,6 +90,7 @@ DEEPSPEED: dict[str, tuple[bool, tuple[str, ...]]] = {
 
 TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 PYTHONS = ("python", "python3")
+PYTHON_OPTS_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")  # `python -X dev -m ...`
 
 
 def identify(argv: list[str]) -> tuple[str, list[str]]:
@@ -104,7 +105,8 @@ def identify(argv: list[str]) -> tuple[str, list[str]]:
     if prog.startswith(PYTHONS):
         rest = argv[1:]
         while rest and rest[0].startswith("-") and rest[0] != "-m":
-            rest = rest[1:]  # interpreter flags such as -u, -O
+            # interpreter flags such as -u, -O; -X/-W take a value unless it is attached (-Xdev)
+            rest = rest[2:] if rest[0] in PYTHON_OPTS_WITH_VALUE else rest[1:]
         if len(rest) >= 2 and rest[0] == "-m" and rest[1] in TORCHRUN_MODULES:
             return "torchrun", rest[2:]
         if len(rest) >= 2 and rest[0] == "-m" and rest[1].startswith("deepspeed.launcher"):
@@ -140,6 +142,8 @@ def parse_options(
                 name = next(s for s in longs if spell[s] == matches[0])
             elif matches:
                 errors.append(f"ambiguous option {name}: could match {', '.join(matches)}")
+                i += 1
+                continue
         if name not in spell:
             errors.append(f"unrecognized option {arg}")
             i += 1

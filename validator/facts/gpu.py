@@ -98,7 +98,8 @@ PARSERS = {"nvml": from_nvml, "nvidia-smi": from_smi_csv, "proc": from_proc}
 
 
 def map_visible(devices: list[GpuDevice], cvd: str | None) -> tuple[list[str] | None, str | None]:
-    """CUDA_VISIBLE_DEVICES -> UUIDs in CUDA order. CUDA stops at the first invalid entry."""
+    """CUDA_VISIBLE_DEVICES -> UUIDs in CUDA order. CUDA stops at the first invalid entry; a
+    negative index is the documented way to stop there on purpose, not an error."""
     if cvd is None:
         return None, None
     entries = [e.strip() for e in cvd.split(",")] if cvd.strip() else []
@@ -106,7 +107,9 @@ def map_visible(devices: list[GpuDevice], cvd: str | None) -> tuple[list[str] | 
     uuids = [d["uuid"] for d in devices] + [m for d in devices for m in d["mig_uuids"]]
     visible: list[str] = []
     for e in entries:
-        if re.fullmatch(r"-?\d+", e):
+        if re.fullmatch(r"-\d+", e):
+            break  # documented way to hide the rest ("0,2,-1,1" -> 0,2; MPICH sets -1 for no GPU)
+        if re.fullmatch(r"\d+", e):
             if int(e) not in by_index:
                 return (
                     visible,
@@ -114,7 +117,7 @@ def map_visible(devices: list[GpuDevice], cvd: str | None) -> tuple[list[str] | 
                 )
             visible.append(by_index[int(e)])
             continue
-        matches = [u for u in uuids if u.startswith(e) or u == e]
+        matches = [u for u in uuids if e and u.startswith(e)]
         if len(matches) != 1:
             why = "matches no GPU" if not matches else "is ambiguous"
             return (

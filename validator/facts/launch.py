@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from validator.facts.k8s import KUBEFLOW_TYPE, pod_contract, pod_hosts
 from validator.model import CommandFacts, LaunchFacts
 
 TORCHRUN_DEFAULTS = {
@@ -24,6 +25,7 @@ TORCHRUN_DEFAULTS = {
     "master_port": "29500",
 }
 C10D_DEFAULT_PORT = 29400
+NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")  # --nproc-per-node values torchrun resolves at start
 INT_FIELDS = ("rank", "local_rank", "world_size", "local_world_size", "node_rank", "nnodes", "master_port")
 
 
@@ -41,6 +43,8 @@ class Contract:
         value: Any = raw.strip()
         if field == "nnodes":  # "N" or elastic "MIN:MAX": the static rendezvous waits for MAX
             value = value.rsplit(":", 1)[-1]
+        if field == "local_world_size" and value in NPROC_WORDS:
+            return  # valid, but the count is only known once torchrun starts
         if field in INT_FIELDS:
             try:
                 value = int(value)
@@ -90,8 +94,12 @@ def detect_launcher(env: dict[str, str]) -> str:
         return "mpich"
     if "LWS_WORKER_INDEX" in env:
         return "lws"
-    if "PET_NNODES" in env or "PET_NODE_RANK" in env or "PET_MASTER_ADDR" in env:
-        return "kubeflow" if "MASTER_ADDR" in env or "RANK" in env else "trainer"
+    if "PET_NNODES" in env or "PET_NODE_RANK" in env or "PET_MASTER_ADDR" in env or KUBEFLOW_TYPE in env:
+        # v1 sets MASTER_ADDR/RANK (Master replica) or PET_RDZV_ENDPOINT (elasticPolicy); Trainer
+        # v2 only PET_MASTER_ADDR/PET_MASTER_PORT (reference §1.4); v1 init containers get the
+        # replica labels from the downward API (docs/kubernetes.md)
+        v1 = ("MASTER_ADDR", "RANK", "PET_RDZV_ENDPOINT", KUBEFLOW_TYPE)
+        return "kubeflow" if any(k in env for k in v1) else "trainer"
     if "JOB_COMPLETION_INDEX" in env:
         return "jobset" if any(k.startswith("JOBSET_") for k in env) else "indexed-job"
     if "SLURM_PROCID" in env:
@@ -143,6 +151,8 @@ def _from_env(c: Contract, env: dict[str, str], launcher: str) -> None:
         c.env("master_addr", env, "LWS_LEADER_ADDRESS")
     if launcher in ("indexed-job", "jobset"):
         c.env("node_rank", env, "JOB_COMPLETION_INDEX")
+    for field, raw, source in pod_contract(launcher, env):  # pods: node rank from replica labels
+        c.set(field, raw, source)
     # torchrun's PET_* fallbacks, as Kubeflow and Trainer inject them into pods
     c.env("node_rank", env, "PET_NODE_RANK")
     c.env("nnodes", env, "PET_NNODES")
@@ -165,6 +175,12 @@ def _from_env(c: Contract, env: dict[str, str], launcher: str) -> None:
     c.env("master_addr", env, "MASTER_ADDR")
     c.env("master_port", env, "MASTER_PORT")
     c.env("rdzv_id", env, "TORCHELASTIC_RUN_ID")
+    endpoint = c.values.get("rdzv_endpoint")
+    if endpoint and "master_addr" not in c.values:  # elastic pods: every node must reach the c10d store
+        host, port = split_endpoint(str(endpoint), C10D_DEFAULT_PORT)
+        c.set("master_addr", host, c.sources["rdzv_endpoint"])
+        if "master_port" not in c.values:
+            c.set("master_port", port, c.sources["rdzv_endpoint"])
 
 
 def _int(text: str | None, default: int) -> int:
@@ -233,6 +249,8 @@ def _from_torchrun(c: Contract, env: dict[str, str], opts: dict[str, str]) -> No
     n, lws = c.values.get("nnodes"), c.values.get("local_world_size")
     if isinstance(n, int) and isinstance(lws, int):
         c.set("world_size", str(n * lws), "derived: nnodes x nproc-per-node")
+    else:  # torchrun sets its workers' WORLD_SIZE itself; an inherited one is not what they get
+        c.values.pop("world_size", None)
 
 
 def _from_deepspeed(c: Contract, opts: dict[str, str]) -> None:
@@ -279,6 +297,7 @@ def parse_launch(env: dict[str, str], command: CommandFacts | None) -> LaunchFac
         c.sources["job_id"] = job_src
     nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST")
     v = c.values
+    nodelist = nodelist or pod_hosts(env, v.get("master_addr"), v.get("nnodes"))
     return {
         "launcher": launcher,
         "mode": mode,

@@ -14,20 +14,18 @@ from typing import Any
 
 from validator.model import Interface, MasterFacts, Selection
 
+# Kinds whose addresses other nodes cannot reach (container/VM bridges, tunnels, overlays). Not
+# veth (a Kubernetes pod's eth0 is one), bond (the cluster NIC itself), macvlan/ipvlan (secondary
+# pod networks on the physical segment): those carry job traffic by design.
 VIRTUAL_KINDS = {
     "bridge",
-    "veth",
     "vxlan",
     "tun",
     "tap",
-    "macvlan",
-    "ipvlan",
     "dummy",
     "ifb",
     "wireguard",
     "geneve",
-    "vrf",
-    "bond",
 }
 VIRTUAL_PREFIXES = (
     "docker",
@@ -139,7 +137,9 @@ def nccl_select(interfaces: list[Interface], env: dict[str, str], nccl_version: 
                 continue
             if iface["name"] not in (n for n, _ in found):
                 found.append((iface["name"], addr))
-        return found
+        # getifaddrs lists every IPv4 address before any IPv6 one: an interface whose first
+        # usable address is IPv6 comes after all IPv4 interfaces (stable sort keeps link order)
+        return sorted(found, key=lambda f: ":" in f[1])
 
     def result(found: list[tuple[str, str]], rule: str, error: str | None = None) -> Selection:
         return {"ifaces": [n for n, _ in found], "addr": found[0][1] if found else None, "rule": rule, "error": error}
@@ -202,19 +202,17 @@ def gloo_select(
             else None
         )
         return {"ifaces": names, "addr": addr, "rule": f"GLOO_SOCKET_IFNAME={user}", "error": err}
-    if not hostname_addrs:
-        return {
-            "ifaces": ["lo"],
-            "addr": "127.0.0.1",
-            "rule": f"hostname {hostname} does not resolve: loopback fallback",
-            "error": None,
-        }
-    addr = hostname_addrs[0]
-    iface = interface_of(interfaces, addr)
+    # ProcessGroupGloo::createDefaultDevice: the first address of the hostname that can be bound
+    # (one of ours), else loopback with "Unable to resolve hostname to a (local) address"
+    for addr in hostname_addrs:
+        iface = interface_of(interfaces, addr)
+        if iface:
+            return {"ifaces": [iface], "addr": addr, "rule": f"hostname {hostname} -> {addr}", "error": None}
+    why = "does not resolve" if not hostname_addrs else f"resolves to {', '.join(hostname_addrs)}, not a local address"
     return {
-        "ifaces": [iface] if iface else [],
-        "addr": addr,
-        "rule": f"hostname {hostname} -> {addr}",
+        "ifaces": [next((i["name"] for i in interfaces if i["loopback"]), "lo")],
+        "addr": "127.0.0.1",
+        "rule": f"hostname {hostname} {why}: loopback fallback",
         "error": None,
     }
 

@@ -25,6 +25,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--profile", help="launch profile YAML")
     ap.add_argument("--format", dest="fmt", choices=("table", "json"), default="table", help="json: report on stdout")
     ap.add_argument("--output", "-o", help="also write the JSON report to this file")
+    ap.add_argument("--termination-log", nargs="?", const="/dev/termination-log", metavar="PATH",
+                    help="write a one-line summary here (default /dev/termination-log: kubectl describe pod)")  # fmt: skip
     ap.add_argument("--fail-on", default="error", help="error, warning, info or never (default error)")
     ap.add_argument("--select", action="append", default=[], help="only these codes or prefixes")
     ap.add_argument("--ignore", action="append", default=[], help="skip these codes or prefixes")
@@ -52,6 +54,7 @@ def main(argv: list[str]) -> int:
             output=ns.output, fail_on=None if ns.fail_on == "never" else Severity.parse(ns.fail_on),
             select=split(ns.select), ignore=split(ns.ignore), allow_incomplete=ns.allow_incomplete,
             net_check=ns.net_check, smoke=ns.smoke, verbose=ns.verbose, quiet=ns.quiet,
+            termination_log=ns.termination_log,
         )  # fmt: skip
         return execute(opts)
     except UserError as e:

@@ -28,6 +28,7 @@ class Attempts:
     resolved: dict[str, list[str]] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)  # "addr:port: what happened" -> count
     tries: int = 0
+    resolved_once: bool = False  # the coordinator's name resolved at least once
     foreign: str | None = None  # something that is not our coordinator answers on the port
     rejected: str | None = None
 
@@ -111,6 +112,7 @@ def participate(
         res = resolve([host], timeout=min(2.0, max(0.1, deadline - time.monotonic())))[host]
         addrs = list(res.get("addrs", []))
         att.resolved[host] = addrs
+        att.resolved_once = att.resolved_once or bool(addrs)
         if not addrs:
             att.note(f"{host}: {res.get('error', 'does not resolve')}")
         for addr in addrs[:2]:

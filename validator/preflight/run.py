@@ -20,7 +20,7 @@ from validator import pipeline
 from validator.agent.probe import port_owner
 from validator.errors import UserError
 from validator.model import Facts, Finding, Outcome, Report, Severity
-from validator.preflight import netcheck
+from validator.preflight import k8s, netcheck
 from validator.preflight import protocol as wire
 from validator.preflight.findings import finding
 from validator.preflight.participant import Result, participate
@@ -53,6 +53,7 @@ class Options:
     smoke: bool = False
     verbose: bool = False
     quiet: bool = False
+    termination_log: str | None = None  # one-line summary for `kubectl describe pod`
 
 
 @dataclass
@@ -213,13 +214,13 @@ def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, ex
         elif att.rejected:
             findings.append(finding("PRE003", f"coordinator {att.rejected}", [host], ranks))
         else:
-            hint = (
-                " (this is rank 0, but the endpoint is not an address of this node)"
-                if not ranks or ranks == [0]
-                else ""
-            )
+            launch = facts["launch"]
+            me = launch["rank"] if p.mode == "rank" else launch["node_rank"]
+            rank0 = att.resolved_once and me in (0, None)
+            hint = " (this is rank 0, but the endpoint is not an address of this node)" if rank0 else ""
+            dns = "" if att.resolved_once else k8s.unresolved_hint(p.host, facts)  # names the Service in a pod
             findings.append(finding("PRE001", f"no verdict from {p.host}:{p.port} within {opts.timeout:.0f} s{hint}: "
-                                    f"{att.summary()}", [host], ranks))  # fmt: skip
+                                    f"{att.summary()}{dns}", [host], ranks))  # fmt: skip
     report = pipeline.check([facts], None, codes(opts), context="local", title=f"cluster-validator preflight ({host})")
     report.findings = sorted(findings + report.findings, key=lambda f: (-f.severity, f.code))
     return report
@@ -323,6 +324,8 @@ def finish(
 
         text = render_table(report, verdict=f"preflight {state} (no verdict from the coordinator)")
     emit(opts, report, text, full)
+    if opts.termination_log:
+        k8s.write_termination_log(opts.termination_log, report, code, text)
     if code == 0 and smoke_test is not None:
         err = smoke_test()
         if err:

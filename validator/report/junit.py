@@ -24,7 +24,7 @@ def render_junit(
     failures = 0
     for code in all_codes:
         findings = by_code.get(code, [])
-        title = findings[0].title if findings else code
+        title = findings[0].title if findings else _title(code)
         case = ET.SubElement(suite, "testcase", classname="cluster-validator", name=f"{code} {title}")
         failing = [f for f in findings if fail_on is not None and f.severity >= fail_on]
         if failing:
@@ -48,3 +48,11 @@ def render_junit(
     suite.set("errors", str(len(report.outcomes) + len(report.input_errors)))
     ET.indent(suite)
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _title(code: str) -> str:
+    """The check's title for a code that found nothing (it still shows as a passing test)."""
+    from validator.checks import CHECKS
+
+    chk = CHECKS.get(code)
+    return chk.title if chk else code

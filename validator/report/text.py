@@ -53,7 +53,7 @@ def render_table(report: Report, colour: bool = False, verdict: str | None = Non
     for err in report.input_errors:
         out.append(f"INPUT   {err}")
     for o in report.outcomes:
-        out.append(f"{o.status.upper():<8}{o.target}: {o.detail}")
+        out.append(f"{o.status.upper() + ' ':<8}{o.target}: {o.detail}")
     for f in fold(report.findings):
         sev = f.severity.name
         sev = f"{COLOURS[f.severity]}{sev:<7}{RESET}" if colour else f"{sev:<7}"

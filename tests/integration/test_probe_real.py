@@ -1,0 +1,144 @@
+"""`validator probe` under real launchers and on real (namespace) hosts, then `validator check`:
+healthy jobs must pass (false alarms cost trust) and broken ones must name the culprit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import NetnsHosts, free_port
+from validator.model import Report
+
+BIN = Path(sys.executable).parent
+VALIDATOR = str(BIN / "validator")
+
+
+def check(files: list[Path], *args: str) -> tuple[int, Report]:
+    p = subprocess.run(
+        [VALIDATOR, "check", *map(str, files), "-f", "json", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert p.returncode in (0, 1), p.stderr
+    return p.returncode, Report.from_json(json.loads(p.stdout))
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}, "OMP_NUM_THREADS": "1", **extra}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["standalone", "static-2-nodes"])
+def test_probe_inside_real_torchrun_workers_passes(tmp_path: Path, mode: str) -> None:
+    """c10d/static workers on one host get MASTER_ADDR=localhost or 127.0.0.1 and their agent holds
+    MASTER_PORT: neither is a problem, and check must say so (exit 0)."""
+    dump = f"exec {VALIDATOR} probe --json > {tmp_path}/rank$RANK.json"
+    common = ["--nproc-per-node=2", "--no-python", "sh", "-c", dump]
+    if mode == "standalone":
+        cmds = [[str(BIN / "torchrun"), "--standalone", *common]]
+    else:
+        port = str(free_port())
+        cmds = [
+            [
+                str(BIN / "torchrun"),
+                "--nnodes=2",
+                f"--node-rank={n}",
+                "--master-addr=127.0.0.1",
+                f"--master-port={port}",
+                "--rdzv-conf=timeout=60",
+                *common,
+            ]
+            for n in (0, 1)
+        ]
+    procs = [
+        subprocess.Popen(c, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for c in cmds
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    files = sorted(tmp_path.glob("rank*.json"))
+    assert len(files) == 2 * len(cmds)
+    rc, report = check(files)
+    assert [f"{f.code} {f.message}" for f in report.findings] == [] and rc == 0
+    facts = json.loads(files[0].read_text())
+    assert facts["launch"]["launcher"] == "torchrun" and facts["launch"]["mode"] == "rank"
+
+
+def test_wrapped_torchrun_commands_with_different_nnodes(tmp_path: Path) -> None:
+    """The silent failure of ../shared/logs/torch-nnodes_mismatch.log: --nnodes=2 on the master and
+    --nnodes=3 on node 1 run with the master's value and exit 0. The probe of each wrapped command
+    catches it before launch."""
+    files = []
+    for node, nnodes in ((0, 2), (1, 3)):
+        argv = [
+            "torchrun",
+            f"--nnodes={nnodes}",
+            "--nproc_per_node=2",
+            f"--node_rank={node}",
+            "--master_addr=127.0.0.1",
+            "--master_port=29511",
+            "train.py",
+        ]
+        out = subprocess.run(
+            [VALIDATOR, "probe", "--json", "--no-port-probe", "--", *argv],
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        path = tmp_path / f"node{node}.json"
+        path.write_text(out)
+        files.append(path)
+    rc, report = check(files)
+    assert rc == 1
+    opts = [f for f in report.findings if f.code == "RNK009"]
+    assert len(opts) == 1 and "--nnodes=3" in opts[0].message and opts[0].expected == "2"
+    node1 = json.loads(files[1].read_text())["launch"]
+    assert (node1["mode"], node1["node_rank"], node1["sources"]["nnodes"]) == ("node", 1, "torchrun:--nnodes")
+
+
+@pytest.mark.root
+def test_namespace_hosts(netns_hosts: NetnsHosts, tmp_path: Path) -> None:
+    """Four hosts, each a network namespace with its own hostname and address (tests/conftest.py):
+    a healthy CPU job passes; then one host binds Gloo to lo and another points MASTER_ADDR at
+    localhost, and each is named."""
+
+    def probe_all(tweaks: dict[int, dict[str, str]]) -> list[Path]:
+        files = []
+        for i in range(4):
+            env = {
+                "RANK": str(i),
+                "WORLD_SIZE": "4",
+                "MASTER_ADDR": netns_hosts.names[0],
+                "MASTER_PORT": "29512",
+                **tweaks.get(i, {}),
+            }
+            cmd = netns_hosts.exec(i, "env", *[f"{k}={v}" for k, v in env.items()], VALIDATOR, "probe", "--json")
+            out = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=60, check=True).stdout
+            path = tmp_path / f"{'-'.join(map(str, tweaks))}rank{i}.json"
+            path.write_text(out)
+            files.append(path)
+        return files
+
+    healthy = probe_all({})
+    facts = [json.loads(f.read_text()) for f in healthy]
+    assert [f["host"] for f in facts] == netns_hosts.names
+    assert [f["network"]["gloo"]["addr"] for f in facts] == netns_hosts.addrs
+    assert facts[0]["network"]["master"]["local"] and not facts[1]["network"]["master"]["local"]
+    rc, report = check(healthy)
+    assert [f"{f.code} {f.message}" for f in report.findings] == [] and rc == 0
+
+    broken = probe_all({1: {"GLOO_SOCKET_IFNAME": "lo"}, 2: {"MASTER_ADDR": "localhost"}})
+    rc, report = check(broken)
+    named = {f.code: (f.hosts, f.ranks) for f in report.findings}
+    assert rc == 1
+    assert named["NET003"] == ([netns_hosts.names[1]], [1])
+    assert named["RDZ004"] == ([netns_hosts.names[2]], [2])

@@ -1,0 +1,138 @@
+"""`validator scan` of many loopback "hosts" behind real OpenSSH sshds: scale, sshd's default
+MaxStartups, Ctrl-C, progress on a terminal, and output files."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import VALIDATOR, Sshd
+from tests.scan.conftest import GOOD, HANG, ScanSshd, expand_hosts, run_scan, scan_env
+
+pytestmark = [pytest.mark.root]
+
+
+@pytest.mark.slow
+def test_scan_of_50_loopback_hosts(sshd_loopback: Sshd, tmp_path: Path) -> None:
+    hosts = [f"127.0.7.{i}" for i in range(1, 51)]
+    drain = tmp_path / "drain.txt"
+    drain.write_text("stale\n")
+    run = run_scan("127.0.7.[1-50]", "-F", str(sshd_loopback.config), "--drain-list", str(drain))
+    assert run.rc == 0, run.err
+    assert run.doc is not None
+    assert sorted(run.hosts) == sorted(hosts)
+    assert run.doc["participants"] == 50 and run.doc["outcomes"] == []
+    assert run.doc["scan"] == {**run.doc["scan"], "transport": "ssh", "targets": 50, "reached": 50}
+    # the hosts are one machine: no finding may single out some of them
+    assert all(sorted(expand_hosts(f["hosts"])) in ([], sorted(hosts)) for f in run.doc["findings"]), run.doc[
+        "findings"
+    ]
+    assert run.doc["drain"] == [] and drain.read_text() == ""
+    assert run.err == ""  # not a terminal: no progress output
+
+
+@pytest.mark.slow
+def test_default_maxstartups_drops_are_retried(scan_sshd: ScanSshd, tmp_path: Path) -> None:
+    """OpenSSH's default MaxStartups 10:30:100 drops handshakes beyond 10 at random; a fan-out
+    of 64 still reaches every host."""
+    cfg = scan_sshd.config(tmp_path / "ssh_config")
+    run = run_scan("127.0.4.[1-60]", "-F", str(cfg), "--fanout", "64")
+    assert run.doc is not None, run.err
+    assert run.doc["outcomes"] == [] and len(run.hosts) == 60
+    assert run.rc == 0
+
+
+def test_ctrl_c_prints_what_was_gathered(scan_sshd: ScanSshd, tmp_path: Path) -> None:
+    cfg = scan_sshd.config(tmp_path / "ssh_config")
+    p = subprocess.Popen(
+        [*VALIDATOR, "scan", ",".join([*GOOD, HANG]), "-F", str(cfg), "--timeout", "120", "-v", "-f", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=scan_env(),
+    )
+    try:
+        assert p.stderr is not None
+        seen, buf, deadline = 0, b"", time.monotonic() + 120
+        while seen < len(GOOD) and time.monotonic() < deadline:  # the good hosts answered
+            ready, _, _ = select.select([p.stderr], [], [], 1)
+            if ready:
+                chunk = os.read(p.stderr.fileno(), 4096)
+                assert chunk, "the scan ended before it was interrupted"
+                buf += chunk
+                seen = buf.count(b": ok\n")
+        assert seen == len(GOOD), buf.decode()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, err.decode()
+    doc = json.loads(out)
+    assert sorted(expand_hosts(doc["hosts"])) == sorted(GOOD)
+    assert doc["outcomes"] == [
+        {"target": HANG, "status": "interrupted", "detail": "the scan was interrupted before this host answered"}
+    ]
+    assert doc["scan"]["interrupted"] is True
+    assert b"Traceback" not in err
+
+
+def test_progress_bar_goes_to_a_terminal_on_stderr_and_json_alone_to_stdout(
+    scan_sshd: ScanSshd, tmp_path: Path
+) -> None:
+    cfg = scan_sshd.config(tmp_path / "ssh_config")
+    leader, follower = pty.openpty()
+    try:
+        p = subprocess.Popen(
+            [*VALIDATOR, "scan", ",".join(GOOD), "-F", str(cfg), "-f", "json"],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            env={**scan_env(), "COLUMNS": "100", "TERM": "xterm"},
+        )
+        os.close(follower)
+        shown = b""
+        while True:  # until the child closes the terminal (EOF / EIO); bounded by the scan's own timeouts
+            ready, _, _ = select.select([leader], [], [], 60)
+            if not ready:
+                break
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+        out, _ = p.communicate(timeout=60)
+    finally:
+        os.close(leader)
+    assert p.returncode == 0
+    assert json.loads(out)["participants"] == len(GOOD)  # stdout: the JSON alone
+    assert b"scan" in shown and b"failed" in shown  # the bar: hosts done and failed
+
+
+def test_output_file_and_drain_list(scan_sshd: ScanSshd, tmp_path: Path) -> None:
+    from tests.scan.conftest import CLOSED
+
+    cfg = scan_sshd.config(tmp_path / "ssh_config")
+    report, drain = tmp_path / "report.xml", tmp_path / "drain.txt"
+    p = subprocess.run(
+        [*VALIDATOR, "scan", f"{GOOD[0]},{CLOSED}", "-F", str(cfg), "-f", "junit", "-o", str(report),
+         "--drain-list", str(drain)],
+        capture_output=True, text=True, env=scan_env(), timeout=120, check=False,
+    )  # fmt: skip
+    assert p.returncode == 3 and p.stdout == "", p.stderr
+    assert drain.read_text() == f"{CLOSED}\n"
+    import xml.etree.ElementTree as ET
+
+    suite = ET.fromstring(report.read_text())
+    errors = [c for c in suite.iter("testcase") if c.find("error") is not None]
+    assert [c.get("name") for c in errors] == [CLOSED]
+    assert errors[0].find("error").get("type") == "unreachable"  # type: ignore[union-attr]

@@ -1,0 +1,110 @@
+"""`validator scan` of network-namespace hosts (own IP, hostname, interfaces, sshd): each odd
+host is named, and only that host."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.scan.conftest import DOCKER_BRIDGE, DOCKERISH, JUMP_ONLY, ODD_ENV, ODD_IFNAME, OddHosts, ScanRun, run_scan
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+
+def scan(hosts: OddHosts, odd: int, *extra: str) -> ScanRun:
+    """The three plain hosts and one odd one."""
+    names = list(dict.fromkeys(hosts.names[i] for i in (0, 1, 2, odd)))
+    run = run_scan(",".join(names), "-F", str(hosts.config), *extra)
+    assert run.doc is not None, run.err
+    assert run.doc["outcomes"] == [], run.doc["outcomes"]
+    assert sorted(run.hosts) == sorted(names)
+    return run
+
+
+def test_plain_hosts_pass(odd_hosts: OddHosts) -> None:
+    run = scan(odd_hosts, 2)  # 0, 1, 2, 2: only the plain hosts
+    assert run.rc == 0, run.out
+    assert run.doc is not None and run.doc["findings"] == [] and run.doc["drain"] == []
+
+
+def test_different_interface_name_names_that_host(odd_hosts: OddHosts) -> None:
+    odd = odd_hosts.names[ODD_IFNAME]
+    run = scan(odd_hosts, ODD_IFNAME)
+    assert run.named("NET007") == [odd]
+    assert run.all_named() == {odd}
+    finding = next(f for f in run.doc["findings"] if f["code"] == "NET007")  # type: ignore[index]
+    assert (finding["expected"], finding["actual"]) == ("eth0", "ens5")
+
+
+def test_docker_like_bridge_that_nccl_would_pick_names_that_host(odd_hosts: OddHosts) -> None:
+    """NCCL_SOCKET_IFNAME=^docker,lo (the job's setting, passed with --env) does not exclude a
+    compose-style bridge: NCCL would use br-<id> on that host."""
+    odd = odd_hosts.names[DOCKERISH]
+    run = scan(odd_hosts, DOCKERISH, "--env", "NCCL_SOCKET_IFNAME=^docker,lo")
+    assert run.named("NET004") == [odd]
+    virtual = next(f for f in run.doc["findings"] if f["code"] == "NET004")  # type: ignore[index]
+    assert virtual["actual"] == DOCKER_BRIDGE
+    assert run.all_named() == {odd}
+    assert run.rc == 0 or run.doc["drain"] in ([], [odd])  # type: ignore[index]
+
+
+def test_different_environment_names_that_host(odd_hosts: OddHosts) -> None:
+    odd = odd_hosts.names[ODD_ENV]
+    run = scan(odd_hosts, ODD_ENV)
+    assert run.named("ENV002") == [odd]
+    assert run.all_named() == {odd}
+    assert run.rc == 1
+    assert run.doc["drain"] == [odd]  # type: ignore[index]
+
+
+def test_net_check_names_the_host_whose_nccl_address_is_unreachable(odd_hosts: OddHosts) -> None:
+    odd = odd_hosts.names[DOCKERISH]
+    run = scan(odd_hosts, DOCKERISH, "--env", "NCCL_SOCKET_IFNAME=^docker,lo", "--net-check", "--net-timeout", "2")
+    assert run.doc is not None and run.doc["scan"]["net_check"] == {"nodes": 4, "probes": 6, "failed": 2}
+    assert run.named("NET101") == [odd]
+    unreachable = next(f for f in run.doc["findings"] if f["code"] == "NET101")
+    assert "172.18.0.1" in unreachable["message"]
+    assert {h.split(" -> ")[0] for h in unreachable["message"].split(": ")[1].split(", ")} == {
+        odd_hosts.names[0],  # the first node probes everyone
+        odd_hosts.names[2],  # the ring neighbour before it
+    }
+    assert run.rc == 1 and run.doc["drain"] == [odd]
+
+
+def test_net_check_passes_between_plain_hosts(odd_hosts: OddHosts) -> None:
+    run = scan(odd_hosts, ODD_IFNAME, "--net-check")
+    assert run.doc is not None and run.doc["scan"]["net_check"] == {"nodes": 4, "probes": 6, "failed": 0}
+    assert [f for f in run.doc["findings"] if f["code"].startswith("NET1")] == []
+
+
+def test_proxyjump_from_ssh_config(odd_hosts: OddHosts) -> None:
+    """That host refuses the test's own address; only the jump through host 0 gets in."""
+    alias = f"{odd_hosts.names[JUMP_ONLY]}-via-jump"
+    direct = run_scan(odd_hosts.names[JUMP_ONLY], "-F", str(odd_hosts.config))
+    assert direct.doc is not None and direct.outcome(odd_hosts.names[JUMP_ONLY])["status"] == "auth"  # type: ignore[index]
+    jumped = run_scan(alias, "-F", str(odd_hosts.config))
+    assert jumped.doc is not None and jumped.hosts == [alias], jumped.err
+    assert jumped.rc == 0
+
+
+def test_html_report_of_a_real_scan_renders_and_names_the_host_to_drain(odd_hosts: OddHosts, tmp_path: Path) -> None:
+    from tests.conftest import VALIDATOR
+    from tests.scan.conftest import scan_env
+    from tests.scan.test_html import chromium
+
+    odd = odd_hosts.names[ODD_ENV]
+    page = tmp_path / "scan.html"
+    names = [*odd_hosts.names[:3], odd, odd_hosts.names[ODD_IFNAME]]
+    p = subprocess.run(
+        [*VALIDATOR, "scan", ",".join(names), "-F", str(odd_hosts.config), "-f", "html", "-o", str(page)],
+        capture_output=True, text=True, env=scan_env(), timeout=300, check=False,
+    )  # fmt: skip
+    assert p.returncode == 1, p.stderr
+    dom = chromium(
+        page, Path(os.environ["VALIDATOR_SCREENSHOT_REAL"]) if "VALIDATOR_SCREENSHOT_REAL" in os.environ else None
+    )
+    assert f"scontrol update nodename={odd} state=drain" in dom
+    assert "ENV002" in dom and "NET007" in dom

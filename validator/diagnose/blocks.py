@@ -1,0 +1,119 @@
+"""Multi-line structures that follow a hit: Python tracebacks, torchrun's failure summary,
+NCCL's ``Last error:`` and torchelastic's rendezvous result."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from validator.diagnose.logs import stream_of
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>.+)$')
+
+
+def _same_stream(lines: list[bytes], stream: bytes) -> list[str]:
+    out = []
+    for raw in lines:
+        if stream_of(raw) == stream:
+            text = raw.decode("utf-8", "replace").rstrip("\r")
+            out.append(_after(text, stream) if stream else text)
+    return out
+
+
+def _after(text: str, stream: bytes) -> str:
+    """The line without its stream prefix (keeping the indentation that follows)."""
+    key = stream.decode("utf-8", "replace")
+    i = text.find(key)
+    rest = text[i + len(key) :] if i != -1 else text
+    return rest[1:] if rest.startswith(" ") and not rest.startswith("  ") else rest
+
+
+@dataclass(slots=True)
+class Traceback:
+    frames: list[str]  # "file:line in fn", innermost last
+    span: int  # how many same-stream lines it covers before the exception line
+    complete: bool
+
+
+def read_traceback(lines: list[bytes], stream: bytes) -> Traceback:
+    frames: list[str] = []
+    span = 0
+    for text in _same_stream(lines, stream):
+        if m := _FRAME.match(text):
+            frames.append(f"{m.group('file')}:{m.group('line')} in {m.group('fn').strip()}")
+        elif text and not text[0].isspace() and not text.startswith("^"):
+            return Traceback(frames, span, True)
+        span += 1
+    return Traceback(frames, span, False)
+
+
+@dataclass(slots=True)
+class Failure:
+    index: int
+    root: bool
+    fields: dict[str, str] = field(default_factory=dict)
+    traceback: list[str] = field(default_factory=list)
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"root": self.root}
+        if m := re.match(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)", self.fields.get("rank", "")):
+            data["rank"], data["local"] = int(m.group(1)), int(m.group(2))
+        if m := re.match(r"(-?\d+)\s*\(pid:\s*(\d+)\)\s*(?:\((SIG\w+)\))?", self.fields.get("exitcode", "")):
+            data["exit"], data["pid"] = int(m.group(1)), int(m.group(2))
+            if m.group(3):
+                data["signal"] = m.group(3)
+        for key in ("host", "error_file"):
+            if self.fields.get(key):
+                data[key] = self.fields[key]
+        if t := self.fields.get("time"):
+            with contextlib.suppress(ValueError):
+                data["time"] = dt.datetime.strptime(t.strip(), "%Y-%m-%d_%H:%M:%S").timestamp()
+        tb = [self.fields.get("traceback", ""), *self.traceback]
+        exc = [t.strip() for t in tb if t.strip() and not t.strip().startswith(("File ", "Traceback", "^", "..."))]
+        if exc:
+            data["message"] = exc[-1]
+        frames = [m for t in tb if (m := _FRAME.match(t))]
+        data["stack"] = [f"{m.group('file')}:{m.group('line')} in {m.group('fn').strip()}" for m in frames]
+        return data
+
+
+_ENTRY = re.compile(r"^\s*\[(\d+)\]:\s*$")
+_FIELD = re.compile(r"^\s{1,4}(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
+
+
+def read_summary(lines: list[bytes], stream: bytes) -> tuple[list[Failure], int, bool]:
+    """torchrun's ChildFailedError block -> failures (root cause flagged), lines spanned, complete."""
+    out: list[Failure] = []
+    root = False
+    cur: Failure | None = None
+    in_tb = False
+    seen_root = False
+    for span, text in enumerate(_same_stream(lines, stream)):
+        s = text.strip()
+        if s.startswith("Root Cause"):
+            root = seen_root = True
+            continue
+        if s.startswith("=") and set(s) == {"="} and seen_root and cur is not None:
+            return out, span + 1, True
+        if m := _ENTRY.match(text):
+            cur = Failure(int(m.group(1)), root)
+            out.append(cur)
+            in_tb = False
+        elif cur is not None and (m := _FIELD.match(text)):
+            cur.fields[m.group(1)] = m.group(2).strip()
+            in_tb = m.group(1) == "traceback"
+        elif cur is not None and in_tb and s and not (set(s) <= {"-", "="}):
+            cur.traceback.append(s)
+    return out, len(lines), False
+
+
+def read_rendezvous(lines: list[bytes], stream: bytes) -> dict[str, Any]:
+    """torchelastic's ``Rendezvous complete for workers. Result:`` block -> the rank mapping."""
+    out: dict[str, Any] = {}
+    for text in _same_stream(lines[:16], stream):
+        if m := re.search(r"\b(group_rank|local_ranks|global_ranks|master_addr|master_port)=(\S+)", text):
+            out[m.group(1)] = m.group(2)
+    return out

@@ -1,0 +1,345 @@
+"""Candidate causes from log events, each with the rule that decided the culprit and how sure
+it is. ``verdict`` ranks them; here each builder looks at one kind of evidence."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+
+from validator.diagnose.classify import classify, fingerprint, ranks_list
+from validator.diagnose.events import Cause, Event, Evidence, Role
+from validator.targets import fold_ranks
+
+
+def ev(e: Event) -> Evidence:
+    return Evidence(e.source, e.text, e.rank)
+
+
+def _ranks(rs: Iterable[int | None]) -> list[int]:
+    return sorted({r for r in rs if r is not None})
+
+
+def _who(ranks: list[int]) -> str:
+    return f"rank{'s' if len(ranks) != 1 else ''} {fold_ranks(ranks)}" if ranks else "an unknown rank"
+
+
+def by_kind(events: list[Event], *kinds: str) -> list[Event]:
+    return [e for e in events if e.kind in kinds]
+
+
+def detail_mismatch(events: list[Event]) -> Cause | None:
+    """DETAIL fingerprints: every message names two ranks' fingerprints; vote per rank."""
+    seen = by_kind(events, "coll.detail_mismatch", "coll.shape_verify")
+    if not seen:
+        return None
+    fp: dict[int, str] = {}
+    for e in seen:
+        if e.kind == "coll.detail_mismatch":
+            fp.setdefault(int(e.data["a"]), fingerprint(e.data["fa"]))
+            fp.setdefault(int(e.data["b"]), fingerprint(e.data["fb"]))
+    if not fp:
+        return Cause("COL001", "ranks called mismatched collectives (shape check)", _ranks(e.rank for e in seen),
+                     "low", "older shape verification names only the reporting ranks", [ev(e) for e in seen[:3]], strength=30)  # fmt: skip
+    counts = Counter(fp.values())
+    (top, n), *rest = counts.most_common()
+    odd = sorted(r for r, f in fp.items() if f != top)
+    if not odd:
+        return None
+    majority = sorted(r for r, f in fp.items() if f == top)
+    evidence = [ev(e) for e in sorted(seen, key=lambda e: e.rank not in odd)[:3]]
+    if rest and rest[0][1] == n:
+        return Cause("COL001", f"ranks disagree on the collective ({'; '.join(f'{_who([r])}: {f}' for r, f in sorted(fp.items()))})",
+                     [], "unknown", "the DETAIL fingerprints split evenly: no majority to judge by", evidence, strength=30)  # fmt: skip
+    odd_fp = "; ".join(sorted({fp[r] for r in odd}))
+    return Cause(
+        "COL001",
+        f"{_who(odd)} called {odd_fp} where {_who(majority)} called {top}",
+        odd,
+        "high" if n >= 2 else "medium",
+        f"TORCH_DISTRIBUTED_DEBUG=DETAIL fingerprints: {n} of {len(fp)} ranks agree, {_who(odd)} differ (majority vote)",
+        evidence,
+        expected=top,
+        actual=odd_fp,
+        strength=80,
+    )
+
+
+def desync(events: list[Event]) -> Cause | None:
+    """Desync report / monitored barrier. "Didn't join" outranks "joined but didn't finish"; a
+    report that names every rank it knows names nobody."""
+    strong = by_kind(events, "coll.desync_never_joined", "coll.desync_not_joined", "coll.monitored_barrier")
+    weak = by_kind(events, "coll.desync_not_finished")
+    seen = strong or weak
+    if not seen:
+        return None
+    culprits = _ranks(r for e in seen for r in ranks_list(e.data.get("ranks", "")))
+    known = _ranks(e.rank for e in events)
+    kinds = {e.kind for e in seen}
+    why = "monitored barrier" if kinds == {"coll.monitored_barrier"} else "desync report (TORCH_NCCL_DESYNC_DEBUG)"
+    seqs = sorted({int(e.data.get("next", e.data.get("seq", 0))) for e in seen if "seq" in e.data})
+    at = f" collective #{seqs[0]}" if seqs else " the collective"
+    if not strong and set(known) <= set(culprits):
+        return Cause("COL003", f"every rank joined{at} and none finished it (mismatched or hung collective)", [], "unknown",
+                     f"the {why} names all ranks, which names nobody", [ev(e) for e in seen[:3]], strength=32)  # fmt: skip
+    verb = "never joined" if strong else "joined but never finished"
+    return Cause("COL002", f"{_who(culprits)} {verb}{at} that the other ranks entered", culprits, "high" if strong else "medium",
+                 f"the {why} names them", [ev(e) for e in seen[:3]], strength=85 if strong else 60)  # fmt: skip
+
+
+def _pairs(seen: list[Event]) -> list[int]:
+    out = []
+    for e in seen:
+        out += [int(e.data[k]) for k in ("a", "b") if k in e.data]
+        if e.rank is not None:
+            out.append(e.rank)
+    return _ranks(out)
+
+
+def nccl_init(events: list[Event]) -> list[Cause]:
+    out = []
+    if seen := by_kind(events, "nccl.duplicate_gpu"):
+        ranks = _pairs(seen)
+        dev = next((e.data["dev"] for e in seen if "dev" in e.data), None)
+        out.append(Cause("DGN004", f"{_who(ranks)} share one GPU{f' (CUDA device {dev})' if dev else ''}", ranks, "high",
+                         "NCCL names the ranks that share the device", [ev(e) for e in seen[:3]], strength=95))  # fmt: skip
+    if seen := by_kind(events, "nccl.version_mismatch"):
+        vers: dict[int, str] = {}
+        for e in seen:
+            vers[int(e.data["a"])], vers[int(e.data["b"])] = e.data["va"], e.data["vb"]
+        top, _n = Counter(vers.values()).most_common(1)[0]
+        odd = sorted(r for r, v in vers.items() if v != top) or sorted(vers)
+        out.append(Cause("DGN006", f"{_who(odd)} run NCCL {', '.join(sorted({vers[r] for r in odd}))}, the others {top}", odd,
+                         "high" if len(vers) > 2 else "medium", "NCCL compares versions at init; the odd version is the outlier",
+                         [ev(e) for e in seen[:3]], strength=90))  # fmt: skip
+    if seen := by_kind(events, "nccl.no_interface"):
+        ranks = _ranks(e.rank for e in seen)
+        iface = next((e.data["iface"] for e in seen if "iface" in e.data), None)
+        what = f"interface {iface} does not exist" if iface else "no usable network interface"
+        out.append(Cause("DGN005", f"{what} on {_who(ranks)}", ranks, "high", "the ranks report it themselves",
+                         [ev(e) for e in seen[:3]], strength=88))  # fmt: skip
+    if seen := by_kind(events, "net.addr_in_use"):
+        ranks = _ranks(e.rank for e in seen)
+        port = next((e.data["port"] for e in seen if e.data.get("port")), None)
+        out.append(Cause("DGN003", f"port {port or '?'} already in use on {_who(ranks)}", ranks, "high",
+                         "the rank that could not bind is where the port is taken", [ev(e) for e in seen[:3]], strength=87))  # fmt: skip
+    if seen := by_kind(events, "rdzv.env_missing", "nccl.dup_rank", "nccl.nranks_mismatch", "nccl.invalid_rank"):
+        ranks = _ranks(e.rank for e in seen)
+        out.append(Cause("DGN012", f"launch contract broken on {_who(ranks)}: {seen[0].text[:160]}", ranks, "high",
+                         "the ranks report it themselves", [ev(e) for e in seen[:3]], strength=86))  # fmt: skip
+    return out
+
+
+_KEY_RANK = re.compile(r"/(\d+)$")
+
+
+def store(events: list[Event]) -> list[Cause]:
+    out: list[Cause] = []
+    conn = by_kind(events, "rdzv.connect_timeout", "rdzv.conn_error")
+    endpoints = Counter((e.data.get("port")) for e in by_kind(events, "rdzv.store_endpoint") if e.data.get("port"))
+    if conn:
+        ranks = _ranks(e.rank for e in conn)
+        target = next((f"{e.data['host']}:{e.data['port']}" for e in conn if "port" in e.data), None)
+        tport = target.rsplit(":", 1)[1] if target else None
+        good = endpoints.most_common(1)[0][0] if endpoints else None
+        if good and tport and good != tport:
+            out.append(Cause("DGN002", f"{_who(ranks)} connect to the store at {target}; the other ranks reached it at port {good}",
+                             ranks, "high" if ranks else "medium", "its endpoint differs from the one the other ranks used",
+                             [ev(e) for e in conn[:2]], expected=f"port {good}", actual=f"port {tport}", strength=84))  # fmt: skip
+        else:
+            out.append(Cause("DGN002", f"{_who(ranks)} could not reach the store at {target or 'MASTER_ADDR:MASTER_PORT'}",
+                             ranks, "medium" if ranks else "low",
+                             "the rank timed out connecting; either its address is wrong or the store host was not up",
+                             [ev(e) for e in conn[:2]], strength=62))  # fmt: skip
+    waits = by_kind(events, "rdzv.wait_keys")
+    missing = _ranks(int(m.group(1)) for e in waits for k in re.split(r"[,\s]+", e.data.get("keys", ""))
+                     if "/torchelastic/" not in k and (m := _KEY_RANK.search(k)))  # fmt: skip
+    joined = by_kind(events, "rdzv.clients_joined", "rdzv.timeout")
+    if missing or joined or waits:
+        counts = next((f" ({e.data['joined']}/{e.data['expected']} joined)" for e in joined if "joined" in e.data), "")
+        evidence = [ev(e) for e in (waits + joined)[:3]]
+        if missing:
+            out.append(Cause("DGN001", f"{_who(missing)} never joined the process group{counts}", missing, "high",
+                             "the store keys the others waited for belong to them (last number of the key)", evidence, strength=75))  # fmt: skip
+        else:
+            out.append(Cause("DGN001", f"ranks or nodes never joined the rendezvous{counts}", [], "unknown",
+                             "the store only counts who arrived; nothing names who did not", evidence, strength=50))  # fmt: skip
+    return out
+
+
+ORIGIN_CODE = {
+    "py.exception": "DGN010",
+    "cuda.error": "DGN008",
+    "cuda.oom": "DGN009",
+    "host.oom": "DGN009",
+    "proc.crash": "DGN011",
+}
+
+
+def stopped(events: list[Event]) -> Cause | None:
+    """The scheduler or an outer timeout ended the job (maybe while it hung)."""
+    seen = by_kind(events, "agent.death_signal", "slurm.cancelled")
+    if not seen:
+        return None
+    why = next((e.data["why"].strip().lower() for e in seen if e.data.get("why")), None)
+    return Cause("DGN014", f"the job was stopped from outside{' (' + why + ')' if why else ''}: {seen[0].text[:160]}", [],
+                 "medium", "the launcher or scheduler received a stop signal; no rank reported an error before it",
+                 [ev(e) for e in seen[:3]], strength=48)  # fmt: skip
+
+
+def origins(events: list[Event], symptoms_by_rank: dict[int, list[Event]]) -> Cause | None:
+    """Ranks that failed on their own (exception, CUDA error, OOM) before the others timed out."""
+    seen = [e for e in events if e.kind in ORIGIN_CODE]
+    if not seen:
+        return None
+    ranked = [e for e in seen if e.rank is not None]
+    per: dict[int, list[Event]] = defaultdict(list)
+    for e in ranked:
+        per[int(e.rank)].append(e)  # type: ignore[arg-type]
+    pool = ranked or seen
+    first = min(pool, key=lambda e: (e.time is None, e.time or 0.0))
+    code = ORIGIN_CODE[first.kind]
+    msg = first.text[:200]
+    stack = first.stack
+    if len(per) <= 1:
+        culprits = sorted(per)
+        others = [r for r in symptoms_by_rank if r not in per]
+        conf = "high" if culprits and others else "medium" if culprits else "low"
+        reason = (
+            "the only rank that failed on its own; the others only report timeouts or lost peers"
+            if others
+            else "the only rank with an error of its own"
+        )
+    else:
+        texts = {e.data.get("msg") or e.text for e in ranked}
+        timed = [e for e in ranked if e.time is not None]
+        if len(texts) == 1 and len(per) > 2:
+            culprits, conf, reason = (
+                sorted(per),
+                "high",
+                "every failing rank raised the same error: not a divergence between ranks",
+            )
+        elif timed:
+            first = min(timed, key=lambda e: e.time or 0.0)
+            culprits, conf = [int(first.rank)], "medium"  # type: ignore[arg-type]
+            code, msg, stack = ORIGIN_CODE[first.kind], first.text[:200], first.stack
+            reason = f"the earliest of {len(per)} ranks with errors of their own (by timestamp)"
+        else:
+            culprits, conf, reason = (
+                sorted(per),
+                "low",
+                "several ranks failed on their own and nothing orders them in time",
+            )
+    site = f" at {stack[-1].split(' in ')[0]}" if stack else ""
+    return Cause(code, f"{_who(culprits)} failed first: {msg}{site}", culprits, conf, reason,
+                 [ev(e) for e in sorted(pool, key=lambda e: e.rank not in culprits)[:3]], stack=stack, time=first.time,
+                 strength={"high": 70, "medium": 60, "low": 35}[conf])  # fmt: skip
+
+
+def summaries(events: list[Event], symptoms_by_rank: dict[int, list[Event]] | None = None) -> Cause | None:
+    """torchrun's failure summary: the root cause per node; across nodes the earliest non-SIGTERM.
+    A root cause whose own log shows only timeouts is a tie broken by dict order, not a cause."""
+    seen = [e for e in by_kind(events, "summary.failure") if e.data.get("signal") not in ("SIGTERM", "SIGINT")]
+    if not seen:
+        return _agent_signal(events)
+    roots = [e for e in seen if e.data.get("root")] or seen
+    first = min(roots, key=lambda e: (e.time is None, e.time or 0.0))
+    own = {e.rank for e in events if e.role == Role.ORIGIN}
+    if symptoms_by_rank and first.data.get("rank") in symptoms_by_rank and first.data.get("rank") not in own:
+        return None
+    exit_code = first.data.get("exit")
+    message = first.data.get("message", "")
+    if message.startswith("To enable traceback"):
+        message = ""
+    got = classify(message) if message else None
+    code = "DGN010"
+    if got and got[1] == Role.ORIGIN:
+        code = ORIGIN_CODE.get(got[0], "DGN010")
+    elif isinstance(exit_code, int) and exit_code < 0:
+        code = "DGN011" if first.data.get("signal") not in ("SIGABRT",) else "DGN007"
+    rank = first.data.get("rank")
+    culprits = [rank] if isinstance(rank, int) else []
+    what = message or f"exit code {exit_code}{' (' + first.data['signal'] + ')' if first.data.get('signal') else ''}"
+    return Cause(code, f"{_who(culprits)} failed first: {what[:200]}", culprits, "medium",
+                 "torchrun's Root Cause (first observed failure)" + (" across nodes, by time" if len(roots) > 1 else ""),
+                 [ev(first)], hosts=[first.data["host"]] if first.data.get("host") else [], stack=first.stack,
+                 time=first.time, strength=55)  # fmt: skip
+
+
+_SIGNALS = {-9: "SIGKILL", -11: "SIGSEGV", -7: "SIGBUS", -6: "SIGABRT", -15: "SIGTERM", -2: "SIGINT"}
+
+
+def _agent_signal(events: list[Event]) -> Cause | None:
+    """Without a summary block: the agent's ``failed (exitcode: -9) local_rank: N`` line."""
+    seen = [
+        e
+        for e in by_kind(events, "agent.child_failed")
+        if int(e.data.get("exit", 0)) < 0 and int(e.data["exit"]) not in (-15, -2)
+    ]
+    if not seen:
+        return None
+    e = min(seen, key=lambda e: (e.time is None, e.time or 0.0))
+    sig = _SIGNALS.get(int(e.data["exit"]), f"signal {-int(e.data['exit'])}")
+    hint = " (SIGKILL without an exception: often the OOM killer)" if sig == "SIGKILL" else ""
+    who = f"local rank {e.data['local']} (pid {e.data.get('pid')})" if "local" in e.data else "a worker"
+    return Cause("DGN011" if sig != "SIGABRT" else "DGN007", f"{who} was killed by {sig}{hint}",
+                 [], "medium", "the launcher reports the worker died from a signal; its global rank is not in this log",
+                 [ev(e)], time=e.time, strength=52)  # fmt: skip
+
+
+def _srun_tasks(events: list[Event]) -> Cause | None:
+    """``srun: error: node17: task 5: Killed``: which task died, when nothing else says more."""
+    seen = by_kind(events, "slurm.task_failed")
+    if not seen:
+        return None
+    e = seen[0]
+    hosts = sorted({x.data["host"] for x in seen if "host" in x.data})
+    return Cause("DGN011" if "Killed" in e.data.get("what", "") else "DGN010",
+                 f"srun task {e.data.get('tasks')} on {e.data.get('host')}: {e.data.get('what', '').strip()[:120]}", [], "low",
+                 "srun reports the task that ended first; its rank is not in these lines", [ev(x) for x in seen[:3]],
+                 hosts=hosts, strength=42)  # fmt: skip
+
+
+def uniqueid(events: list[Event]) -> Cause | None:
+    """Ranks waiting for the NCCL unique id of a root that never published it."""
+    seen = by_kind(events, "nccl.uniqueid_wait")
+    roots = Counter(int(e.data["root"]) for e in seen)
+    if not roots:
+        return None
+    root = roots.most_common(1)[0][0]
+    waiting = _ranks(int(e.data["rank"]) for e in seen)
+    return Cause("COL002", f"rank {root} never published its NCCL unique id; {_who(waiting)} waited for it", [root], "medium",
+                 "the ranks setting up the communicator were waiting for this rank's store key", [ev(e) for e in seen[:3]],
+                 strength=60)  # fmt: skip
+
+
+def watchdog(events: list[Event], world: list[int]) -> list[Cause]:
+    """NCCL watchdog timeouts: a different op at the same sequence number, or silent ranks."""
+    out: list[Cause] = []
+    seen = by_kind(events, "coll.watchdog_timeout")
+    if not seen:
+        return out
+    at: dict[tuple[str, str], dict[int, str]] = defaultdict(dict)
+    for e in seen:
+        if e.rank is not None and "seq" in e.data:
+            at[(e.data.get("pg", "?"), e.data["seq"])].setdefault(e.rank, e.data.get("op", "?"))
+    for (_pg, seq), ops in at.items():
+        counts = Counter(ops.values()).most_common()
+        if len(counts) > 1 and counts[0][1] == counts[1][1]:
+            parts = "; ".join(f"rank {r}: {o}" for r, o in sorted(ops.items()))
+            out.append(Cause("COL001", f"ranks ran different collectives as #{seq} ({parts})", [], "unknown",
+                             "the watchdog reports different OpTypes at one sequence number and no majority",
+                             [ev(e) for e in seen[:3]], strength=40))  # fmt: skip
+        if len(counts) > 1 and counts[0][1] > counts[1][1]:
+            odd = sorted(r for r, o in ops.items() if o != counts[0][0])
+            out.append(Cause("COL001", f"{_who(odd)} timed out in {ops[odd[0]]} #{seq} where {counts[0][1]} ranks ran {counts[0][0]}",
+                             odd, "medium", "the watchdog reports a different OpType at the same sequence number (majority vote)",
+                             [ev(e) for e in seen if e.rank in odd][:3], strength=65))  # fmt: skip
+    reporting = _ranks(e.rank for e in seen)
+    silent = [r for r in world if r not in reporting]
+    if reporting and silent and len(silent) * 2 < len(world):
+        seqs = sorted({e.data["seq"] for e in seen if "seq" in e.data}, key=int)
+        out.append(Cause("COL002", f"{_who(silent)} did not report the timeout of collective #{seqs[0] if seqs else '?'} that {_who(reporting)} waited in",
+                         silent, "medium", "every other rank with a log timed out in the collective; these ranks never reached it",
+                         [ev(seen[0])], strength=58))  # fmt: skip
+    return out

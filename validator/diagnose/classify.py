@@ -1,0 +1,286 @@
+"""Message text -> event kind, role and parsed fields (reference/launch-env.md §3).
+
+Rules key on message text, never on source line numbers (``ProcessGroupNCCL.cpp:632`` moves
+between releases). Each rule has a cheap substring guard before its regex. The first rule that
+matches wins, so specific rules come before the generic exception rule.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from validator.diagnose.events import Role
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    kind: str
+    role: Role
+    guard: str
+    pattern: re.Pattern[str]
+
+
+def _r(kind: str, role: Role, guard: str, pattern: str, flags: int = 0) -> Rule:
+    return Rule(kind, role, guard, re.compile(pattern, flags))
+
+
+ORG, S, M, F = Role.ORIGIN, Role.SYMPTOM, Role.SUMMARY, Role.FACT
+RULES: tuple[Rule, ...] = (
+    # --- mismatched collectives (DETAIL fingerprints, older shape checks)
+    _r(
+        "coll.detail_mismatch",
+        ORG,
+        "Detected mismatch between collectives",
+        r"Rank (?P<a>\d+) is running collective: (?P<fa>.*?), but Rank (?P<b>\d+) is running collective: (?P<fb>.*)",
+    ),
+    _r(
+        "coll.shape_verify",
+        ORG,
+        "Error when verifying shape tensors",
+        r"for collective (?P<op>\w+) on rank (?P<rank>\d+)",
+    ),
+    _r(
+        "coll.monitored_barrier",
+        ORG,
+        "monitoredBarrier",
+        r"Ranks? (?P<ranks>\d+(?:\s*,\s*\d+)*) failed to pass monitoredBarrier",
+    ),
+    # --- desync report (TORCH_NCCL_DESYNC_DEBUG)
+    _r("coll.desync_never_joined", ORG, "lagging ranks", r"ranks \[(?P<ranks>[\d, ]+)\] are the lagging ranks"),
+    _r(
+        "coll.desync_not_finished",
+        ORG,
+        "didn't finish collective",
+        r"\[(?P<ranks>[\d, ]+)\] joined but didn't finish collective #(?P<seq>\d+)",
+    ),
+    _r(
+        "coll.desync_not_joined",
+        ORG,
+        "didn't join collective",
+        r"\[(?P<ranks>[\d, ]+)\] finished collective #(?P<seq>\d+), but didn't join collective #(?P<next>\d+)",
+    ),
+    # --- collective timeouts
+    _r(
+        "coll.watchdog_timeout",
+        S,
+        "Watchdog caught collective operation timeout",
+        r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:.*?NumelIn=(?P<numel>\d+))?.*?\) ran for (?P<ms>\d+) milliseconds",
+    ),
+    _r(
+        "coll.watchdog_status",
+        S,
+        "ast enqueued",
+        r"(?:at (?:NCCL )?work(?: sequence id)?:? (?P<seq>\d+),? (?:PG status: )?)?[Ll]ast enqueued (?:NCCL )?work: (?P<enq>-?\d+), "
+        r"last completed (?:NCCL )?work: (?P<done>-?\d+)",
+    ),
+    _r(
+        "coll.gloo_timeout", S, "Timed out waiting", r"Timed out waiting (?P<ms>\d+)ms for (?P<dir>recv|send) operation"
+    ),
+    _r("coll.blocking_wait", S, "timed out in blocking wait", r"timed out in blocking wait"),
+    _r("coll.heartbeat", S, "watchdog got stuck", r"got stuck for (?P<s>\d+) seconds"),
+    _r("coll.heartbeat", S, "Heartbeat monitor timed out", r"Heartbeat monitor timed out"),
+    # --- CUDA, memory (before the NCCL/watchdog wrappers that quote them)
+    _r(
+        "cuda.oom",
+        ORG,
+        "out of memory",
+        r"(?:CUDA out of memory|CUDA error: out of memory|Cuda failure 'out of memory'|OutOfMemoryError)",
+    ),
+    _r("cuda.error", ORG, "CUDA error", r"CUDA error: (?P<what>[^.\n]+)"),
+    _r("cuda.error", ORG, "Cuda failure", r"Cuda failure '(?P<what>[^']+)'"),
+    _r("cuda.error", ORG, "CUDA error during", r"CUDA error during (?:start|end) event query"),
+    _r("host.oom", ORG, "oom", r"(?:oom[-_]kill|Out of memory: Killed process)"),  # seen after "error:" or "Killed"
+    _r("host.oom", ORG, "OOM", r"(?:OOM Killed|OOMKilled|OOM killer)"),
+    _r("proc.crash", ORG, "ation fault", r"Segmentation fault"),
+    _r("proc.crash", ORG, "Bus error", r"Bus error"),
+    _r("proc.crash", ORG, "Fatal Python error", r"Fatal Python error: (?P<what>.*)"),
+    # --- NCCL init and transport
+    _r(
+        "nccl.duplicate_gpu",
+        ORG,
+        "Duplicate GPU detected",
+        r"rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device (?P<dev>\w+)",
+    ),
+    _r("nccl.duplicate_gpu", ORG, "Multiple Ranks are using the same GPU", r"Multiple Ranks are using the same GPU"),
+    _r(
+        "nccl.version_mismatch",
+        ORG,
+        "Mismatched NCCL version",
+        r"rank (?P<a>\d+) version (?P<va>\d+) rank (?P<b>\d+) version (?P<vb>\d+)",
+    ),
+    _r(
+        "nccl.no_interface",
+        ORG,
+        "interface",
+        r"(?:no socket interface found|No usable listening interface found|NET/Socket : no interface found|"
+        r"No IP interface found|No interface found in the same subnet|no NCCL_SOCKET_IFNAME interface found)",
+    ),
+    _r("nccl.no_interface", ORG, "Failed to initialize any NET plugin", r"Failed to initialize any NET plugin"),
+    _r("nccl.no_interface", ORG, "Unable to find address for", r"Unable to find address for: ?(?P<iface>\S+)"),
+    _r("nccl.dup_rank", ORG, "has already checked in", r"rank (?P<a>\d+) of (?P<n>\d+) ranks has already checked in"),
+    _r("nccl.nranks_mismatch", ORG, "mismatch in info from procs", r"nranks (?P<a>\d+) vs (?P<b>\d+)"),
+    _r("nccl.invalid_rank", ORG, "Invalid rank requested", r"Invalid rank requested : (?P<a>-?\d+)/(?P<n>\d+)"),
+    _r(
+        "nccl.ib_error",
+        S,
+        "Got completion from peer",
+        r"Got completion from peer (?P<peer>\S+) with (?:status=|error )?(?P<status>\S+)",
+    ),
+    _r("nccl.peer_closed", S, "Connection closed by remote peer", r"Connection closed by remote peer (?P<peer>\S+)"),
+    _r("nccl.connect_failed", S, "connect to", r"connect to (?P<peer>\S+) (?:returned|failed)"),
+    _r(
+        "nccl.error",
+        S,
+        "NCCL error in",
+        r"NCCL error in: (?P<where>[^,]+), (?P<what>.*?)(?:, NCCL version (?P<version>[\d.]+\S*))?$",
+    ),
+    _r("nccl.error", S, "NCCL error", r"NCCL error: (?P<what>.*)"),
+    _r(
+        "nccl.result",
+        S,
+        "nccl",
+        r"^(?P<what>nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)): ",
+    ),
+    # --- watchdog wrappers (after the CUDA rules: an inner CUDA error wins)
+    _r(
+        "coll.watchdog_exception",
+        S,
+        "watchdog thread terminated with exception",
+        r"terminated with exception: (?P<what>.*)",
+    ),
+    _r("coll.async_error", S, "raised the following async exception", r"raised the following async exception"),
+    _r("coll.aborted", S, "communicator was aborted", r"communicator was aborted on rank (?P<rank>\d+)"),
+    # --- store / rendezvous
+    _r(
+        "rdzv.clients_joined",
+        S,
+        "clients joined",
+        r"Timed out after (?P<s>\d+) seconds waiting for clients\. (?P<joined>\d+)/(?P<expected>\d+) clients joined",
+    ),
+    _r("rdzv.wait_keys", S, "wait timeout after", r"wait timeout after (?P<ms>\d+)ms, keys: (?P<keys>.*)"),
+    _r(
+        "rdzv.connect_timeout",
+        S,
+        "timed out after",
+        r"client socket has timed out after (?P<t>\S+) while trying to connect to \((?P<host>[^,]+), (?P<port>\d+)\)",
+    ),
+    _r(
+        "rdzv.connect_timeout",
+        S,
+        "failed to connect/validate",
+        r"failed to connect/validate to host (?P<host>\S+?):(?P<port>\d+)\b",
+    ),
+    _r("rdzv.store_endpoint", F, "waitForInput", r"remote=\[?(?P<host>[^\]\s]*?)\]?:(?P<port>\d+)\)"),
+    _r(
+        "nccl.uniqueid_wait",
+        S,
+        "retrieving ncclUniqueId from",
+        r"\[(?P<rank>\d+)\] is setting up NCCL communicator and retrieving ncclUniqueId from \[(?P<root>\d+)\]",
+    ),
+    _r("rdzv.timeout", S, "RendezvousTimeoutError", r"RendezvousTimeoutError"),
+    _r("rdzv.conn_error", S, "RendezvousConnectionError", r"RendezvousConnectionError"),
+    _r("rdzv.closed", S, "Rendezvous", r"Rendezvous(?:Closed|GracefulExit)Error"),
+    _r("rdzv.store_closed", S, "Connection was likely closed", r"Failed to (?:recv|send), (?:got|sent) 0 bytes"),
+    _r("rdzv.env_missing", ORG, "expected, but not set", r"environment variable (?P<var>\w+) expected, but not set"),
+    # --- sockets
+    _r("net.addr_in_use", ORG, "EADDRINUSE", r"port: (?P<port>\d+)"),
+    _r("net.addr_in_use", ORG, "ddress already in use", r"(?:\[[^\]]*\]:(?P<port>\d+))?.*?ddress already in use"),
+    _r("gloo.peer_closed", S, "closed by peer", r"Connection closed by peer \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+)"),
+    _r(
+        "gloo.peer_closed",
+        S,
+        "Connection reset by peer",
+        r"(?:Read error \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+): )?Connection reset by peer",
+    ),
+    _r("gloo.connect_mesh", S, "connectFullMesh failed", r"connectFullMesh failed"),
+    _r("net.conn_refused", S, "onnection refused", r"onnection refused"),
+    # --- launcher and scheduler
+    _r(
+        "agent.child_failed",
+        M,
+        "failed (exitcode",
+        r"failed \(exitcode: (?P<exit>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\)",
+    ),
+    _r("agent.child_failed", M, "exits with return code", r"exits with return code = (?P<exit>-?\d+)"),
+    _r("agent.death_signal", ORG, "death signal", r"Received (?P<sig>\d+) death signal"),
+    _r("agent.death_signal", ORG, "SignalException", r"Process (?P<pid>\d+) got signal: (?P<sig>\d+)"),
+    _r(
+        "slurm.cancelled",
+        ORG,
+        "CANCELLED AT",
+        r"(?:JOB|STEP) (?P<step>\S+) ON (?P<host>\S+) CANCELLED AT (?P<at>\S+)(?: DUE TO (?P<why>[A-Z ]+))?",
+    ),
+    _r(
+        "slurm.task_failed",
+        M,
+        "srun: error:",
+        r"srun: error: (?P<host>[^:\s]+): tasks? (?P<tasks>[\d,\-]+): (?P<what>.*)",
+    ),
+    _r("rdzv.dump_written", F, "debug info to", r"(?:Flight Recorder|NCCLPG) debug info to (?P<path>\S+)"),
+)
+
+# torch exception classes that report a failure elsewhere: a symptom, not a cause
+COMM_EXCEPTIONS = frozenset(
+    {
+        "DistBackendError",
+        "DistNetworkError",
+        "DistStoreError",
+        "DistError",
+        "ChildFailedError",
+        "SignalException",
+        "RendezvousTimeoutError",
+        "RendezvousConnectionError",
+        "RendezvousClosedError",
+        "RendezvousGracefulExitError",
+        "RendezvousStateError",
+        "RendezvousError",
+    }
+)
+_EXC = re.compile(
+    r"^(?:[A-Za-z_]\w*\.)*(?P<cls>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure))(?::\s?(?P<msg>.*))?$"
+)
+_NOISE = ('File "', "Exception raised from", "frame #", "During handling", "The above exception", "warnings.warn")
+
+
+def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
+    """The event in one message, or None for a line that reports nothing."""
+    if text.startswith(_NOISE):
+        return None
+    for rule in RULES:
+        if rule.guard in text and (m := rule.pattern.search(text)):
+            return rule.kind, rule.role, {k: v for k, v in m.groupdict().items() if v is not None}
+    if m := _EXC.match(text):
+        cls = m.group("cls")
+        data = {"cls": cls, "msg": (m.group("msg") or "").strip()}
+        if cls in COMM_EXCEPTIONS or cls in ("SystemExit", "KeyboardInterrupt"):
+            return "py.comm_exception", Role.SYMPTOM, data
+        return "py.exception", Role.ORIGIN, data
+    if "NCCL WARN" in text:
+        return "nccl.warn", Role.SYMPTOM, {"what": text.split("NCCL WARN", 1)[1].strip()}
+    return None
+
+
+def ranks_list(text: str) -> list[int]:
+    return [int(x) for x in re.findall(r"\d+", text)]
+
+
+_FP_FIELD = re.compile(r"(SequenceNumber|OpType|TensorShape|TensorDtypes)=(\[[^\]]*\]|[^,)]*)")
+
+
+def fingerprint(text: str) -> str:
+    """``CollectiveFingerPrint(SequenceNumber=0, OpType=ALLGATHER, TensorShape=[1], ...)`` ->
+    ``ALLGATHER shape=[1] dtype=Float`` (what DETAIL compares, minus device options)."""
+    fields: dict[str, str] = dict(_FP_FIELD.findall(text))
+    out = str(fields.get("OpType", "?"))
+    if "TensorShape" in fields:
+        out += f" shape={fields['TensorShape']}"
+    if "TensorDtypes" in fields:
+        out += f" dtype={fields['TensorDtypes']}"
+    return out
+
+
+def fingerprint_seq(text: str) -> int | None:
+    m = re.search(r"SequenceNumber=(\d+)", text)
+    return int(m.group(1)) if m else None

@@ -1,0 +1,132 @@
+"""`validator diagnose` and `validator rehearse`: parse options, call the stage, print, exit."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from validator.diagnose.events import Diagnosis
+from validator.errors import UserError
+from validator.model import Outcome, Report, Severity
+
+FORMAT = Annotated[str, typer.Option("--format", "-f", help="table, json or junit")]
+FAIL_ON = Annotated[str, typer.Option(help="lowest severity that fails: error, warning, info or never")]
+OUTPUT = Annotated[Optional[Path], typer.Option("--output", "-o", help="write the report here instead of stdout")]  # noqa: UP045
+EXPLAIN = Annotated[
+    bool, typer.Option("--explain", help="also print the verdict as prose (stderr with --format json/junit)")
+]
+
+
+def _level(text: str) -> Severity | None:
+    return None if text.lower() == "never" else Severity.parse(text)
+
+
+def _emit(report: Report, diag: Diagnosis, fmt: str, output: Path | None, explain: bool) -> None:
+    from validator.diagnose.report import explain as prose
+    from validator.diagnose.report import json_text, verdict_text
+    from validator.report import render
+
+    if fmt == "json":
+        text = json_text(report, diag)
+    else:
+        text = render(report, fmt, verdict=verdict_text(diag) if fmt == "table" else None)
+    if explain and fmt == "table":
+        text += "\n" + prose(diag)
+    elif explain:
+        sys.stderr.write(prose(diag))
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        try:
+            output.write_text(text)
+        except OSError as e:
+            raise UserError(f"cannot write report: {e.strerror}", str(output)) from None
+    for err in report.input_errors:
+        print(f"validator: {err}", file=sys.stderr)
+
+
+def diagnose(
+    paths: Annotated[
+        list[str], typer.Argument(help="logs, Flight Recorder dumps, rehearsal traces: files, directories, globs, .gz")
+    ],
+    fmt: FORMAT = "table",
+    fail_on: FAIL_ON = "error",
+    output: OUTPUT = None,
+    explain: EXPLAIN = False,
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", help="worker processes for large inputs (default: CPUs)")
+    ] = None,
+    allow_incomplete: Annotated[
+        bool, typer.Option("--allow-incomplete", help="exit 0/1 even if some files could not be read")
+    ] = False,
+) -> None:
+    """Name the rank that started a failed run: failure class, initiating rank and host, evidence.
+
+    Reads the logs of all ranks (torchrun, srun, NCCL_DEBUG, c10d; one per rank or combined),
+    Flight Recorder dumps (pickle or JSON) and `validator rehearse` traces. Exit 0: no failure
+    found; 1: a failure at or above --fail-on; 2: bad input; 3: some files unreadable.
+    """
+    from validator.diagnose.run import diagnose_paths
+
+    level = _level(fail_on)
+    report, diag = diagnose_paths(paths, jobs)
+    _emit(report, diag, fmt, output, explain)
+    raise typer.Exit(report.exit_code(level, allow_incomplete))
+
+
+def rehearse(
+    command: Annotated[list[str], typer.Argument(help="the launch command, after --: torchrun ... train.py ARGS")],
+    max_seconds: Annotated[float, typer.Option("--max-seconds", help="stop the rehearsal after this long")] = 300.0,
+    stall_seconds: Annotated[
+        float, typer.Option("--stall-seconds", help="stop when no rank records a call for this long (0: never)")
+    ] = 60.0,
+    trace_dir: Annotated[Optional[str], typer.Option("--trace-dir", help="keep the traces and output here")] = None,  # noqa: UP045
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="force this backend in init_process_group (gloo for CPU)")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="do not echo the command's output")] = False,
+    fmt: FORMAT = "table",
+    fail_on: FAIL_ON = "error",
+    output: OUTPUT = None,
+    explain: EXPLAIN = False,
+) -> None:
+    """Run a few steps with every collective recorded and report the first divergence.
+
+    `validator rehearse -- torchrun --nproc-per-node=4 train.py --steps 3` runs the job (CPU and
+    gloo at small world size work) with `python -m validator.trace` in front of the script, then
+    compares the ranks' call sequences by majority: "rank 3 skipped all_reduce #41 at train.py:88".
+    """
+    from validator.diagnose import rehearse as rh
+    from validator.diagnose.run import diagnose_paths
+
+    level = _level(fail_on)
+    directory = trace_dir or rh.temp_dir()
+    try:
+        result = rh.run(command, directory, max_seconds, stall_seconds, backend, echo=not quiet)
+        report, diag = diagnose_paths([directory], title="cluster-validator rehearse")
+        if result.stopped:  # the stop signal in the output is ours, not the scheduler's
+            report.findings = [f for f in report.findings if f.code != "DGN014"]
+            diag.others = [c for c in diag.others if c.code != "DGN014"]
+            if diag.primary is not None and diag.primary.code == "DGN014":
+                diag.primary = None
+        if result.stopped and diag.primary is None:
+            report.outcomes.append(
+                Outcome(" ".join(command[:3]), "timeout", f"stopped: {result.stopped}; no divergence seen")
+            )
+        elif result.returncode not in (0, None) and diag.primary is None:
+            report.outcomes.append(
+                Outcome(" ".join(command[:3]), "error", f"exit code {result.returncode}; no divergence seen")
+            )
+        print(
+            f"validator: rehearsal {'stopped (' + result.stopped + ')' if result.stopped else f'exited {result.returncode}'} "
+            f"after {result.seconds:.1f} s; traces in {directory if trace_dir else '(temporary)'}",
+            file=sys.stderr,
+        )
+        _emit(report, diag, fmt, output, explain)
+    finally:
+        if trace_dir is None:
+            rh.cleanup(directory)
+    raise typer.Exit(report.exit_code(level))

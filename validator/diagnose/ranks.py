@@ -1,0 +1,76 @@
+"""Who printed each event: the global rank and host, from every clue the files give.
+
+Clues, strongest first: a ``[rankN]:``/mpirun/template prefix; ``[Rank N]`` inside a c10d
+message; the NCCL ``host:pid`` of a line whose pid an NCCL ``Init`` line tied to a rank; the
+file name (``rank3.log``); torchrun's rendezvous result (local -> global ranks, LOGLEVEL=INFO).
+An event that none of them places keeps rank None: it is never guessed.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+from validator.diagnose.events import Event
+from validator.diagnose.filescan import FileResult
+from validator.diagnose.inputs import rank_from_name
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        v = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return []
+    return [int(x) for x in v] if isinstance(v, (list, tuple)) else []
+
+
+class RankMap:
+    def __init__(self, results: Iterable[FileResult]) -> None:
+        self.pid_rank: dict[tuple[str | None, int | None], int] = {}
+        self.local: dict[tuple[str, str | None, int], int] = {}  # (file, node, local) -> global
+        self.hosts: dict[int, str] = {}
+        self.world: int | None = None
+        for res in results:
+            self._learn(res)
+
+    def _learn(self, res: FileResult) -> None:
+        best: dict[tuple[str | None, int | None], tuple[int, int]] = {}
+        for fact in res.facts:
+            if fact[0] == "nccl_init":
+                _, host, pid, rank, nranks, _bus = fact
+                # the comm with the most ranks is the default group: its rank is the global one
+                if nranks >= best.get((host, pid), (-1, -1))[1]:
+                    best[(host, pid)] = (rank, nranks)
+                self.world = max(self.world or 0, nranks)
+            elif fact[0] == "rdzv":
+                _, node, local_ranks, global_ranks = fact
+                for lr, gr in zip(_ints(local_ranks), _ints(global_ranks), strict=False):
+                    self.local[(res.path, node, lr)] = gr
+        for key, (rank, _n) in best.items():
+            self.pid_rank[key] = rank
+            if key[0]:
+                self.hosts.setdefault(rank, key[0])
+        for ev in res.events:
+            # [default1]:[rank3]: teaches local 1 -> rank 3 for this stream
+            if ev.ident.rank is not None and ev.ident.local_rank is not None:
+                self.local.setdefault((res.path, ev.ident.node, ev.ident.local_rank), ev.ident.rank)
+
+    def resolve(self, res: FileResult) -> None:
+        file_rank = rank_from_name(res.path)
+        for ev in res.events:
+            self.place(ev, res.path, file_rank)
+
+    def place(self, ev: Event, path: str, file_rank: int | None) -> None:
+        ident = ev.ident
+        if ident.rank is None and isinstance(ev.data.get("msg_rank"), int) and not ev.kind.startswith("summary"):
+            ident.rank = ev.data["msg_rank"]
+        if ident.rank is None and ident.pid is not None and (ident.host, ident.pid) in self.pid_rank:
+            ident.rank = self.pid_rank[(ident.host, ident.pid)]
+        if ident.rank is None and ident.local_rank is not None:
+            ident.rank = self.local.get((path, ident.node, ident.local_rank))
+        if ident.rank is None and file_rank is not None and not ev.kind.startswith(("summary", "agent")):
+            ident.rank = file_rank
+        if ident.rank is not None and ident.host:
+            self.hosts.setdefault(ident.rank, ident.host)
+        elif ident.rank is not None and ident.host is None:
+            ident.host = self.hosts.get(ident.rank)

@@ -1,0 +1,119 @@
+"""Diagnosis -> findings (the shared report formats), the verdict block, and prose."""
+
+from __future__ import annotations
+
+import json
+
+from validator.diagnose.codes import CODES, FIX, VERIFY
+from validator.diagnose.events import Cause, Diagnosis
+from validator.model import Finding, Outcome, Report, Severity
+from validator.targets import fold_hosts, fold_ranks
+
+
+def _finding(c: Cause, severity: Severity | None = None) -> Finding:
+    chk = CODES[c.code]
+    sure = f" [confidence {c.confidence}: {c.reason}]"
+    return Finding(
+        code=c.code,
+        severity=severity or chk.severity,
+        title=chk.title,
+        message=c.summary + sure,
+        ranks=list(c.culprits),
+        hosts=list(c.hosts),
+        expected=c.expected,
+        actual=c.actual,
+        fix=FIX[c.code],
+        verify=VERIFY[c.code],
+    )
+
+
+def to_report(
+    diag: Diagnosis, participants: int, outcomes: list[Outcome], errors: list[str], title: str, suppressed: int = 0
+) -> Report:
+    findings: list[Finding] = []
+    if diag.primary:
+        findings.append(_finding(diag.primary))
+    findings += [_finding(c, Severity.WARNING) for c in diag.others]
+    if diag.collateral:
+        findings.append(
+            Finding(
+                "DGN020",
+                Severity.INFO,
+                CODES["DGN020"].title,
+                f"{len(diag.collateral)} rank{'s' if len(diag.collateral) != 1 else ''} failed as a consequence "
+                f"(timeouts, lost peers, teardown)" + (f"; {suppressed} repeated lines folded" if suppressed else ""),
+                ranks=diag.collateral,
+            )
+        )
+    if diag.notes:
+        findings.append(
+            Finding(
+                "DGN021",
+                Severity.WARNING,
+                CODES["DGN021"].title,
+                "; ".join(diag.notes),
+                fix=FIX["DGN021"],
+                verify=VERIFY["DGN021"],
+            )
+        )
+    hosts = sorted(set(diag.hosts.values()))
+    return Report(findings, participants, hosts, outcomes, errors, title)
+
+
+def verdict_text(diag: Diagnosis) -> str:
+    """The block under the table: the answer first, then why."""
+    p = diag.primary
+    if p is None:
+        return "verdict: no failure found in the inputs"
+    who = f"rank {fold_ranks(p.culprits)}" if p.culprits else "unknown"
+    if p.hosts:
+        who += f" on {fold_hosts(p.hosts)}"
+    lines = [
+        f"verdict: {diag.failure_class} ({p.code})",
+        f"  initiating: {who} (confidence {p.confidence})",
+        f"  why: {p.reason}",
+        f"  what: {p.summary}",
+    ]
+    if p.stack:
+        lines.append("  stack (innermost last):")
+        lines += [f"    {s}" for s in p.stack[-6:]]
+    if diag.collateral:
+        lines.append(f"  collateral: rank {fold_ranks(diag.collateral)}")
+    if p.evidence:
+        lines.append("  evidence:")
+        lines += [f"    {e.source}: {e.text[:200]}" for e in p.evidence[:5]]
+    return "\n".join(lines)
+
+
+def explain(diag: Diagnosis) -> str:
+    """The same verdict as prose, for a person reading it cold."""
+    p = diag.primary
+    if p is None:
+        return "Nothing in these files reports a failure: no errors, timeouts or diverging collective histories.\n"
+    chk = CODES[p.code]
+    culprit = f"rank {fold_ranks(p.culprits)}" if p.culprits else "no single rank"
+    text = [
+        f"The run failed with a {diag.failure_class}. {p.summary[0].upper() + p.summary[1:]}.",
+        f"This points to {culprit}" + (f" on {fold_hosts(p.hosts)}" if p.hosts else "")
+        + f"; confidence is {p.confidence} because {p.reason}.",
+    ]  # fmt: skip
+    if diag.collateral:
+        text.append(
+            f"The errors printed by rank {fold_ranks(diag.collateral)} are consequences: once the initiating rank "
+            "stopped taking part, the others waited in their collectives until they timed out or lost the connection."
+        )
+    text.append(f"{chk.doc['why']}")
+    text.append(f"What to do: {chk.doc['fix']}")
+    if VERIFY[p.code]:
+        text.append(f"To check the fix: {VERIFY[p.code]}.")
+    for c in diag.others:
+        text.append(f"Also seen ({c.code}, confidence {c.confidence}): {c.summary}.")
+    if diag.notes:
+        text.append("The inputs were incomplete: " + "; ".join(diag.notes) + ".")
+    return "\n\n".join(text) + "\n"
+
+
+def json_text(report: Report, diag: Diagnosis) -> str:
+    doc = report.to_json()
+    doc["diagnosis"] = diag.to_json()
+    return json.dumps(doc, indent=2) + "\n"

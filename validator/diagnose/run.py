@@ -1,0 +1,127 @@
+"""The one place where the diagnose stages meet: paths in, (Report, Diagnosis) out."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from validator.diagnose import flightrec, tracefile
+from validator.diagnose.events import Diagnosis, Event, Ident, Role
+from validator.diagnose.filescan import FileResult, scan_file
+from validator.diagnose.inputs import expand, local_rank_from_path, rank_from_name, read_json, sniff
+from validator.diagnose.ranks import RankMap
+from validator.diagnose.report import to_report
+from validator.diagnose.verdict import decide
+from validator.errors import UserError
+from validator.model import Outcome, Report
+
+PARALLEL_BYTES = 64 << 20  # below this, worker processes cost more than they save
+
+
+@dataclass(slots=True)
+class Inputs:
+    logs: list[str] = field(default_factory=list)
+    dumps: list[flightrec.Dump] = field(default_factory=list)
+    traces: list[tracefile.Trace] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)  # from torchelastic error files
+    errors: list[str] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+
+
+def _error_file(path: str) -> Event | None:
+    doc = read_json(path)
+    msg = doc.get("message") if isinstance(doc, dict) else None
+    if not isinstance(msg, dict):
+        return None
+    text = str(msg.get("message", "")).strip().splitlines()[-1:] or [""]
+    extra = msg.get("extraInfo") or {}
+    stamp = extra.get("timestamp") if isinstance(extra, dict) else None
+    callstack = str(extra.get("py_callstack", "")) if isinstance(extra, dict) else ""
+    frames = [ln.strip() for ln in callstack.splitlines() if ln.strip().startswith('File "')]
+    from validator.diagnose.classify import classify
+
+    got = classify(text[0]) or ("py.exception", Role.ORIGIN, {"msg": text[0]})
+    ident = Ident(rank=rank_from_name(path), local_rank=local_rank_from_path(path))
+    stack = [f.replace('File "', "").replace('", line ', ":").replace(", in ", " in ") for f in frames]
+    t = float(stamp) if isinstance(stamp, (int, float, str)) and str(stamp).replace(".", "", 1).isdigit() else None
+    return Event(got[0], got[1], text[0][:400], os.path.basename(path), ident, t, got[2], stack, path)
+
+
+def gather(paths: list[str]) -> Inputs:
+    got = Inputs()
+    for path in expand(paths):
+        try:
+            kind = sniff(path)
+            if kind == "log":
+                got.logs.append(path)
+            elif kind in ("fr-pickle", "fr-json"):
+                got.dumps.append(flightrec.load_dump(path, kind))
+            elif kind == "trace":
+                got.traces.append(tracefile.load_trace(path))
+            elif kind == "errorfile":
+                if (e := _error_file(path)) is not None:
+                    got.events.append(e)
+            else:
+                got.outcomes.append(Outcome(path, "unparsed", "binary file, not a log, dump or trace"))
+        except UserError as e:
+            got.errors.append(str(e))
+    return got
+
+
+def scan_logs(paths: list[str], jobs: int | None) -> list[FileResult]:
+    total = sum(os.path.getsize(p) for p in paths)
+    workers = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
+    if workers <= 1 or len(paths) < 2 or total < PARALLEL_BYTES:
+        return [scan_file(p) for p in paths]
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        return list(pool.map(scan_file, paths, chunksize=max(1, len(paths) // (workers * 4))))
+
+
+def diagnose_paths(
+    paths: list[str], jobs: int | None = None, title: str = "cluster-validator diagnose"
+) -> tuple[Report, Diagnosis]:
+    got = gather(paths)
+    results = scan_logs(got.logs, jobs)
+    rmap = RankMap(results)
+    events: list[Event] = []
+    file_ranks: dict[int, str] = {}
+    for res in results:
+        rmap.resolve(res)
+        events += res.events
+        if (r := rank_from_name(res.path)) is not None:
+            file_ranks[r] = res.path
+        if res.error:
+            got.outcomes.append(Outcome(res.path, "unparsed", res.error))
+    for e in got.events:
+        rmap.place(e, e.file, e.ident.rank)
+    events += got.events
+    for e in events:
+        if e.rank is not None and e.ident.host is None:
+            e.ident.host = rmap.hosts.get(e.rank)
+    dumps = flightrec.analyze(got.dumps) if got.dumps else None
+    traces = tracefile.analyze(got.traces) if got.traces else None
+    endings = {t.rank: t.ending for t in got.traces if t.ending}
+    hosts = dict(rmap.hosts)
+    for t in got.traces:
+        if t.host:
+            hosts.setdefault(t.rank, t.host)
+    files = {d.rank: os.path.basename(d.path) for d in got.dumps} | {
+        t.rank: os.path.basename(t.path) for t in got.traces
+    }
+    diag = decide(events, dumps, traces, endings, hosts, files, sorted(file_ranks))
+    notes = (dumps.notes if dumps else []) + (traces.notes if traces else [])
+    diag.notes += notes
+    written = sorted({str(e.data["path"]) for e in events if e.kind == "rdzv.dump_written" and "path" in e.data})
+    if written and not got.dumps:
+        diag.notes.append(
+            f"the logs say Flight Recorder dumps were written ({', '.join(written[:3])}); diagnose them with the logs"
+        )
+    suppressed = sum(sum(r.suppressed.values()) for r in results)
+    diag.ranks_seen = sorted(set(diag.ranks_seen) | {d.rank for d in got.dumps} | {t.rank for t in got.traces})
+    participants = len(diag.ranks_seen) or len(results)
+    report = to_report(diag, participants, got.outcomes, got.errors, title, suppressed)
+    return report, diag

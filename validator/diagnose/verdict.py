@@ -1,0 +1,188 @@
+"""All candidate causes -> one verdict: the failure class, the initiating ranks, how sure, why.
+
+Evidence that names the culprit directly (traces, Flight Recorder, DETAIL fingerprints, the
+desync report, NCCL's own init checks) outranks inference from who failed first, which outranks
+"the earliest error". With none of them the verdict says "unknown" instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from validator.diagnose import causes
+from validator.diagnose.codes import CLASS
+from validator.diagnose.events import CONFIDENCE, Cause, Diagnosis, Event, Evidence, Role
+from validator.diagnose.flightrec import DumpAnalysis
+from validator.diagnose.sequences import Divergence, describe, enclosing_branch
+from validator.diagnose.tracefile import TraceAnalysis
+from validator.targets import fold_ranks
+
+_KIND_CODE = {"mismatch": "COL001", "extra": "COL001", "split": "COL001", "skipped": "COL002", "stopped": "COL002"}
+
+
+def from_divergence(d: Divergence, members: list[int], source: str, strength: int, files: dict[int, str]) -> Cause:
+    confidence = "high" if d.confident and d.culprits and len(members) > 2 else "medium" if d.culprits else "unknown"
+    how = {
+        "majority": "by majority over the group's ranks",
+        "missing": "no majority; the rank without the call did not join (NCCL's desync rule)",
+        "branch": "no majority; only the named rank's call sits inside a branch (`"
+        + str(enclosing_branch(next((c.site for c in d.actual.values() if c), None)) or "").split(" (")[0]
+        + "`)",
+        "none": "the group splits evenly: no majority, nobody named",
+    }[d.basis]
+    if d.basis == "branch":
+        confidence = "low"
+    if d.kind == "split":
+        confidence = "unknown"
+    culprit_call = next((c for c in d.actual.values() if c), None)
+    stack = list(culprit_call.stack) if culprit_call and culprit_call.stack else []
+    if not stack and d.expected and d.expected.stack:
+        stack = list(d.expected.stack)
+    evidence = [Evidence(files.get(r, source), f"rank {r}: {c.detail if c else 'no call'}{' at ' + c.site if c and c.site else ''}", r)
+                for r, c in sorted(d.actual.items())][:3]  # fmt: skip
+    if d.expected and d.majority:
+        r0 = d.majority[0]
+        evidence.append(
+            Evidence(
+                files.get(r0, source),
+                f"rank {r0}: {d.expected.detail}{' at ' + d.expected.site if d.expected.site else ''}",
+                r0,
+            )
+        )
+    return Cause(
+        _KIND_CODE[d.kind],
+        describe(d) + (f" (process group {d.group})" if d.group != "0" else ""),
+        d.culprits,
+        confidence,
+        f"{source}: collective #{d.index} compared across ranks {fold_ranks(members)}, {how}",
+        evidence,
+        expected=d.expected.detail if d.expected else None,
+        actual=culprit_call.detail if culprit_call else ("no call" if d.culprits else None),
+        stack=stack,
+        strength=strength if confidence in ("high", "medium") else 45 if d.kind == "split" else 30,
+    )
+
+
+def _trace_endings(tr: TraceAnalysis | None, endings: dict[int, dict[str, object]]) -> list[Cause]:
+    out = []
+    for r, end in sorted(endings.items()):
+        if end.get("kind") == "exception":
+            site = f" at {end.get('site')}" if end.get("site") else ""
+            out.append(Cause("DGN010", f"rank {r} raised {end.get('type')}: {str(end.get('msg'))[:160]}{site}", [r], "high",
+                             "its rehearsal trace ends with this exception", [Evidence(f"trace rank {r}", f"{end.get('type')}: {end.get('msg')}", r)],
+                             strength=72))  # fmt: skip
+    if tr:
+        for sentence in tr.p2p[:1]:
+            out.append(
+                Cause(
+                    "COL004",
+                    sentence,
+                    [],
+                    "medium",
+                    "send/recv pairs counted per (sender, receiver) in the traces",
+                    strength=66,
+                )
+            )
+    return out
+
+
+def decide(
+    events: list[Event],
+    dumps: DumpAnalysis | None = None,
+    traces: TraceAnalysis | None = None,
+    trace_endings: dict[int, dict[str, object]] | None = None,
+    hosts: dict[int, str] | None = None,
+    files: dict[int, str] | None = None,
+    file_ranks: list[int] | None = None,
+) -> Diagnosis:
+    hosts = hosts or {}
+    cands: list[Cause] = []
+    if traces:
+        cands += [from_divergence(d, m, "rehearsal traces", 100, files or {}) for d, m in traces.divergences[:2]]
+    if dumps:
+        cands += [from_divergence(d, m, "Flight Recorder", 90, files or {}) for d, m in dumps.divergences[:2]]
+    cands += _trace_endings(traces, trace_endings or {})
+    symptoms: dict[int, list[Event]] = defaultdict(list)
+    for e in events:
+        if e.role in (Role.SYMPTOM, Role.SUMMARY) and e.rank is not None and not e.kind.startswith("summary"):
+            symptoms[e.rank].append(e)
+    for build in (causes.detail_mismatch, causes.desync, causes.stopped, causes.uniqueid):
+        if (c := build(events)) is not None:
+            cands.append(c)
+    cands += causes.nccl_init(events) + causes.store(events)
+    if (c := causes.origins(events, symptoms)) is not None:
+        cands.append(c)
+    if (c := causes.summaries(events, symptoms)) is not None:
+        cands.append(c)
+    cands += causes.watchdog(events, file_ranks or [])
+    cands += _fallbacks(events)
+    for c in cands:
+        c.hosts = c.hosts or sorted({hosts[r] for r in c.culprits if r in hosts})
+    cands.sort(key=lambda c: (-c.strength, -CONFIDENCE[c.confidence]))
+    primary = cands[0] if cands else None
+    if primary is not None:
+        _corroborate(primary, cands[1:])
+    others = _distinct(primary, cands[1:]) if primary else []
+    culprits = set(primary.culprits) if primary else set()
+    failing = {e.rank for e in events if e.role != Role.FACT and e.rank is not None}
+    seen = sorted({e.rank for e in events if e.rank is not None} | set(file_ranks or []))
+    klass = CLASS.get(primary.code, primary.code) if primary else "no failure found"
+    return Diagnosis(klass, primary, others, sorted(r for r in failing if r not in culprits), seen, hosts)
+
+
+def _corroborate(primary: Cause, rest: list[Cause]) -> None:
+    """Independent evidence naming the same ranks raises the confidence one step."""
+    if primary.confidence not in ("medium", "low") or not primary.culprits:
+        return
+    for c in rest:
+        if c.culprits == primary.culprits and c.reason != primary.reason and c.strength >= 40:
+            primary.confidence = "high" if primary.confidence == "medium" else "medium"
+            primary.reason += f"; corroborated: {c.reason}"
+            return
+
+
+def _distinct(primary: Cause, rest: list[Cause]) -> list[Cause]:
+    out: list[Cause] = []
+    keys = {(primary.code, tuple(primary.culprits))}
+    for c in rest:
+        key = (c.code, tuple(c.culprits))
+        if key in keys or c.strength < 40 or c.code == "COL003":
+            continue
+        keys.add(key)
+        out.append(c)
+    return out[:3]
+
+
+def _fallbacks(events: list[Event]) -> list[Cause]:
+    """Timeouts and NCCL errors with nothing better: name the class, not a culprit."""
+    out = []
+    nccl = causes.by_kind(events, "nccl.error", "nccl.result", "nccl.last_error", "nccl.ib_error", "nccl.peer_closed",
+                          "nccl.connect_failed", "nccl.warn", "gloo.peer_closed", "coll.watchdog_exception")  # fmt: skip
+    cuda = [e for e in nccl if "cuda" in str(e.data.get("what", "")).lower()]
+    if cuda:
+        ranks = sorted({e.rank for e in cuda if e.rank is not None})
+        out.append(Cause("DGN008", f"NCCL reports a CUDA failure on {causes._who(ranks)}", ranks, "medium" if len(ranks) == 1 else "low",
+                         "NCCL's own error names a CUDA failure on these ranks", [causes.ev(e) for e in cuda[:3]], strength=45))  # fmt: skip
+    hard = [e for e in nccl if e.kind in ("nccl.error", "nccl.result", "nccl.ib_error", "nccl.connect_failed")]
+    if hard:
+        ranks = sorted({e.rank for e in hard if e.rank is not None})
+        peers = sorted({str(e.data["peer"]) for e in nccl if "peer" in e.data})
+        extra = f"; peer{'s' if len(peers) > 1 else ''} named: {', '.join(peers[:4])}" if peers else ""
+        out.append(Cause("DGN007", f"NCCL/network errors on {causes._who(ranks)}: {hard[0].text[:160]}{extra}", [], "unknown",
+                         "NCCL errors on many ranks are usually the echo of one peer's failure; none failed first in these logs",
+                         [causes.ev(e) for e in hard[:3]], strength=25))  # fmt: skip
+    timeouts = causes.by_kind(
+        events, "coll.watchdog_timeout", "coll.gloo_timeout", "coll.blocking_wait", "coll.heartbeat"
+    )
+    if timeouts:
+        ranks = sorted({e.rank for e in timeouts if e.rank is not None})
+        out.append(Cause("COL003", f"{causes._who(ranks)} timed out in a collective; no rank failed differently", [], "unknown",
+                         "all reporting ranks show the same timeout and nothing else names a culprit",
+                         [causes.ev(e) for e in timeouts[:3]], strength=20))  # fmt: skip
+    fatal = [e for e in events if e.role != Role.FACT and e.time is not None and e.rank is not None]
+    if fatal and not timeouts and not hard:
+        first = min(fatal, key=lambda e: e.time or 0.0)
+        out.append(Cause("DGN007" if first.kind.startswith(("nccl", "gloo")) else "DGN010",
+                         f"earliest error: rank {first.rank}: {first.text[:160]}", [int(first.rank)],  # type: ignore[arg-type]
+                         "low", "the earliest error by timestamp; nothing else decides", [causes.ev(first)], time=first.time, strength=15))  # fmt: skip
+    return out

@@ -1,0 +1,207 @@
+"""One self-contained HTML page for `validator scan --format html`: what to drain, the node x
+check matrix (pass / info / warn / fail / unreachable, hosts folded where their rows are
+identical), each finding expandable to expected vs actual, fix and verification command, and
+the hosts that gave no facts. Inline CSS, no scripts, nothing fetched: it opens from a file, a
+CI artifact or a mail attachment alike. Standard library only.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from validator.model import Finding, Outcome, Report, Severity
+from validator.report.text import fold, summary, where
+from validator.targets import fold_hosts
+
+NOT_A_NODE_PROBLEM = ("auth", "hostkey", "interrupted")  # the scanner's credentials or patience
+CELL = {
+    "pass": ("✓", "passed"),
+    "info": ("i", "info"),
+    "warn": ("!", "warning"),
+    "fail": ("✗", "error"),
+    "unreachable": ("–", "no facts"),
+}
+STATUS_OF = {Severity.ERROR: "fail", Severity.WARNING: "warn", Severity.INFO: "info"}
+RANK = {"pass": 0, "info": 1, "warn": 2, "fail": 3, "unreachable": 4}
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d2330;background:#fbfbfd}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px}
+.sub{color:#5b6475;margin-bottom:16px}.counts span{margin-right:14px}
+.box{border:1px solid #d9dde6;border-radius:8px;background:#fff;padding:12px 16px;margin:8px 0}
+.drain{border-left:6px solid #c62828}.clean{border-left:6px solid #2e7d32}
+table{border-collapse:collapse;background:#fff}th,td{border:1px solid #d9dde6;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f0f2f7;font-weight:600}th.code{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-family:ui-monospace,monospace}
+td.c{text-align:center;font-weight:700;min-width:22px}
+.pass{background:#dff3e2;color:#1b5e20}.info{background:#e3eefb;color:#0d47a1}.warn{background:#fff1cc;color:#7a4f00}
+.fail{background:#fbd9d7;color:#b71c1c}.unreachable{background:#e4e4e8;color:#444}
+.hosts{font-family:ui-monospace,monospace;white-space:nowrap}.n{color:#5b6475}
+details{border:1px solid #d9dde6;border-radius:6px;background:#fff;margin:6px 0;padding:6px 10px}
+summary{cursor:pointer}summary .sev{display:inline-block;min-width:58px;padding:0 6px;border-radius:4px;margin-right:6px;text-align:center;font-size:12px}
+code,pre{font-family:ui-monospace,monospace;background:#f3f4f8;border-radius:4px;padding:1px 4px}pre{padding:8px;white-space:pre-wrap}
+dl{display:grid;grid-template-columns:max-content auto;gap:4px 12px;margin:8px 0}dt{color:#5b6475}dd{margin:0}
+.legend span{display:inline-block;padding:0 8px;margin-right:6px;border-radius:4px}
+"""
+
+
+def _natural(host: str) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", host)]
+
+
+def drain_hosts(report: Report, fail_on: Severity | None = Severity.ERROR) -> list[str]:
+    """Nodes to take out of service: those that gave no facts for a node reason (unreachable,
+    timeout, no python, unparsed, error), and those a finding at ``fail_on`` or worse names.
+    Findings that name every scanned node are about the cluster or the profile, not a node, and
+    auth / host key outcomes are about the person scanning: neither puts a node on the list."""
+    everyone = set(report.hosts)
+    out = [o.target for o in report.outcomes if o.status not in NOT_A_NODE_PROBLEM]
+    for f in report.findings:
+        if fail_on is None or f.severity < fail_on or (len(everyone) > 1 and set(f.hosts) >= everyone):
+            continue
+        out += [h for h in f.hosts if h in everyone]
+    return sorted(set(out), key=_natural)
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def matrix(report: Report) -> tuple[list[str], list[tuple[list[str], list[str]]]]:
+    """(columns, rows): columns are the codes with findings (worst first); each row is (hosts,
+    cell statuses), hosts with identical cells folded into one row, worst rows first."""
+    worst: dict[str, Severity] = {}
+    for f in report.findings:
+        worst[f.code] = max(worst.get(f.code, f.severity), f.severity)
+    columns = sorted(worst, key=lambda c: (-worst[c], c))
+    cells: dict[str, dict[str, str]] = {h: {} for h in report.hosts}
+    for f in report.findings:
+        for h in f.hosts:
+            row = cells.setdefault(h, {})
+            status = STATUS_OF[f.severity]
+            if RANK[status] > RANK.get(row.get(f.code, "pass"), 0):
+                row[f.code] = status
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for h, row in cells.items():
+        groups.setdefault(tuple(row.get(c, "pass") for c in columns), []).append(h)
+    for o in report.outcomes:
+        groups.setdefault(("unreachable",) * max(1, len(columns)), []).append(o.target)
+    rows = [(hosts, list(key) or ["pass"]) for key, hosts in groups.items()]
+    rows.sort(key=lambda r: (-max(RANK[s] for s in r[1]), -sum(RANK[s] for s in r[1]), -len(r[0])))
+    return columns, rows
+
+
+def _matrix_html(report: Report, titles: dict[str, str]) -> str:
+    columns, rows = matrix(report)
+    head = "".join(
+        f'<th class="code" title="{_e(titles.get(c, c))}"><a href="#{_e(c)}">{_e(c)}</a></th>' for c in columns
+    )
+    if not columns:
+        head = "<th>all checks</th>"
+    body = []
+    for hosts, statuses in rows:
+        tds = "".join(f'<td class="c {s}" title="{_e(CELL[s][1])}">{CELL[s][0]}</td>' for s in statuses)
+        body.append(
+            f'<tr><td class="hosts">{_e(fold_hosts(hosts))} <span class="n">({len(hosts)})</span></td>{tds}</tr>'
+        )
+    legend = "".join(f'<span class="{s}">{sym} {_e(label)}</span>' for s, (sym, label) in CELL.items())
+    return f'<p class="legend">{legend}</p><table><tr><th>hosts</th>{head}</tr>{"".join(body)}</table>'
+
+
+def _finding_html(f: Finding, anchor: bool) -> str:
+    status = STATUS_OF[f.severity]
+    rows = [("where", where(f)), ("expected", f.expected), ("actual", f.actual)]
+    dl = "".join(f"<dt>{k}</dt><dd><code>{_e(v)}</code></dd>" for k, v in rows if v is not None)
+    fix = f"<dt>fix</dt><dd>{_e(f.fix)}</dd>" if f.fix else ""
+    verify = f"<dt>verify</dt><dd><pre>{_e(f.verify)}</pre></dd>" if f.verify else ""
+    ident = f' id="{_e(f.code)}"' if anchor else ""
+    return (
+        f'<details{ident}><summary><span class="sev {status}">{_e(f.severity.label)}</span>'
+        f"<b>{_e(f.code)}</b> {_e(f.title)} — <span class=hosts>{_e(where(f))}</span></summary>"
+        f"<p>{_e(f.message)}</p><dl>{dl}{fix}{verify}</dl></details>"
+    )
+
+
+def _outcomes_html(outcomes: Iterable[Outcome]) -> str:
+    groups: dict[tuple[str, str], list[str]] = {}
+    for o in outcomes:
+        groups.setdefault((o.status, o.detail), []).append(o.target)
+    rows = "".join(
+        f'<tr><td class="hosts">{_e(fold_hosts(hosts))} <span class="n">({len(hosts)})</span></td>'
+        f'<td class="unreachable">{_e(status)}</td><td>{_e(detail)}</td></tr>'
+        for (status, detail), hosts in sorted(groups.items(), key=lambda kv: (kv[0][0], -len(kv[1])))
+    )
+    return f"<table><tr><th>hosts</th><th>status</th><th>detail</th></tr>{rows}</table>"
+
+
+def _drain_reasons(report: Report, drain: list[str]) -> dict[str, list[str]]:
+    """reason ("unreachable", "SW002, NET101") -> drained hosts with exactly that reason."""
+    why: dict[str, list[str]] = {h: [] for h in drain}
+    for o in report.outcomes:
+        if o.target in why:
+            why[o.target].append(o.status)
+    everyone = set(report.hosts)
+    for f in report.findings:
+        if len(everyone) > 1 and set(f.hosts) >= everyone:
+            continue
+        for h in f.hosts:
+            if h in why and f.code not in why[h]:
+                why[h].append(f.code)
+    groups: dict[str, list[str]] = {}
+    for h, reasons in why.items():
+        groups.setdefault(", ".join(reasons) or "see findings", []).append(h)
+    return groups
+
+
+def _drain_html(report: Report, drain: list[str]) -> str:
+    if not drain:
+        return '<div class="box clean"><b>Nothing to drain.</b> Every node that answered passed the checks.</div>'
+    folded = fold_hosts(drain)
+    cmd = f'scontrol update nodename={folded} state=drain reason="validator scan"'
+    reasons = "".join(
+        f'<tr><td class="hosts">{_e(fold_hosts(hosts))}</td><td>{_e(why)}</td></tr>'
+        for why, hosts in sorted(_drain_reasons(report, drain).items(), key=lambda kv: -len(kv[1]))
+    )
+    return (
+        f'<div class="box drain"><b>Drain {len(drain)} node{"s" if len(drain) != 1 else ""}:</b> '
+        f'<span class="hosts">{_e(folded)}</span><pre>{_e(cmd)}</pre>'
+        f"<table><tr><th>hosts</th><th>why</th></tr>{reasons}</table>"
+        f"<details><summary>one per line</summary><pre>{_e(chr(10).join(drain))}</pre></details></div>"
+    )
+
+
+def render_html(report: Report, **options: object) -> str:
+    """Options: ``drain`` (hosts; computed when absent), ``scan`` (the scan's JSON fields),
+    ``fail_on`` (severity that puts a node on the drain list); others are ignored."""
+    given, scan, level = options.get("drain"), options.get("scan"), options.get("fail_on", Severity.ERROR)
+    fail_on = level if isinstance(level, Severity) or level is None else Severity.ERROR
+    drain = [str(h) for h in given] if isinstance(given, list) else drain_hosts(report, fail_on)
+    findings = fold(report.findings)
+    titles = {f.code: f.title for f in findings}
+    reached, missing = len(report.hosts), len({o.target for o in report.outcomes})
+    counts = f"<span><b>{reached}</b> reached</span><span><b>{missing}</b> without facts</span>"
+    if isinstance(scan, dict):
+        counts += f"<span>{_e(scan.get('transport', ''))}, {_e(scan.get('elapsed_s', ''))} s</span>"
+        if scan.get("interrupted"):
+            counts += "<span><b>interrupted</b> (Ctrl-C): partial results</span>"
+    sections = [
+        f"<h1>{_e(report.title)}</h1><div class=sub>{_e(summary(report))}</div><div class=counts>{counts}</div>",
+        "<h2>Drain</h2>" + _drain_html(report, drain),
+        "<h2>Nodes × checks</h2>" + _matrix_html(report, titles),
+    ]
+    if findings:
+        first = {f.code: i for i, f in reversed(list(enumerate(findings)))}
+        sections.append(
+            "<h2>Findings</h2>" + "".join(_finding_html(f, first[f.code] == i) for i, f in enumerate(findings))
+        )
+    if report.outcomes:
+        sections.append("<h2>Hosts without facts</h2>" + _outcomes_html(report.outcomes))
+    if report.input_errors:
+        sections.append("<h2>Input errors</h2><pre>" + _e("\n".join(report.input_errors)) + "</pre>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{_e(report.title)}</title><style>{CSS}</style></head><body>" + "".join(sections) + "</body></html>\n"
+    )

@@ -1,0 +1,369 @@
+"""SLURM transport: inside an allocation, one ``srun --ntasks-per-node=1`` step runs the agent
+on every node at once (no SSH). Each task prints its JSON in framed lines (srun --label splits
+long lines); the label tells whose lines they are, and the document's SLURMD_NODENAME names the
+node. The net check runs two overlapping steps: listeners, then probers.
+
+Also the SLURM target sources: the allocation's nodelist and a partition's nodes (``sinfo``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from validator.errors import UserError
+from validator.model import Outcome
+from validator.targets import expand, fold_hosts
+from validator.transports import (
+    FRAME_END,
+    MAX_OUTPUT,
+    Gathered,
+    OnDone,
+    bootstrap,
+    classify,
+    last_json_line,
+    unframe,
+)
+
+START_SLACK_S = 15.0  # srun's own start-up (allocating the step, launching tasks) on top of the agent
+# The scan step's own task identity: it describes no job, so the agent must not see it.
+STEP_VARS = (
+    "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_GTIDS",
+    "SLURM_TASK_PID", "SLURM_TASKS_PER_NODE", "SLURM_STEP_*", "SLURM_SRUN_COMM_*", "SLURM_LAUNCH_NODE_IPADDR",
+    "SLURM_CPU_BIND*", "SLURM_DISTRIBUTION", "SLURM_PRIO_PROCESS", "SLURM_UMASK", "SLURM_JOB_NAME",
+)  # fmt: skip
+LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
+TASK_EXIT = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (?:Exited with exit code (\d+)|Killed|(.+))")
+
+
+def allocation_nodes(environ: Mapping[str, str] | None = None) -> list[str]:
+    env = os.environ if environ is None else environ
+    if not env.get("SLURM_JOB_ID"):
+        raise UserError(
+            "--slurm needs a SLURM allocation (run it inside salloc or sbatch); "
+            "outside one, scan the nodes over SSH: `validator scan --partition P` or a hostlist"
+        )
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    if not nodelist:
+        raise UserError("SLURM_JOB_ID is set but SLURM_JOB_NODELIST is not; is this a SLURM allocation?")
+    return expand(nodelist)
+
+
+def partition_nodes(partition: str, timeout: float = 30.0) -> list[str]:
+    """Every node of a partition, as ``sinfo`` lists it (drained and down nodes included: the
+    scan reports them as unreachable or failing)."""
+    try:
+        p = subprocess.run(
+            ["sinfo", "--noheader", "--partition", partition, "--format", "%N"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise UserError("sinfo not found: --partition needs the SLURM client tools") from None
+    except subprocess.TimeoutExpired:
+        raise UserError(f"sinfo did not answer within {timeout:g} s (slurmctld down?)") from None
+    if p.returncode != 0:
+        raise UserError(f"sinfo failed: {p.stderr.strip()[:300]}", f"partition {partition}")
+    nodes = [h for line in p.stdout.split() for h in expand(line)]
+    if not nodes:
+        raise UserError("no nodes (unknown or empty partition)", f"partition {partition}")
+    return list(dict.fromkeys(nodes))
+
+
+def _task_exits(stderr: str) -> dict[int, tuple[str, int | None, str | None]]:
+    """task -> (node, exit code, other reason) from srun's own error lines."""
+    out: dict[int, tuple[str, int | None, str | None]] = {}
+    for m in TASK_EXIT.finditer(stderr):
+        node, tasks, code, other = m.group(1), m.group(2), m.group(3), m.group(4)
+        for part in tasks.split(","):
+            lo, _, hi = part.partition("-")
+            for t in range(int(lo), int(hi or lo) + 1) if lo.isdigit() and (hi or lo).isdigit() else []:
+                out[t] = (node, int(code) if code else None, other or ("killed" if code is None else None))
+    return out
+
+
+async def _read_lines(stream: asyncio.StreamReader, sink: list[str], each: Callable[[str], None] | None = None) -> None:
+    while True:  # until EOF; each line is bounded by the reader's limit
+        try:
+            line = await stream.readline()
+        except ValueError:  # one line over the limit: skip it, the task becomes "unparsed"
+            continue
+        if not line:
+            return
+        sink.append(line.decode(errors="replace"))
+        if each is not None:
+            each(sink[-1])
+
+
+def _srun(nodes: list[str], python: str, program: str, args: list[str], stdin: str = "none") -> list[str]:
+    return [
+        "srun",
+        f"--nodes={len(nodes)}",
+        f"--nodelist={fold_hosts(nodes)}",
+        "--ntasks-per-node=1",
+        "--overlap",  # the net check runs two steps at once on the same nodes
+        "--label",
+        f"--input={stdin}",
+        "--kill-on-bad-exit=0",
+        "--job-name=cluster-validator-scan",
+        python,
+        "-c",
+        program,
+        *args,
+    ]
+
+
+async def _spawn(cmd: list[str], env: Mapping[str, str], stdin: bool = False) -> asyncio.subprocess.Process:
+    try:
+        return await asyncio.create_subprocess_exec(
+            *cmd,
+            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **env},
+            limit=MAX_OUTPUT,
+            start_new_session=True,  # Ctrl-C reaches us, not srun: we stop the step ourselves
+        )
+    except FileNotFoundError:
+        raise UserError("srun not found: --slurm needs the SLURM client tools") from None
+
+
+async def _run_step(
+    proc: asyncio.subprocess.Process, limit: float, stdin: str | None = None
+) -> tuple[list[str], list[str], bool]:
+    """(stdout lines, stderr lines, timed out) of a step; stopped on timeout or cancellation."""
+    assert proc.stdout is not None and proc.stderr is not None
+    out: list[str] = []
+    err: list[str] = []
+    readers = [
+        asyncio.ensure_future(_read_lines(proc.stdout, out)),
+        asyncio.ensure_future(_read_lines(proc.stderr, err)),
+    ]
+    try:
+        if stdin is not None and proc.stdin is not None:
+            proc.stdin.write(stdin.encode())
+            await proc.stdin.drain()
+            proc.stdin.close()
+        _, pending = await asyncio.wait(readers, timeout=limit)
+        if not pending:
+            await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=10)
+        return out, err, bool(pending)
+    finally:
+        if proc.returncode is None:
+            await _stop(proc)
+        for r in readers:
+            r.cancel()
+
+
+async def gather(
+    nodes: list[str],
+    args: list[str],
+    env: Mapping[str, str],
+    timeout: float,
+    on_done: OnDone,
+    python: str = "python3",
+    source: str | None = None,
+) -> Gathered:
+    """Run the agent once per node in one step of the current allocation. Each node's document
+    is reported (``on_done``) as soon as its task finishes, so an interrupted scan keeps them."""
+    from validator.transports import agent_source
+
+    program = bootstrap(timeout, source if source is not None else agent_source(), framed=True, drop=STEP_VARS)
+    proc = await _spawn(_srun(nodes, python, program, args), env)
+    assert proc.stdout is not None and proc.stderr is not None
+    out: list[str] = []
+    err: list[str] = []
+    early: Gathered = {}  # node -> document, reported as soon as its task printed its end frame
+    per_task: dict[int, list[str]] = {}
+
+    def on_line(line: str) -> None:
+        m = LABEL.match(line)
+        if not m:
+            return
+        task, text = int(m.group(1)), m.group(2)
+        if text.startswith(FRAME_END):
+            doc = classify("", unframe(per_task.pop(task, [])), "", 0, None, python)
+            node = str((doc.get("env") or {}).get("SLURMD_NODENAME") or "") if isinstance(doc, dict) else ""
+            if isinstance(doc, dict) and node in nodes and node not in early:
+                early[node] = doc
+                on_done(node, doc)
+        else:
+            per_task.setdefault(task, []).append(text)
+
+    readers = [
+        asyncio.ensure_future(_read_lines(proc.stdout, out, on_line)),
+        asyncio.ensure_future(_read_lines(proc.stderr, err)),
+    ]
+    try:
+        _, pending = await asyncio.wait(readers, timeout=timeout + START_SLACK_S)
+        if not pending:
+            await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=10)
+    finally:
+        if proc.returncode is None:
+            await _stop(proc)
+        for r in readers:
+            r.cancel()
+    return _collect(nodes, out, err, bool(pending), timeout, python, on_done, early)
+
+
+# ----------------------------------------------------------------------------- net check
+
+
+def _by_node(lines: list[str]) -> dict[str, dict[str, Any]]:
+    """node -> its task's JSON document (the net probe names its node)."""
+    tasks: dict[int, list[str]] = {}
+    for line in lines:
+        if m := LABEL.match(line):
+            tasks.setdefault(int(m.group(1)), []).append(m.group(2))
+    out: dict[str, dict[str, Any]] = {}
+    for chunks in tasks.values():
+        doc = last_json_line(unframe(chunks))
+        if isinstance(doc, dict) and doc.get("node"):
+            out[str(doc["node"])] = doc
+    return out
+
+
+async def listen_all(
+    addrs: dict[str, str], python: str, lifetime: float, wait: float
+) -> tuple[asyncio.subprocess.Process | None, dict[str, dict[str, Any]]]:
+    """One step of listeners, one per node on its address; they run until ``stop`` (stdin
+    closes) or ``lifetime``. node -> {"port", "token"} or {"error", "bind"}."""
+    from validator.transports import netprobe
+
+    program = bootstrap(lifetime, Path(netprobe.__file__).read_text())
+    nodes = list(addrs)
+    proc = await _spawn(_srun(nodes, python, program, ["listen", json.dumps(addrs)], stdin="all"), {}, stdin=True)
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = asyncio.get_running_loop().time() + wait
+    while len(_by_node(lines)) < len(nodes):  # until every node reported, bounded by the deadline
+        left = deadline - asyncio.get_running_loop().time()
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), max(left, 0.01))
+        except (asyncio.TimeoutError, ValueError):
+            break
+        if not line:
+            break
+        lines.append(line.decode(errors="replace"))
+    got = _by_node(lines)
+    listening: dict[str, dict[str, Any]] = {}
+    for node in nodes:
+        doc = got.get(node)
+        if doc and isinstance(doc.get("port"), int):
+            listening[node] = doc
+        elif doc and doc.get("error"):
+            listening[node] = {"error": str(doc["error"]), "bind": True}
+        else:
+            listening[node] = {"error": f"the listener did not start within {wait:g} s", "bind": False}
+    return proc, listening
+
+
+async def probe_all(
+    plans: dict[str, list[list[Any]]], python: str, per_probe: float
+) -> dict[str, list[dict[str, Any]] | str]:
+    """One step of probers; each node picks its targets from the plan on stdin."""
+    from validator.transports import netprobe
+
+    nodes = [n for n, targets in plans.items() if targets]
+    if not nodes:
+        return {}
+    budget = per_probe * (max(len(t) for t in plans.values()) // netprobe.PROBE_THREADS + 2) + 10
+    program = bootstrap(budget, Path(netprobe.__file__).read_text(), framed=True)
+    proc = await _spawn(_srun(nodes, python, program, ["probe", str(per_probe)], stdin="all"), {}, stdin=True)
+    out, err, timed_out = await _run_step(proc, budget + START_SLACK_S, json.dumps(plans))
+    got = _by_node(out)
+    why = f"the prober did not finish within {budget:g} s" if timed_out else f"the prober failed: {''.join(err)[-200:]}"
+    return {n: list(got[n]["results"]) if n in got else why.strip() for n in nodes}
+
+
+async def stop(proc: asyncio.subprocess.Process | None) -> None:
+    """End the listeners' step: stdin closes (they exit), else SIGTERM/SIGKILL to srun."""
+    if proc is None or proc.returncode is not None:
+        return
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        await asyncio.wait_for(proc.wait(), 10)
+    except asyncio.TimeoutError:
+        await _stop(proc)
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """srun ends the step's tasks on SIGTERM; SIGKILL if it lingers."""
+    for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        try:
+            proc.send_signal(sig)
+            await asyncio.wait_for(proc.wait(), grace)
+            return
+        except ProcessLookupError:
+            return
+        except asyncio.TimeoutError:
+            continue
+
+
+def _collect(
+    nodes: list[str],
+    out_lines: list[str],
+    err_lines: list[str],
+    timed_out: bool,
+    timeout: float,
+    python: str,
+    on_done: OnDone,
+    early: Gathered,
+) -> Gathered:
+    """Each task's result under its node's name; ``early``: documents already reported."""
+    task_out: dict[int, list[str]] = {}
+    task_err: dict[int, list[str]] = {}
+    srun_err: list[str] = []
+    for lines, sink in ((out_lines, task_out), (err_lines, task_err)):
+        for line in lines:
+            m = LABEL.match(line)
+            if m:
+                sink.setdefault(int(m.group(1)), []).append(m.group(2))
+            elif sink is task_err:
+                srun_err.append(line.strip())
+    exits = _task_exits("\n".join(srun_err))
+    results = {
+        task: classify(
+            exits.get(task, ("", 0, None))[0],
+            unframe(task_out.get(task, [])),
+            "\n".join(task_err.get(task, []) + ([other] if (other := exits.get(task, ("", 0, None))[2]) else [])),
+            exits[task][1] if task in exits else 0,
+            None,
+            python,
+        )
+        for task in range(len(nodes))
+    }
+    # A document names its node (SLURMD_NODENAME); a failed task is named by srun's error line,
+    # else it takes the next node nobody answered for (block distribution: task i on node i).
+    named = {
+        task: str((r.get("env") or {}).get("SLURMD_NODENAME") or "")
+        for task, r in results.items()
+        if isinstance(r, dict)
+    }
+    named.update({task: exits[task][0] for task in results if task not in named and task in exits})
+    free = iter(n for n in nodes if n not in set(named.values()))
+    gathered: Gathered = {}
+    for task, result in results.items():
+        node = named.get(task) or next(free, f"task {task}")
+        if node in early:
+            gathered[node] = early[node]
+            continue
+        if isinstance(result, Outcome):
+            result = Outcome(node, result.status, result.detail)
+            if timed_out and result.status in ("unparsed", "error"):
+                result = Outcome(node, "timeout", f"no answer from the srun step within {timeout:g} s")
+            elif result.status == "unparsed" and not task_out.get(task) and srun_err:
+                result = Outcome(node, "error", f"srun: {' | '.join(srun_err[-3:])[-300:]}")
+        gathered[node] = result
+        on_done(node, result)
+    return gathered

@@ -1,0 +1,396 @@
+"""SSH transport on asyncssh: run one command on many hosts with a bounded fan-out.
+
+OpenSSH's client configuration is honoured through asyncssh's own support (User, Port, HostName,
+IdentityFile, IdentitiesOnly, ProxyJump, UserKnownHostsFile, ConnectTimeout, KexAlgorithms...),
+and so are ssh-agent (SSH_AUTH_SOCK, IdentityAgent) and known_hosts. Unknown and changed host
+keys are refused unless ``accept_new_host_keys`` (then new keys are accepted and recorded,
+changed ones still refused), like OpenSSH's ``StrictHostKeyChecking accept-new``.
+
+Every failure becomes an ``Outcome`` for its host; nothing here raises for one bad host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import resource
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from validator.errors import UserError
+from validator.model import Outcome
+from validator.transports import (
+    MAX_OUTPUT,
+    Gathered,
+    OnDone,
+    Result,
+    bootstrap,
+    classify,
+    last_json_line,
+    remote_command,
+)
+from validator.transports.executor import DaemonExecutor
+
+DROPPED = (ConnectionResetError, BrokenPipeError, asyncssh.ConnectionLost)  # sshd MaxStartups drops
+CONNECT_TRIES = 6
+MAX_STDERR = 64 << 10
+
+
+def default_config_paths() -> list[str]:
+    """The files OpenSSH's client reads, in its order (the first value found wins)."""
+    return [str(p) for p in (Path("~/.ssh/config").expanduser(), Path("/etc/ssh/ssh_config")) if p.is_file()]
+
+
+@dataclass
+class SshOptions:
+    fanout: int = 64
+    connect_timeout: float = 10.0
+    command_timeout: float = 60.0
+    config: list[str] = field(default_factory=default_config_paths)
+    username: str | None = None
+    accept_new_host_keys: bool = False
+
+    def check(self) -> None:
+        """Config files that do not parse are the user's error (exit 2), not every host's."""
+        for path in self.config:
+            try:
+                asyncssh.SSHClientConnectionOptions(config=[path], host="validator-config-check")
+            except asyncssh.config.ConfigParseError as e:
+                raise UserError(f"bad ssh config: {e}") from None
+            except OSError as e:
+                raise UserError(f"ssh config: {e.strerror}: {e.filename}", path) from None
+        if self.fanout < 1 or self.connect_timeout <= 0 or self.command_timeout <= 0:
+            raise UserError("--fanout, --connect-timeout and --timeout must be positive")
+
+
+@dataclass
+class Exec:
+    stdout: str
+    stderr: str
+    exit_status: int | None
+    exit_signal: str | None
+
+
+class HostKeyPolicy(asyncssh.SSHClient):
+    """Decides on host keys that known_hosts does not already trust, and says why it refused."""
+
+    def __init__(self, target: str, opts: SshOptions) -> None:
+        self.target = target
+        self.opts = opts
+        self.verdict = ""
+        self.learned: tuple[Path, str, str] | None = None  # file, host pattern, key line
+
+    def known_hosts_files(self, port: int) -> list[str]:
+        o = asyncssh.SSHClientConnectionOptions(config=self.opts.config, host=self.target, port=port)
+        files = o.known_hosts
+        if isinstance(files, list) and files and all(isinstance(f, str) for f in files):
+            return [str(f) for f in files]
+        return [str(Path("~/.ssh/known_hosts").expanduser())]
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        files = self.known_hosts_files(port)
+        readable = [f for f in files if Path(f).is_file()]
+        trusted = asyncssh.match_known_hosts(readable, host, addr, None if port == 22 else port)[0] if readable else []
+        fp = key.get_fingerprint()
+        if trusted:
+            self.verdict = (
+                f"host key CHANGED: {host} offers {fp}, which is not the key recorded in {', '.join(readable)} "
+                "(reinstalled node, or someone in the middle); if the change is expected, remove the old entry: "
+                f"ssh-keygen -R {host if port == 22 else f'[{host}]:{port}'}"
+            )
+            return False
+        if not self.opts.accept_new_host_keys:
+            self.verdict = (
+                f"unknown host key: {host} offers {fp}, which is not in {', '.join(files)}; "
+                "rerun with --accept-new-host-keys to accept and record new keys"
+            )
+            return False
+        pattern = host if port == 22 else f"[{host}]:{port}"
+        line = " ".join(key.export_public_key("openssh").decode().split()[:2])
+        self.learned = (Path(files[0]), pattern, line)
+        return True
+
+
+def _record_key(learned: tuple[Path, str, str]) -> str | None:
+    path, pattern, line = learned
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with path.open("a") as f:
+            f.write(f"{pattern} {line}\n")
+    except OSError as e:
+        return f"could not record the new host key of {pattern} in {path}: {e.strerror}"
+    return None
+
+
+def _failure(target: str, exc: BaseException, policy: HostKeyPolicy, opts: SshOptions, tries: int) -> Outcome:
+    """One line a person can act on, per kind of connection failure."""
+    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        return Outcome(target, "hostkey", policy.verdict or str(exc))
+    if isinstance(exc, asyncssh.PermissionDenied):
+        return Outcome(
+            target,
+            "auth",
+            f"permission denied ({exc.reason}): no key offered was accepted; check User, IdentityFile "
+            "and ssh-agent for this host (`ssh -v HOST true` shows what is tried)",
+        )
+    if isinstance(exc, asyncio.TimeoutError | TimeoutError):
+        return Outcome(target, "unreachable", f"no SSH session within {opts.connect_timeout:g} s (connect timeout)")
+    if isinstance(exc, ConnectionRefusedError):
+        return Outcome(target, "unreachable", "connection refused: no sshd listening on the SSH port")
+    if isinstance(exc, socket.gaierror):
+        return Outcome(target, "unreachable", f"name does not resolve: {exc.strerror}")
+    if isinstance(exc, DROPPED):
+        return Outcome(
+            target,
+            "unreachable",
+            f"connection dropped during the handshake {tries} times (sshd MaxStartups, or a firewall): {exc}",
+        )
+    if isinstance(exc, asyncssh.DisconnectError):
+        return Outcome(target, "unreachable", f"disconnected by the server: {exc.reason}")
+    if isinstance(exc, OSError):
+        return Outcome(target, "unreachable", exc.strerror or str(exc))
+    return Outcome(target, "error", f"{type(exc).__name__}: {exc}")
+
+
+async def _read_capped(stream: Any, limit: int) -> bytes:
+    buf = bytearray()
+    while len(buf) <= limit:  # bounded: at most limit + one chunk
+        chunk = await stream.read(1 << 16)
+        if not chunk:
+            break
+        buf += chunk
+    return bytes(buf)
+
+
+class Fleet:
+    """SSH connections to many hosts, opened with a bounded fan-out, optionally kept open for
+    later commands on the same hosts (the net check)."""
+
+    def __init__(self, opts: SshOptions) -> None:
+        self.opts = opts
+        self.sem = asyncio.Semaphore(opts.fanout)
+        self.conns: dict[str, asyncssh.SSHClientConnection] = {}
+        self.warnings: list[str] = []
+        self._closing: list[asyncssh.SSHClientConnection] = []
+        self.listeners: dict[str, asyncssh.SSHClientProcess[str]] = {}
+
+    async def __aenter__(self) -> Fleet:
+        loop = asyncio.get_running_loop()
+        # asyncssh resolves names and loads keys in the default executor (6 threads on 2 cores):
+        # a stalled DNS lookup would hold one and starve the others into false timeouts.
+        loop.set_default_executor(DaemonExecutor(self.opts.fanout + 8))
+        _raise_nofile(2 * self.opts.fanout + 64)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop_listeners()
+        for conn in self.conns.values():
+            conn.close()
+        self._closing += self.conns.values()
+        self.conns.clear()
+        waits = [c.wait_closed() for c in self._closing]
+        self._closing = []
+        if waits:
+            await asyncio.wait([asyncio.ensure_future(w) for w in waits], timeout=5)
+
+    async def connect(self, target: str) -> asyncssh.SSHClientConnection | Outcome:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.opts.connect_timeout
+        policy = HostKeyPolicy(target, self.opts)
+        kwargs: dict[str, Any] = {"username": self.opts.username} if self.opts.username else {}
+        for attempt in range(1, CONNECT_TRIES + 1):
+            left = deadline - loop.time()
+            policy.verdict, policy.learned = "", None
+            try:
+                conn = await asyncio.wait_for(
+                    asyncssh.connect(
+                        target,
+                        config=self.opts.config,
+                        connect_timeout=max(left, 0.1),
+                        client_factory=lambda: policy,
+                        **kwargs,
+                    ),
+                    timeout=max(left, 0.1) + 1,
+                )
+            except DROPPED as e:
+                backoff = 0.05 * 2**attempt * (1 + random.random())
+                if attempt == CONNECT_TRIES or deadline - loop.time() < backoff:
+                    return _failure(target, e, policy, self.opts, attempt)
+                await asyncio.sleep(backoff)
+                continue
+            except (asyncssh.Error, OSError, ValueError, EOFError, asyncio.TimeoutError) as e:
+                return _failure(target, e, policy, self.opts, attempt)
+            if policy.learned and (warning := _record_key(policy.learned)):
+                self.warnings.append(warning)
+            return conn
+        raise AssertionError("unreachable: the loop returns")  # pragma: no cover
+
+    async def execute(
+        self, conn: asyncssh.SSHClientConnection, command: str, stdin: str | None, timeout: float
+    ) -> Exec | None:
+        """Run ``command``; None when it did not finish in time (it is killed)."""
+        proc = await conn.create_process(command, encoding=None)
+        readers = [
+            asyncio.ensure_future(_read_capped(proc.stdout, MAX_OUTPUT)),
+            asyncio.ensure_future(_read_capped(proc.stderr, MAX_STDERR)),
+        ]
+        try:
+            if stdin is not None:
+                proc.stdin.write(stdin.encode())
+            proc.stdin.write_eof()
+            # asyncio.wait, not wait_for(gather): a cancelled gather logs "exception never retrieved"
+            _, pending = await asyncio.wait(readers, timeout=timeout)
+            if pending:
+                with contextlib.suppress(asyncssh.Error, OSError):
+                    proc.send_signal("KILL")  # OpenSSH >= 7.9 honours signal requests
+                return None
+            out, err = readers[0].result(), readers[1].result()
+            if len(out) > MAX_OUTPUT:
+                with contextlib.suppress(asyncssh.Error, OSError):
+                    proc.send_signal("KILL")
+                return Exec("", f"more than {MAX_OUTPUT >> 20} MiB of output", None, None)
+            await asyncio.wait([asyncio.ensure_future(proc.wait_closed())], timeout=5)
+        finally:
+            for task in readers:
+                task.cancel()
+            proc.close()
+        sig = proc.exit_signal[0] if proc.exit_signal else None
+        return Exec(out.decode(errors="replace"), err.decode(errors="replace"), proc.exit_status, sig)
+
+    async def run_one(self, target: str, command: str, stdin: str | None, python: str, keep: bool) -> Result:
+        async with self.sem:
+            conn = await self.connect(target)
+            if isinstance(conn, Outcome):
+                return conn
+            result: Result
+            try:
+                ex = await self.execute(conn, command, stdin, self.opts.command_timeout)
+                if ex is None:
+                    result = Outcome(
+                        target, "timeout", f"the agent did not finish within {self.opts.command_timeout:g} s"
+                    )
+                else:
+                    result = classify(target, ex.stdout, ex.stderr, ex.exit_status, ex.exit_signal, python)
+            except (asyncssh.Error, OSError) as e:
+                result = Outcome(target, "error", f"session failed: {type(e).__name__}: {e}")
+            except BaseException:  # cancelled (Ctrl-C): close the session, then let it propagate
+                conn.close()
+                raise
+            if keep and isinstance(result, dict):
+                self.conns[target] = conn
+            else:
+                conn.close()
+                self._closing.append(conn)
+            return result
+
+    async def gather(
+        self, targets: list[str], command: str, stdin: str | None, on_done: OnDone, python: str, keep: bool = False
+    ) -> Gathered:
+        out: Gathered = {}
+        if keep:  # every reached host keeps its connection open for the net check
+            _raise_nofile(len(targets) + 2 * self.opts.fanout + 64)
+
+        async def one(target: str) -> None:
+            result = await self.run_one(target, command, stdin, python, keep)
+            out[target] = result
+            on_done(target, result)
+
+        await asyncio.gather(*(one(t) for t in targets))
+        return out
+
+    # ------------------------------------------------------------------ net check (kept connections)
+
+    async def listen_all(self, addrs: dict[str, str], python: str, lifetime: float) -> dict[str, dict[str, Any]]:
+        """Start a listener on each host's address over its open connection: host -> {"port",
+        "token"}, or {"error", "bind"} (bind: the address itself is the problem). Listeners live
+        until ``stop_listeners``, at most ``lifetime`` seconds."""
+        from validator.transports import netprobe
+
+        program = bootstrap(lifetime, Path(netprobe.__file__).read_text())
+        limit = self.opts.command_timeout
+
+        async def start(conn: asyncssh.SSHClientConnection, addr: str) -> tuple[Any, str]:
+            proc = await conn.create_process(remote_command(python, program, ["listen", addr], {}))
+            try:
+                return proc, str(await proc.stdout.readline())
+            except BaseException:
+                proc.close()
+                raise
+
+        async def one(host: str, addr: str) -> tuple[str, dict[str, Any]]:
+            conn = self.conns.get(host)
+            if conn is None:
+                return host, {"error": "no open SSH connection to the host", "bind": False}
+            async with self.sem:
+                try:
+                    proc, line = await asyncio.wait_for(start(conn, addr), limit)
+                except asyncio.TimeoutError:
+                    return host, {"error": f"the listener did not start within {limit:g} s", "bind": False}
+                except (asyncssh.Error, OSError) as e:
+                    return host, {"error": f"could not start the listener: {type(e).__name__}: {e}", "bind": False}
+            doc = last_json_line(line)
+            if isinstance(doc, dict) and isinstance(doc.get("port"), int):
+                self.listeners[host] = proc
+                return host, doc
+            proc.close()
+            if isinstance(doc, dict) and doc.get("error"):
+                return host, {"error": str(doc["error"]), "bind": True}
+            return host, {"error": f"the listener said {line.strip()[:200]!r}", "bind": False}
+
+        return dict(await asyncio.gather(*(one(h, a) for h, a in addrs.items())))
+
+    async def probe_all(
+        self, plans: dict[str, list[list[Any]]], python: str, per_probe: float
+    ) -> dict[str, list[dict[str, Any]] | str]:
+        """Run the prober on each host with its targets: host -> results, or why there are none."""
+        import json
+
+        from validator.transports import netprobe
+
+        program = bootstrap(per_probe * 4 + 30, Path(netprobe.__file__).read_text())
+
+        async def one(host: str, targets: list[list[Any]]) -> tuple[str, list[dict[str, Any]] | str]:
+            conn = self.conns.get(host)
+            if conn is None:
+                return host, "no open SSH connection to the host"
+            budget = per_probe * (len(targets) // netprobe.PROBE_THREADS + 2) + 10
+            async with self.sem:
+                try:
+                    ex = await self.execute(
+                        conn,
+                        remote_command(python, program, ["probe", str(per_probe)], {}),
+                        json.dumps(targets),
+                        budget,
+                    )
+                except (asyncssh.Error, OSError) as e:
+                    return host, f"could not run the prober: {type(e).__name__}: {e}"
+            if ex is None:
+                return host, f"the prober did not finish within {budget:g} s"
+            doc = last_json_line(ex.stdout)
+            if isinstance(doc, dict) and isinstance(doc.get("results"), list):
+                return host, list(doc["results"])
+            return host, f"the prober failed: {ex.stderr.strip()[-200:] or ex.stdout.strip()[-200:] or 'no output'}"
+
+        return dict(await asyncio.gather(*(one(h, t) for h, t in plans.items() if t)))
+
+    async def stop_listeners(self) -> None:
+        procs, self.listeners = list(self.listeners.values()), {}
+        for proc in procs:
+            with contextlib.suppress(asyncssh.Error, OSError):
+                proc.stdin.write_eof()
+        if procs:
+            await asyncio.wait([asyncio.ensure_future(p.wait_closed()) for p in procs], timeout=5)
+        for proc in procs:
+            proc.close()
+
+
+def _raise_nofile(want: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))

@@ -94,6 +94,8 @@ def publish_late(running: list[Running], job: Job, ips: list[str], pod: Pod) -> 
     records to every running pod's /etc/hosts in place (the bind mount sees the same file)."""
     lines = "".join(f"{ip}\t{name}\n" for name, ip in published(job, ips).items() if ip == ips[pod.index])
     for r in running:
+        if r.workload != job.workload:
+            continue
         with r.hosts.open("a") as f:
             f.write(lines)
 

@@ -122,7 +122,9 @@ def jobset_pods(js: dict[str, Any], uid: str) -> tuple[list[Pod], Service]:
             for p in indexed_pods(child, spec, f"{uid}-{j}", lambda i, c=child: f"{c}-{i}", extra):
                 p.index += j * per_job
                 pods.append(p)
-    return pods, Service(subdomain, {"jobset.sigs.k8s.io/jobset-name": name}, network.get("publishNotReadyAddresses", True))
+    return pods, Service(
+        subdomain, {"jobset.sigs.k8s.io/jobset-name": name}, network.get("publishNotReadyAddresses", True)
+    )
 
 
 def render(workload: str, uid: str = "3f0c-uid") -> Job:
@@ -159,7 +161,9 @@ def render(workload: str, uid: str = "3f0c-uid") -> Job:
                           "pytorchjob-controller", "training.kubeflow.org/replica-type": rtype.lower(),
                           "training.kubeflow.org/replica-index": str(i)}  # fmt: skip
                 tmpl = spec["template"]["spec"]
-                pods.append(Pod(len(pods), pod, pod, False, tmpl.get("subdomain"), labels, {}, tmpl["initContainers"][0]))
+                pods.append(
+                    Pod(len(pods), pod, pod, False, tmpl.get("subdomain"), labels, {}, tmpl["initContainers"][0])
+                )
                 # the operator's own Service per replica: headless, not publishing not-ready pods
                 svcs.append(Service(pod, {k: v for k, v in labels.items() if "operator" not in k}, False))
         return Job(workload, pods, svcs, f"{name}-preflight", name, docs)

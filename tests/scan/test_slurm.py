@@ -111,7 +111,7 @@ def hanging_python(tmp_path: Path, node: str) -> Path:
 
 
 def test_a_node_that_hangs_becomes_a_timeout_and_the_step_is_stopped(slurm: Slurm, tmp_path: Path) -> None:
-    rc, doc, err = salloc_scan(slurm, 2, "--python", str(hanging_python(tmp_path, "n2")), "--timeout", "2")
+    rc, doc, err = salloc_scan(slurm, 2, "--python", str(hanging_python(tmp_path, "n2")), "--timeout", "5")
     assert doc is not None, err
     assert expand_hosts(doc["hosts"]) == ["n1"]
     assert [(o["target"], o["status"]) for o in doc["outcomes"]] == [("n2", "timeout")]

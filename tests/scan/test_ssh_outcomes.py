@@ -30,7 +30,7 @@ def mixed(scan_sshd: ScanSshd, tmp_path_factory: pytest.TempPathFactory) -> Scan
     cfg = scan_sshd.config(tmp_path_factory.mktemp("cfg") / "ssh_config")
     return run_scan(
         ",".join([*GOOD, HANG, NO_PYTHON, NO_ACCESS, GARBAGE, CLOSED, CHANGED, UNKNOWN_KEY]),
-        "-F", str(cfg), "--timeout", "3", "--connect-timeout", "5",
+        "-F", str(cfg), "--timeout", "10", "--connect-timeout", "20",  # generous: a loaded machine
     )  # fmt: skip
 
 
@@ -54,11 +54,12 @@ def test_good_hosts_are_checked_and_bad_ones_are_outcomes(mixed: ScanRun) -> Non
 
 def test_outcome_details_say_what_to_do(mixed: ScanRun) -> None:
     run = mixed
+    assert run.doc is not None, run.err
     detail = {o["target"]: o["detail"] for o in run.doc["outcomes"]}
     assert "CHANGED" in detail[CHANGED] and "ssh-keygen -R" in detail[CHANGED]
     assert "unknown host key" in detail[UNKNOWN_KEY] and "--accept-new-host-keys" in detail[UNKNOWN_KEY]
     assert "python3 not found" in detail[NO_PYTHON]
-    assert "3 s" in detail[HANG]
+    assert "within 10 s" in detail[HANG]
     assert "connection refused" in detail[CLOSED]
     assert "Welcome to the cluster" in detail[GARBAGE]
 
@@ -112,7 +113,7 @@ def test_hanging_command_is_killed_on_the_node(scan_sshd: ScanSshd, tmp_path: Pa
 
 def test_unresolvable_name_is_an_outcome_and_the_others_still_answer(scan_sshd: ScanSshd, tmp_path: Path) -> None:
     cfg = scan_sshd.config(tmp_path / "ssh_config")
-    run = run_scan(f"no-such-node-cv.invalid,{GOOD[3]}", "-F", str(cfg), "--connect-timeout", "5")
+    run = run_scan(f"no-such-node-cv.invalid,{GOOD[3]}", "-F", str(cfg), "--connect-timeout", "20")
     assert run.hosts == [GOOD[3]]
     missing = run.outcome("no-such-node-cv.invalid")
     assert missing is not None and missing["status"] == "unreachable"

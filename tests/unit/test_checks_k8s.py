@@ -107,7 +107,7 @@ def test_completions_raised_without_the_node_count() -> None:
     envs = indexed(5, nnodes=4)  # completions: 5, NNODES still 4
     f = only(check(pods(envs), "RNK011"))
     assert f.hosts == ["node005"]
-    assert "node rank 4 (env:JOB_COMPLETION_INDEX) is outside 4 nodes (env:NNODES)" == f.message
+    assert f.message == "node rank 4 (env:JOB_COMPLETION_INDEX) is outside 4 nodes (env:NNODES)"
 
 
 def test_healthy_pods_of_every_workload_raise_nothing() -> None:

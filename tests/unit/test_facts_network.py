@@ -76,7 +76,7 @@ def test_iproute2_fallback_agrees_with_ip_on_what_matters(host: str) -> None:
         keys = ("up", "running", "loopback", "mtu")
         assert {k: fb[name][k] for k in keys} == {k: i[k] for k in keys}, name
         assert sorted(fb[name]["addrs"]) == sorted(i["addrs"]), name
-        assert fb[name]["virtual"] == i["virtual"] or name.endswith(("c", "p")), name  # veth ends: kind unknown
+        assert fb[name]["virtual"] == i["virtual"], name
 
 
 # ---------------------------------------------------------------- NCCL selection

@@ -140,5 +140,5 @@ def test_newer_schema_and_not_an_object() -> None:
         validate_facts([], "x.json")
     doc = good()
     doc["launch"]["master_port"] = True  # bool is not an int in JSON terms
-    with pytest.raises(SchemaError, match="launch.master_port"):
+    with pytest.raises(SchemaError, match=r"launch\.master_port"):
         validate_facts(doc)

@@ -193,9 +193,9 @@ def bad_visible_devices(job: Job) -> Iterator[Hit]:
     are relative to the job's GPUs: compare counts, not values).
     """
     groups: dict[str, list[int]] = {}
-    for i, f in enumerate(job.facts):
-        if f["gpus"]["visible_error"] and f["gpus"]["source"] != "none":
-            groups.setdefault(f["gpus"]["visible_error"], []).append(i)
+    gpus = [f["gpus"] for f in job.facts]
+    for i in [i for i, g in enumerate(gpus) if g["visible_error"] and g["source"] != "none"]:
+        groups.setdefault(str(gpus[i]["visible_error"]), []).append(i)
     for err, members in groups.items():
         yield Hit(
             err,

@@ -10,6 +10,7 @@ from validator.checks.base import Hit, Job, check, describe, outliers
 from validator.model import Severity
 
 DERIVING_LAUNCHERS = ("slurm", "mpi", "mpich")
+LOOPBACK = ("127.", "::1", "0:0:0:0:0:0:0:1")
 RESOLVE = "getent ahosts {addr}   # on each named host: the same non-loopback address everywhere"
 
 
@@ -34,9 +35,10 @@ def _loopback_members(job: Job) -> tuple[int, ...]:
 def _find_loopback(job: Job) -> tuple[int, ...]:
     """Participants whose MASTER_ADDR resolves to loopback where that cannot work: the job
     spans hosts, or their peers reach the master on a routable address."""
-    masters = _masters(job)
-    loop = [i for i, m in enumerate(masters) if m and m["resolved"] and m["loopback"]]
-    if loop and (job.multi_node or any(m and m["resolved"] and not m["loopback"] for m in masters)):
+    masters, firsts = _masters(job), _firsts(job)
+    # all addresses loopback implies the first one is: look closer only at those
+    loop = [i for i, a in enumerate(firsts) if a and a.startswith(LOOPBACK) and masters[i]["loopback"]]
+    if loop and (job.multi_node or len(loop) < len(firsts) - firsts.count(None)):
         return tuple(loop)
     return ()
 
@@ -110,9 +112,8 @@ def split_resolution(job: Job) -> Iterator[Hit]:
     skip = set(_loopback_members(job))
     firsts = _firsts(job)
     by_name: dict[str, list[int]] = {}
-    for i, launch in enumerate(job.launches):
-        name = launch["master_addr"]
-        if name and firsts[i] and i not in skip:
+    for i, (name, first) in enumerate(zip(job.column("master_addr"), firsts, strict=True)):
+        if name and first and i not in skip:
             by_name.setdefault(name, []).append(i)
     for name, members in by_name.items():
         expected, groups = job.majority(members, firsts.__getitem__)
@@ -225,10 +226,11 @@ def port_range(job: Job) -> Iterator[Hit]:
     """
     groups: dict[str, list[int]] = {}
     launches = job.launches
+    ports = job.column("master_port")
     suspects = [
         i
-        for i, lf in enumerate(launches)
-        if lf["invalid"] or (isinstance(p := lf["master_port"], int) and not 0 < p < 65536)
+        for i, (bad, p) in enumerate(zip(job.column("invalid"), ports, strict=True))
+        if bad or (isinstance(p, int) and not 0 < p < 65536)
     ]
     for i in suspects:  # a handful at most: the rest pass the cheap filter above
         launch = launches[i]
@@ -261,9 +263,14 @@ def missing_rendezvous(job: Job) -> Iterator[Hit]:
     Export MASTER_ADDR (the first node) and MASTER_PORT in the launch script for every rank.
     """
     groups: dict[str, list[int]] = {}
-    for i, launch in enumerate(job.launches):
-        if launch["launcher"] in ("torchrun", "none") or launch["mode"] != "rank":
-            continue
+    launchers, modes = job.column("launcher"), job.column("mode")
+    candidates = [
+        i
+        for i, (lc, m) in enumerate(zip(launchers, modes, strict=True))
+        if m == "rank" and lc not in ("torchrun", "none")
+    ]
+    for i in candidates:
+        launch = job.launches[i]
         if not isinstance(launch["world_size"], int) or launch["world_size"] <= 1:
             continue
         missing = [v for v, k in (("MASTER_ADDR", "master_addr"), ("MASTER_PORT", "master_port")) if launch[k] is None]

@@ -129,9 +129,15 @@ def _env_drift(job: Job) -> list[tuple[str, str | None, dict[str | None, list[in
         # filter each distinct name tuple once, then key a rank by its compared values alone
         compared: dict[tuple[str, ...], tuple[tuple[str, ...], Callable[[dict[str, str]], Any]]] = {}
         envs: dict[tuple[tuple[str, ...], tuple[str, ...]], list[int]] = {}
+        by_names: dict[tuple[str, ...], list[int]] = job.memo("env.by_names", dict)
         for i, f in enumerate(job.facts):
             env = f["env"]
             names = tuple(env)
+            same = by_names.get(names)
+            if same is None:
+                by_names[names] = [i]
+            else:
+                same.append(i)
             found = compared.get(names)
             if found is None:
                 kept = tuple(sorted(k for k in names if k.startswith(COMPARED) and not k.startswith(PER_PROCESS)))
@@ -241,7 +247,9 @@ def pet_flags(job: Job) -> Iterator[Hit]:
     """
     groups: dict[str, list[int]] = {}
     flags = frozenset(CHECK_ENV_FLAGS)
-    for i in [i for i, f in enumerate(job.facts) if not flags.isdisjoint(f["env"])]:
+    _env_drift(job)  # groups participants by their variables' names as a side effect
+    by_names: dict[tuple[str, ...], list[int]] = job.memo("env.by_names", dict)
+    for i in sorted(i for names, members in by_names.items() if not flags.isdisjoint(names) for i in members):
         for name in CHECK_ENV_FLAGS:
             v = job.facts[i]["env"].get(name)
             if v is not None and not v.strip().lstrip("-").isdigit():
@@ -268,8 +276,9 @@ def invalid_values(job: Job) -> Iterator[Hit]:
     Fix the value in the launch script; a common cause is an unexpanded `$VAR` or `${VAR}`.
     """
     groups: dict[str, list[int]] = {}
-    for i, launch in enumerate(job.launches):
-        for src, raw in launch["invalid"].items():
+    invalid = job.column("invalid")
+    for i in [i for i, bad in enumerate(invalid) if bad]:
+        for src, raw in invalid[i].items():
             if "PORT" not in src.upper() and "port" not in src:
                 groups.setdefault(f"{src.removeprefix('env:')}={raw!r}", []).append(i)
     for what, members in groups.items():
@@ -293,9 +302,9 @@ def command_errors(job: Job) -> Iterator[Hit]:
     Fix the option on the named nodes (`torchrun --help` lists the valid ones for your version).
     """
     groups: dict[str, list[int]] = {}
-    for i, launch in enumerate(job.launches):
-        cmd = launch["command"]
-        for err in cmd["errors"] if cmd else []:
+    commands = job.column("command")
+    for i in [i for i, cmd in enumerate(commands) if cmd and cmd["errors"]]:
+        for err in commands[i]["errors"]:
             groups.setdefault(err, []).append(i)
     for err, members in groups.items():
         yield Hit(

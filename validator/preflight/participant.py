@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from validator.agent.probe import resolve
+from validator.agent.probe import resolve, route_src
+from validator.facts.network import master_facts
 from validator.model import Facts
 from validator.preflight import protocol as wire
 
@@ -93,6 +94,24 @@ def _exchange(
     return "no verdict"
 
 
+def refresh_master(facts: Facts, host: str, addrs: list[str]) -> bool:
+    """Record what the coordinator's name resolves to now, if that differs from the facts taken
+    at start: a pod created before the master's DNS record existed resolves it later, and the
+    job will see the later answer. True if the facts changed."""
+    master = facts["network"]["master"]
+    if master is None or master["addr"] != host or master["resolved"] == addrs:
+        return False
+    try:
+        routes = {addrs[0]: route_src(addrs[0])}
+    except OSError:
+        routes = {}
+    new = master_facts(host, master["port"], {host: {"addrs": addrs}}, routes, None, facts["network"]["interfaces"])
+    if new is not None:
+        new["port_free"], new["port_owner"] = master["port_free"], master["port_owner"]
+        facts["network"]["master"] = new
+    return new is not None
+
+
 def participate(
     facts: Facts,
     host: str,
@@ -113,6 +132,8 @@ def participate(
         addrs = list(res.get("addrs", []))
         att.resolved[host] = addrs
         att.resolved_once = att.resolved_once or bool(addrs)
+        if addrs and refresh_master(facts, host, addrs):
+            body = json.dumps(facts, separators=(",", ":")).encode()
         if not addrs:
             att.note(f"{host}: {res.get('error', 'does not resolve')}")
         for addr in addrs[:2]:

@@ -16,7 +16,7 @@ from validator.errors import UserError
 from validator.facts import load_facts, parse
 from validator.facts.command import parse_command
 from validator.facts.launch import parse_launch
-from validator.model import Facts, Outcome, Report
+from validator.model import Facts, Finding, Outcome, Report
 from validator.profiles import Profile, load_profile
 
 # validator.checks is imported where it is used: preflight participants only probe and never check.
@@ -97,9 +97,18 @@ def load_inputs(paths: Iterable[str]) -> tuple[list[Facts], list[str]]:
 
 
 def resolve_codes(select_: list[str], ignore: list[str]) -> list[str]:
-    from validator.checks import CHECKS, select
+    """Every known code (checks, and the findings of preflight, scan and diagnose) kept by
+    --select/--ignore; the checks not kept are not run, other findings not kept are dropped."""
+    from validator.checks import select
+    from validator.docs import all_checks
 
-    return select(CHECKS, select_, ignore, CHECKS)
+    known = list(all_checks())
+    return select(known, select_, ignore, known)
+
+
+def keep(findings: list[Finding], codes: list[str] | None) -> list[Finding]:
+    """Findings that are not check results (net checks, rendezvous), filtered like the checks."""
+    return findings if codes is None else [f for f in findings if f.code in set(codes)]
 
 
 def check(
@@ -403,7 +412,7 @@ def scan(opts: ScanOptions) -> ScanResult:
 
     report = check(facts, profile, opts.codes, context="scan", outcomes=outcomes, title=f"scan of {fold_hosts(hosts)}")
     if net_findings:
-        report.findings = sorted(report.findings + net_findings, key=lambda f: (-f.severity, f.code))
+        report.findings = sorted(report.findings + keep(net_findings, opts.codes), key=lambda f: (-f.severity, f.code))
     return ScanResult(
         report,
         drain_hosts(report, opts.fail_on),

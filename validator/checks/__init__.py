@@ -128,7 +128,7 @@ def run_checks(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for code in CHECKS if codes is None else codes:
+        for code in CHECKS if codes is None else [c for c in codes if c in CHECKS]:
             findings.extend(_run_one(job, code))
     finally:
         if collecting:

@@ -58,7 +58,6 @@ def pod_hosts(env: dict[str, str], master: str | None, nnodes: int | None) -> st
     """The hostnames of the job's pods in node-rank order, as a hostlist (``train-[0-3]``), from
     the naming each controller uses, anchored on the master's name (its first DNS label):
 
-
     - Indexed Job ``<job>-0``: ``<job>-<index>``
     - JobSet / Trainer v2 ``<jobset>-<rjob>-0-0``: ``<jobset>-<rjob>-<job index>-<pod index>``
     - LeaderWorkerSet leader ``<lws>-<group>``: workers ``<lws>-<group>-<worker index>``
@@ -70,18 +69,19 @@ def pod_hosts(env: dict[str, str], master: str | None, nnodes: int | None) -> st
         return None
     first = master.split(".", 1)[0]
     if "LWS_WORKER_INDEX" in env or "LWS_LEADER_ADDRESS" in env:
-        return first if nnodes == 1 else f"{first},{first}-{_indices(nnodes, 1)}"
+        leader = env.get("LWS_LEADER_ADDRESS", master).split(".", 1)[0]
+        return leader if nnodes == 1 else f"{leader},{leader}-{_indices(nnodes, 1)}"
     if KUBEFLOW_TYPE in env:  # pod names from the job name label (the master's address is a Service)
         job = env.get("KUBEFLOW_JOB_NAME") or (first.removesuffix("-master-0") if first.endswith("-master-0") else "")
         if not job:
             return None
         return f"{job}-master-0" + (f",{job}-worker-{_indices(nnodes - 1)}" if nnodes > 1 else "")
-    if "JOB_COMPLETION_INDEX" not in env and "PET_NODE_RANK" not in env:
+    if "JOB_COMPLETION_INDEX" not in env:  # Indexed Job pods (JobSet, Trainer v2 included) have it
         return None
     replicas = _int(env.get(JOBSET_REPLICAS)) or 1
     if first.endswith("-0-0"):  # JobSet and Trainer v2 pods
         ok = nnodes % replicas == 0
         return f"{first[:-4]}-{_indices(replicas)}-{_indices(nnodes // replicas)}" if ok else None
-    if first.endswith("-0") and "JOB_COMPLETION_INDEX" in env:  # a plain Indexed Job
+    if first.endswith("-0"):  # a plain Indexed Job
         return f"{first[:-2]}-{_indices(nnodes)}"
     return None

@@ -144,9 +144,7 @@ def is_candidate(facts: Facts, p: Plan) -> bool:
 
 
 def codes(opts: Options) -> list[str]:
-    from validator.checks import CHECKS, select
-
-    return [c for c in select(CHECKS, opts.select, opts.ignore, CHECKS) if c not in NOT_IN_PREFLIGHT]
+    return [c for c in pipeline.resolve_codes(opts.select, opts.ignore) if c not in NOT_IN_PREFLIGHT]
 
 
 def rejected_findings(rejected: dict[str, list[str]]) -> list[Finding]:
@@ -178,7 +176,8 @@ def coordinate(
         report = pipeline.check(all_facts, profile, codes(opts), context="preflight",
                                 outcomes=missing(p, present, facts, gathered.seconds),
                                 title=f"cluster-validator preflight ({p.host}:{p.port}, job {p.job_id or 'unnamed'})")  # fmt: skip
-        report.findings = sorted(report.findings + net + rejected_findings(gathered.rejected),
+        extra = pipeline.keep(net + rejected_findings(gathered.rejected), codes(opts))
+        report.findings = sorted(report.findings + extra,
                                  key=lambda f: (-f.severity, f.code))  # fmt: skip
         exit_code = report.exit_code(opts.fail_on, opts.allow_incomplete)
         verdict = {"type": "verdict", "exit_code": exit_code, "report": report.to_json(),

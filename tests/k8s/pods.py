@@ -7,6 +7,7 @@ container command. See tests/k8s/README.md for what this does not exercise."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -18,12 +19,28 @@ from tests.conftest import ROOT, NetnsHosts
 from tests.k8s.render import Job, Pod, init_env, kubelet_hosts, published
 
 BIN = str(Path(sys.executable).parent)
-# the pod's own mount namespace: nothing it mounts is seen outside, and it ends with the process
+# The pod's own mount namespace, where its /etc is a directory of its own: hosts and resolv.conf
+# are real files there, everything else links to the machine's /etc (bind-mounted at /etc/.host).
+# Mounting over the file /etc/hosts itself would not do: another test session's `sed -i
+# /etc/hosts` (netns-hosts-down.sh) renames over it, and the kernel then drops that mount here.
 SCRIPT = (
-    'mount --make-rprivate / && hostname "$0" && mount --bind "$1" /etc/hosts && '
-    'mount --bind "$2" /etc/resolv.conf && shift 2 && exec "$@"'
+    'mount --make-rprivate / && hostname "$0" && mount --bind /etc "$1/.host" && mount --rbind "$1" /etc && '
+    'shift && exec "$@"'
 )
 NO_DNS = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"  # nothing listens: lookups fail at once
+
+
+def pod_etc(path: Path, hosts: str) -> Path:
+    """The pod's /etc: its own hosts and resolv.conf, links to the machine's /etc for the rest."""
+    path.mkdir()
+    (path / ".host").mkdir()
+    for name in os.listdir("/etc"):
+        if name not in ("hosts", "resolv.conf"):
+            (path / name).symlink_to(f"/etc/.host/{name}")
+    (path / "hosts").write_text(hosts)
+    (path / "resolv.conf").write_text(NO_DNS)
+    path.chmod(0o755)
+    return path
 
 
 @dataclass
@@ -49,13 +66,10 @@ class Done:
     message: str | None  # --termination-log
 
 
-def hosts_file(job: Job, pod: Pod, ip: str, ips: list[str], publish: bool | None, absent: set[str], tmp: Path,
-               tag: str) -> Path:  # fmt: skip
+def hosts_text(job: Job, pod: Pod, ip: str, ips: list[str], publish: bool | None, absent: set[str]) -> str:
     """The pod's /etc/hosts: the kubelet's lines, then what cluster DNS answers (no pod in ``absent``)."""
-    path = tmp / f"{tag}-{pod.hostname}.hosts"
     dns = {n: a for n, a in published(job, ips, publish).items() if a not in absent}
-    path.write_text(kubelet_hosts(pod, ip) + "".join(f"{a}\t{name}\n" for name, a in dns.items()))
-    return path
+    return kubelet_hosts(pod, ip) + "".join(f"{a}\t{name}\n" for name, a in dns.items())
 
 
 def start(
@@ -76,17 +90,15 @@ def start(
     slot = pod.index if slot is None else slot
     ips = list(hosts.addrs)
     ip = ips[slot]
-    hosts_path = hosts_file(job, pod, ip, ips, publish, {ips[i] for i in absent}, tmp, tag)
-    resolv = tmp / "resolv.conf"
-    resolv.write_text(NO_DNS)
+    etc = pod_etc(tmp / f"{tag}-{pod.hostname}.etc", hosts_text(job, pod, ip, ips, publish, {ips[i] for i in absent}))
     report, message = tmp / f"{tag}-{pod.hostname}.json", tmp / f"{tag}-{pod.hostname}.msg"
     argv = [*pod.init["command"], "--timeout", str(timeout), "--output", str(report), "--termination-log", str(message)]
     penv = {"PATH": f"{BIN}:/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8",
             **init_env(pod, ip), **(env or {})}  # fmt: skip
     cmd = ["ip", "netns", "exec", hosts.names[slot], "unshare", "--mount", "--uts", "--",
-           "sh", "-c", SCRIPT, pod.hostname, str(hosts_path), str(resolv), *argv]  # fmt: skip
+           "sh", "-c", SCRIPT, pod.hostname, str(etc), *argv]  # fmt: skip
     proc = subprocess.Popen(cmd, env=penv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return Running(job.workload, pod, proc, report, message, hosts_path, time.monotonic())
+    return Running(job.workload, pod, proc, report, message, etc / "hosts", time.monotonic())
 
 
 def publish_late(running: list[Running], job: Job, ips: list[str], pod: Pod) -> None:

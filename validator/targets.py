@@ -8,14 +8,37 @@ from pathlib import Path
 from validator.errors import UserError
 
 
+def _top_level(expr: str) -> list[str]:
+    """Split on commas outside brackets: ``a[1,3],b`` -> ``a[1,3]``, ``b``."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(expr):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(expr[start:i])
+            start = i + 1
+    parts.append(expr[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
 def expand(expr: str) -> list[str]:
-    """``gpu-[001-004,7],login1`` -> hosts, with ClusterShell's NodeSet (Slurm's grammar)."""
+    """``gpu-[001-004,7],login1`` -> hosts in the order written (as Slurm lists them, which is what
+    SLURM_NODEID indexes), each range expanded by ClusterShell's NodeSet (Slurm's grammar). NodeSet
+    alone would sort, putting ``node7`` before ``node001``."""
     from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 
+    out: list[str] = []
     try:
-        return list(NodeSet(expr))
+        for element in _top_level(expr):
+            head, bracket, rest = element.partition("[")
+            body, closing, tail = rest.partition("]")
+            if bracket and closing and "[" not in tail:  # one bracket: expand its ranges in order
+                for piece in body.split(","):
+                    out += list(NodeSet(f"{head}[{piece}]{tail}"))
+            else:
+                out += list(NodeSet(element))
     except (NodeSetParseError, ValueError) as e:
         raise UserError(f"bad hostlist {expr!r}: {e}") from None
+    return list(dict.fromkeys(out))
 
 
 def expand_targets(exprs: Iterable[str]) -> list[str]:

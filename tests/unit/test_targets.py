@@ -25,13 +25,12 @@ def test_expand(expr: str, hosts: set[str]) -> None:
     assert set(got) == hosts and len(got) == len(hosts)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="ClusterShell sorts node7 before node001 (shorter first); Slurm keeps list order"
-)
 def test_expand_keeps_slurm_order_for_mixed_widths() -> None:
     """SLURM_NODEID indexes the nodelist in Slurm's order; a wrong order names the wrong host for a
-    missing node rank (RNK002/RNK007). Known gap in validator/targets.py."""
+    missing node rank (RNK002/RNK007)."""
     assert expand("node[001-004,7]") == ["node001", "node002", "node003", "node004", "node7"]
+    assert expand("n[3,1-2],a1") == ["n3", "n1", "n2", "a1"]
+    assert expand("a[1-2]b[3-4]") == ["a1b3", "a1b4", "a2b3", "a2b4"]
 
 
 @pytest.mark.parametrize("bad", ["node[4-1]", "node[1-2", "node[a-b]"])

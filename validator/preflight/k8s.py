@@ -4,9 +4,10 @@ why the master's name does not resolve, and the one-line summary for the termina
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from validator.facts.k8s import POD_LAUNCHERS
-from validator.model import Facts, Report
+from validator.model import Facts
 
 TERMINATION_LOG = "/dev/termination-log"
 SUMMARY_MAX = 1024  # the kubelet keeps at most 4096 bytes of a termination message
@@ -48,17 +49,18 @@ def unresolved_hint(host: str, facts: Facts) -> str:
     )
 
 
-def summary(report: Report, code: int, text: str) -> str:
-    """One line: the verdict, then the most severe findings and the missing participants."""
+def summary(report: dict[str, Any], code: int, text: str) -> str:
+    """One line: the verdict, then the most severe findings and the missing participants.
+    ``report`` is the JSON report (what every participant receives)."""
     verdict = text.rstrip("\n").rsplit("\n", 1)[-1].strip() or f"preflight exit {code}"
     parts = [verdict]
-    parts += [f"{f.code} {f.message}" for f in report.findings[:3]]
-    parts += [f"{o.target} {o.status}: {o.detail}" for o in report.outcomes[:2]]
+    parts += [f"{f['code']} {f['message']}" for f in report.get("findings", [])[:3]]
+    parts += [f"{o['target']} {o['status']}: {o['detail']}" for o in report.get("outcomes", [])[:2]]
     line = " | ".join(" ".join(p.split()) for p in parts)
     return line if len(line) <= SUMMARY_MAX else line[: SUMMARY_MAX - 3] + "..."
 
 
-def write_termination_log(path: str, report: Report, code: int, text: str) -> None:
+def write_termination_log(path: str, report: dict[str, Any], code: int, text: str) -> None:
     """`kubectl describe pod` shows this as the init container's Message. A failure to write it
     never changes the verdict."""
     try:

@@ -180,7 +180,7 @@ def coordinate(
         report.findings = sorted(report.findings + extra,
                                  key=lambda f: (-f.severity, f.code))  # fmt: skip
         exit_code = report.exit_code(opts.fail_on, opts.allow_incomplete)
-        verdict = {"type": "verdict", "exit_code": exit_code, "report": report.to_json(),
+        verdict = {"type": "verdict", "exit_code": exit_code, "report": report.to_json(), "named": culprits(report),
                    "text": render(report, exit_code, len(gathered.arrivals), p, gathered.seconds)}  # fmt: skip
         await c.deliver(wire.encode(verdict))
         return report, exit_code
@@ -225,25 +225,44 @@ def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, ex
     return report
 
 
-def emit(opts: Options, report: Report, text: str, show_full: bool) -> None:
+NAMED_HOSTS_MAX = 256  # beyond this many culprit hosts, only the coordinator prints the whole report
+
+
+def culprits(report: Report) -> dict[str, Any]:
+    """Who the findings name, for each participant to decide whether to print the whole report
+    without parsing it (expanding hostlists costs start-up time on every rank)."""
+    from validator.targets import fold_ranks
+
+    hosts = sorted({h for f in report.findings for h in f.hosts})
+    return {"ranks": fold_ranks(r for f in report.findings for r in f.ranks),
+            "hosts": hosts if len(hosts) <= NAMED_HOSTS_MAX else None}  # fmt: skip
+
+
+def named(verdict: dict[str, Any], facts: Facts) -> bool:
+    from validator.targets import expand_ranks
+
+    who = verdict.get("named") or {}
+    rank = facts["launch"]["rank"]
+    return facts["host"] in (who.get("hosts") or []) or (
+        rank is not None and rank in expand_ranks(who.get("ranks") or "")
+    )
+
+
+def emit(opts: Options, doc: dict[str, Any], text: str, show_full: bool) -> None:
+    """The report: JSON to --output and (--format json) stdout; the table or the verdict line to stderr."""
     if opts.output:
         try:
             with open(opts.output, "w") as f:
-                json.dump(report.to_json(), f, indent=2)
+                json.dump(doc, f, indent=2)
         except OSError as e:
             print(f"validator: cannot write {opts.output}: {e.strerror}", file=sys.stderr)
     if opts.fmt == "json":
-        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     if opts.quiet:
         show_full = False
     sys.stderr.write(text if show_full else text.rstrip("\n").rsplit("\n", 1)[-1] + "\n")
     sys.stdout.flush()
     sys.stderr.flush()
-
-
-def named(report: Report, facts: Facts) -> bool:
-    rank = facts["launch"]["rank"]
-    return any(facts["host"] in f.hosts or (rank is not None and rank in f.ranks) for f in report.findings)
 
 
 def execute(opts: Options) -> int:
@@ -271,24 +290,22 @@ def rendezvous(
             if e.errno != errno.EADDRINUSE:
                 report = local_report(opts, facts, p, None, [finding(
                     "PRE007", f"cannot listen on port {p.port}: {e.strerror}", [facts["host"]], actual=str(e.strerror))])  # fmt: skip
-                return finish(opts, report, report.exit_code(opts.fail_on), True)
+                return finish_local(opts, report)
             # Maybe the holder is this job's coordinator (a second rank 0): join it, and only if
             # something else answers there, report the port as busy with its owner.
         else:
             report, code = coordinate(opts, p, facts, sock, profile, listen)
             text = render(report, code, report.participants, p, time.monotonic() - t0)
-            return finish(opts, report, code, True, text, smoke_for(opts, p, facts))
+            return finish(opts, report.to_json(), code, True, text, smoke_for(opts, p, facts))
     secret = wire.load_secret(opts.secret_file)
     result = participate(facts, p.host, p.port, p.job_id, secret, opts.timeout, listen)
     if result.verdict is not None:
-        report = Report.from_json(result.verdict["report"])
-        code = int(result.verdict["exit_code"])
-        full = opts.verbose or named(report, facts)
-        return finish(opts, report, code, full, str(result.verdict["text"]), smoke_for(opts, p, facts))
+        v = result.verdict
+        full = opts.verbose or named(v, facts)
+        return finish(opts, v["report"], int(v["exit_code"]), full, str(v["text"]), smoke_for(opts, p, facts))
     if result.attempts.foreign and is_candidate(facts, p):
         facts = mark_busy(facts, p.port)
-    report = local_report(opts, facts, p, result, [])
-    return finish(opts, report, report.exit_code(opts.fail_on), True)
+    return finish_local(opts, local_report(opts, facts, p, result, []))
 
 
 def smoke_for(opts: Options, p: Plan, facts: Facts) -> Callable[[], str | None] | None:
@@ -309,22 +326,27 @@ def mark_busy(facts: Facts, port: int) -> Facts:
     return facts
 
 
+def finish_local(opts: Options, report: Report) -> int:
+    """A participant without a verdict: its own report, always printed in full."""
+    from validator.report.text import render_table
+
+    code = report.exit_code(opts.fail_on)
+    state = "PASSED" if code == 0 else f"FAILED (exit {code})"
+    text = render_table(report, verdict=f"preflight {state} (no verdict from the coordinator)")
+    return finish(opts, report.to_json(), code, True, text)
+
+
 def finish(
     opts: Options,
-    report: Report,
+    doc: dict[str, Any],
     code: int,
     full: bool,
-    text: str | None = None,
+    text: str,
     smoke_test: Callable[[], str | None] | None = None,
 ) -> int:
-    if text is None:
-        state = "PASSED" if code == 0 else f"FAILED (exit {code})"
-        from validator.report.text import render_table
-
-        text = render_table(report, verdict=f"preflight {state} (no verdict from the coordinator)")
-    emit(opts, report, text, full)
+    emit(opts, doc, text, full)
     if opts.termination_log:
-        k8s.write_termination_log(opts.termination_log, report, code, text)
+        k8s.write_termination_log(opts.termination_log, doc, code, text)
     if code == 0 and smoke_test is not None:
         err = smoke_test()
         if err:

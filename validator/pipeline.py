@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
 from validator.agent import probe as agent
@@ -37,7 +36,8 @@ def read_documents(path: str) -> Iterator[tuple[str, Any]]:
     line of JSON Lines is yielded as a ``UserError`` in place of its document, so the lines after
     it are still read."""
     try:
-        text = Path(path).read_text()
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
     except OSError as e:
         raise UserError(f"cannot read: {e.strerror}", path) from None
     except UnicodeDecodeError:
@@ -442,6 +442,7 @@ def render_scan(result: ScanResult, fmt: str, **options: Any) -> str:
 def write_drain_list(result: ScanResult, path: str) -> None:
     """One host per line (for `scontrol update nodename=... state=drain`); empty when none."""
     try:
-        Path(path).write_text("".join(f"{h}\n" for h in result.drain))
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("".join(f"{h}\n" for h in result.drain))
     except OSError as e:
         raise UserError(f"cannot write the drain list: {e.strerror}", path) from None

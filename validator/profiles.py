@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from validator.errors import UserError
@@ -143,12 +143,13 @@ def _validate(path: str, node: Any, schema: dict[str, Any], prefix: str = "") ->
     return out
 
 
-def load_profile(path: str | Path) -> Profile:
+def load_profile(path: str | os.PathLike[str]) -> Profile:
     import yaml
 
     p = str(path)
     try:
-        text = Path(p).read_text()
+        with open(p, encoding="utf-8") as f:
+            text = f.read()
     except OSError as e:
         raise UserError(f"cannot read profile: {e.strerror}", p) from None
     try:
@@ -162,7 +163,7 @@ def load_profile(path: str | Path) -> Profile:
     data = _validate(p, node, SCHEMA)
     return Profile(
         path=p,
-        name=data.get("name", Path(p).stem),
+        name=data.get("name", os.path.splitext(os.path.basename(p))[0]),
         description=data.get("description", ""),
         launcher=data.get("launcher"),
         nodes=data.get("nodes"),

@@ -8,7 +8,6 @@ them into findings with ranks and hosts.
 
 from __future__ import annotations
 
-import inspect
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +48,8 @@ class Check:
 
     @property
     def doc(self) -> dict[str, str]:
+        import inspect  # only for docs and `explain`: keeps it off every rank's start-up
+
         parts = [p.strip().replace("\n", " ") for p in inspect.cleandoc(self.fn.__doc__ or "").split("\n\n")]
         parts = [" ".join(p.split()) for p in parts] + ["", "", ""]
         return {"what": parts[0], "why": parts[1], "fix": parts[2]}

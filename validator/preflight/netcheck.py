@@ -13,7 +13,6 @@ import time
 from typing import Any
 
 from validator.model import Facts, Finding
-from validator.preflight.findings import finding
 
 CONNECT_TIMEOUT_S = 3.0
 
@@ -115,6 +114,8 @@ def plan_ring(nodes: list[tuple[Any, str, list[Any] | None]]) -> dict[Any, list[
 
 def findings(results: dict[Any, tuple[str, list[Any] | None, list[dict[str, Any]]]]) -> list[Finding]:
     """results: id -> (host, our listen, probe results). PRE005 for each failed pair."""
+    from validator.preflight.findings import finding  # the check registry: coordinator only
+
     out = []
     for _, (host, listen, rows) in results.items():
         src = f"{host} ({listen[2]} {listen[0]})" if listen else host

@@ -22,7 +22,6 @@ from validator.errors import UserError
 from validator.model import Facts, Finding, Outcome, Report, Severity
 from validator.preflight import k8s, netcheck
 from validator.preflight import protocol as wire
-from validator.preflight.findings import finding
 from validator.preflight.participant import Result, participate
 from validator.profiles import Profile, load_profile
 
@@ -148,6 +147,7 @@ def codes(opts: Options) -> list[str]:
 
 
 def rejected_findings(rejected: dict[str, list[str]]) -> list[Finding]:
+    from validator.preflight.findings import finding
     from validator.targets import fold_hosts
 
     return [
@@ -203,6 +203,8 @@ def render(report: Report, exit_code: int, arrived: int, p: Plan, seconds: float
 
 def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, extra: list[Finding]) -> Report:
     """What a participant reports on its own: its local findings plus why it has no verdict."""
+    from validator.preflight.findings import finding
+
     findings = list(extra)
     host = facts["host"]
     ranks = [r] if isinstance(r := facts["launch"]["rank"], int) else []
@@ -288,6 +290,8 @@ def rendezvous(
             sock = coord.bind(p.port)
         except OSError as e:
             if e.errno != errno.EADDRINUSE:
+                from validator.preflight.findings import finding
+
                 report = local_report(opts, facts, p, None, [finding(
                     "PRE007", f"cannot listen on port {p.port}: {e.strerror}", [facts["host"]], actual=str(e.strerror))])  # fmt: skip
                 return finish_local(opts, report)

@@ -39,73 +39,82 @@ def _bad(want: str, got: Any) -> SchemaError:
     return SchemaError(f"expected {want}, got {type(got).__name__} {shown[:37] + '...' if len(shown) > 40 else shown}")
 
 
-def _leaf(tp: Any, nullable: bool) -> Validator:
+# Leaves are checked inline by exact class (JSON gives exact types; bool is not an int here).
+LeafSpec = tuple[frozenset[type], str]
+
+
+def _leaf(tp: Any, nullable: bool) -> LeafSpec:
     ok, want = LEAVES[tp]
-    strict_int = tp is int or tp is float  # bool is an int subclass: refuse it for numbers
-
-    def leaf(v: Any) -> None:
-        if v is None and nullable:
-            return
-        if not isinstance(v, ok) or (strict_int and isinstance(v, bool)):
-            raise _bad(want, v)
-
-    return leaf
+    classes = set(ok) | ({type(None)} if nullable else set())
+    return frozenset(classes), want
 
 
-def _compile(tp: Any, nullable: bool = False) -> Validator:
+def _spec(tp: Any, nullable: bool = False) -> LeafSpec | Validator:
+    """A leaf spec (checked inline by the container) or a validator function."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         inner = [o for o in typing.get_args(tp) if o is not type(None)]
         if len(inner) != 1:
             raise TypeError(f"unsupported union {tp}")
-        return _compile(inner[0], nullable=True)
+        return _spec(inner[0], nullable=True)
     if tp in LEAVES:
         return _leaf(tp, nullable)
-    if origin is list:
-        check_item = _compile(typing.get_args(tp)[0])
+    return _container(tp, nullable)
 
-        def list_of(v: Any) -> None:
+
+def _check_one(spec: LeafSpec | Validator, x: Any, where: str) -> None:
+    if isinstance(spec, tuple):
+        if x.__class__ not in spec[0]:
+            raise _bad(spec[1], x).under(where)
+        return
+    try:
+        spec(x)
+    except SchemaError as e:
+        raise e.under(where) from None
+
+
+def _container(tp: Any, nullable: bool) -> Validator:
+    origin = typing.get_origin(tp)
+    if origin is list or origin is dict:
+        item = _spec(typing.get_args(tp)[-1])
+        kind, want = (list, "a list") if origin is list else (dict, "an object")
+
+        def container(v: Any) -> None:
             if v is None and nullable:
                 return
-            if type(v) is not list:
-                raise _bad("a list", v)
-            for i, x in enumerate(v):
-                try:
-                    check_item(x)
-                except SchemaError as e:
-                    raise e.under(f"[{i}]") from None
+            if v.__class__ is not kind:
+                raise _bad(want, v)
+            values = v if isinstance(v, list) else v.values()
+            if isinstance(item, tuple) and all(x.__class__ in item[0] for x in values):
+                return  # the common case: every item fine, checked in one pass
+            pairs = (
+                ((f"[{i}]", x) for i, x in enumerate(v)) if isinstance(v, list) else ((str(k), x) for k, x in v.items())
+            )
+            for where, x in pairs:
+                _check_one(item, x, where)
 
-        return list_of
-    if origin is dict:
-        check_val = _compile(typing.get_args(tp)[1])
-
-        def dict_of(v: Any) -> None:
-            if v is None and nullable:
-                return
-            if type(v) is not dict:
-                raise _bad("an object", v)
-            for k, x in v.items():
-                try:
-                    check_val(x)
-                except SchemaError as e:
-                    raise e.under(str(k)) from None
-
-        return dict_of
+        return container
     if typing.is_typeddict(tp):
-        fields = [(name, _compile(t)) for name, t in typing.get_type_hints(tp).items()]
+        fields = [(name, _spec(t)) for name, t in typing.get_type_hints(tp).items()]
 
         def record(v: Any) -> None:
             if v is None and nullable:
                 return
-            if type(v) is not dict:
+            if v.__class__ is not dict:
                 raise _bad("an object", v)
-            for name, check_field in fields:
-                if name not in v:
-                    raise SchemaError("missing field", path=(name,))
+            for name, spec in fields:
                 try:
-                    check_field(v[name])
-                except SchemaError as e:
-                    raise e.under(name) from None
+                    x = v[name]
+                except KeyError:
+                    raise SchemaError("missing field", path=(name,)) from None
+                if isinstance(spec, tuple):
+                    if x.__class__ not in spec[0]:
+                        raise _bad(spec[1], x).under(name)
+                else:
+                    try:
+                        spec(x)
+                    except SchemaError as e:
+                        raise e.under(name) from None
 
         return record
     raise TypeError(f"unsupported type in facts schema: {tp}")
@@ -113,7 +122,7 @@ def _compile(tp: Any, nullable: bool = False) -> Validator:
 
 @cache
 def _facts_validator() -> Validator:
-    return _compile(model.Facts)
+    return _container(model.Facts, nullable=False)
 
 
 def _dotted(path: tuple[str, ...]) -> str:

@@ -45,6 +45,37 @@ class Gathered:
     complete: bool = False
 
 
+def deadline(seconds: float) -> Any:
+    """A timeout for a block without a task per use: asyncio.timeout (3.11+), else a shim that
+    cancels the current task (3.10)."""
+    timeout = getattr(asyncio, "timeout", None)
+    if timeout is not None:
+        return timeout(seconds)
+    return _Timeout(seconds)
+
+
+class _Timeout:
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+
+    async def __aenter__(self) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+
+        def expire() -> None:
+            self.expired = True
+            task.cancel()
+
+        self.handle = asyncio.get_running_loop().call_later(self.seconds, expire)
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        self.handle.cancel()
+        if self.expired and exc_type is asyncio.CancelledError:
+            raise asyncio.TimeoutError
+        return False
+
+
 @contextlib.contextmanager
 def paused_gc() -> Iterator[None]:
     """No cyclic GC while the coordinator works: with 12,500 facts documents alive, each
@@ -179,7 +210,8 @@ class Coordinator:
             writer.write(wire.encode({"type": "hello", "proto": wire.PROTO, "job_id": self.job_id, "nonce": nonce,
                                       "deadline_in": self.remaining()}))  # fmt: skip
             # one timer per connection (not per read): slow or silent clients end at the deadline
-            arrival = await asyncio.wait_for(self._receive(reader, writer, nonce, peer), self.remaining())
+            async with deadline(self.remaining()):
+                arrival = await self._receive(reader, writer, nonce, peer)
             if arrival is None:
                 return
             if self.net_check:
@@ -189,7 +221,7 @@ class Coordinator:
             writer.write(verdict)
             await writer.drain()
             with contextlib.suppress(asyncio.TimeoutError, OSError, asyncio.IncompleteReadError):
-                await asyncio.wait_for(reader.read(), CLOSE_WAIT_S)  # the client closes first
+                await reader.read()  # the client closes first; deliver() bounds how long we wait
         except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, OSError):
             pass  # a slow, half-open or vanished client: its facts (if any) still count
         except wire.ProtocolError as e:

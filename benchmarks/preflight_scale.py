@@ -123,8 +123,10 @@ def run_validator(n: int) -> dict[str, Any]:
 
     async def serve() -> int:
         c = coord.Coordinator(own, set(range(n + 1)), key("node"), "bench", None, timeout=300)  # type: ignore[arg-type]
+        cpu0 = time.process_time()
         gathered, _ = await c.gather(sock)
         phases["gather_done_s"] = time.time() - t0
+        phases["gather_cpu_s"] = time.process_time() - cpu0
         report = pipeline.check([a.facts for a in gathered.arrivals], None, context="preflight")
         from validator.report.text import render_table
 
@@ -224,8 +226,8 @@ def main(argv: list[str]) -> None:
         print(f"{n:>6} {v.get('seconds', v.get('error'))!s:>12} {t.get('seconds', t.get('error'))!s:>11} {ratio:>6.2f} "
               f"{v.get('coordinator_peak_rss_mib', '-')!s:>14} {t.get('master_peak_rss_mib', '-')!s:>14}", flush=True)  # fmt: skip
         if "gather_done_s" in v:
-            print(f"        validator: all facts in at {v['gather_done_s']} s, checks+report {v['checks_s']} s, "
-                  f"facts {v['facts_bytes']} B/node", flush=True)  # fmt: skip
+            print(f"        validator: all facts in at {v['gather_done_s']} s (coordinator CPU {v['gather_cpu_s']} s), "
+                  f"checks+report {v['checks_s']} s, facts {v['facts_bytes']} B/node", flush=True)  # fmt: skip
         if "arrived" in v and v["arrived"] != n + 1:
             print(f"  validator: only {v['arrived']} of {n + 1} participants arrived", flush=True)
 

@@ -29,71 +29,25 @@ AGENT_SCHEMA = 1
 VERSION = "0.1.0"
 
 ALLOW_PREFIXES = (
-    "NCCL_",
-    "TORCH_",
-    "TORCHELASTIC_",
-    "PET_",
-    "GLOO_",
-    "CUDA_",
-    "NVIDIA_",
-    "SLURM_",
-    "OMPI_",
-    "PMI_",
-    "PMIX_",
-    "MPI_",
-    "LWS_",
-    "MASTER_",
-    "ROLE_",
-    "GROUP_",
-    "DLTS_",
-    "UCX_",
-    "FI_",
-    "JOBSET_",
-    "KUBEFLOW_",
-    "VALIDATOR_",
-    "DEEPSPEED_",
-    "DS_",
-)
+    "NCCL_", "TORCH_", "TORCHELASTIC_", "PET_", "GLOO_", "CUDA_", "NVIDIA_", "SLURM_", "OMPI_", "PMI_",
+    "PMIX_", "MPI_", "LWS_", "MASTER_", "ROLE_", "GROUP_", "DLTS_", "UCX_", "FI_", "JOBSET_", "KUBEFLOW_",
+    "VALIDATOR_", "DEEPSPEED_", "DS_"
+)  # fmt: skip
 ALLOW_NAMES = {
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "NODE_RANK",
-    "NNODES",
-    "SLURMD_NODENAME",
-    "JOB_COMPLETION_INDEX",
-    "POD_NAME",
-    "POD_NAMESPACE",
-    "POD_IP",
-    "HOSTNAME",
-    "CROSS_RANK",
-    "CROSS_SIZE",
-    "LOCAL_SIZE",
-    "OMP_NUM_THREADS",
-    "USE_LIBUV",
-    "LD_LIBRARY_PATH",
-    "KUBERNETES_SERVICE_HOST",
-    "KUBERNETES_SERVICE_PORT",
-    "PYTHONPATH",
-}
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "NNODES", "SLURMD_NODENAME",
+    "JOB_COMPLETION_INDEX", "POD_NAME", "POD_NAMESPACE", "POD_IP", "HOSTNAME", "CROSS_RANK", "CROSS_SIZE",
+    "LOCAL_SIZE", "OMP_NUM_THREADS", "USE_LIBUV", "LD_LIBRARY_PATH", "KUBERNETES_SERVICE_HOST",
+    "KUBERNETES_SERVICE_PORT", "PYTHONPATH"
+}  # fmt: skip
 SECRET = re.compile(r"TOKEN|SECRET|PASS(WORD|WD)?|KEY|CREDENTIAL|AUTH|PRIVATE|COOKIE", re.I)
 MASTER_ENV = ("MASTER_ADDR", "PET_MASTER_ADDR", "LWS_LEADER_ADDRESS")
 MASTER_OPTS = ("--master-addr", "--master_addr", "--rdzv-endpoint", "--rdzv_endpoint")
 PORT_ENV = ("MASTER_PORT", "PET_MASTER_PORT")
 PORT_OPTS = ("--master-port", "--master_port")
 RANK0_ENV = (
-    "RANK",
-    "NODE_RANK",
-    "GROUP_RANK",
-    "PET_NODE_RANK",
-    "SLURM_NODEID",
-    "SLURM_PROCID",
-    "JOB_COMPLETION_INDEX",
-    "LWS_WORKER_INDEX",
-    "OMPI_COMM_WORLD_RANK",
-    "PMI_RANK",
-)
+    "RANK", "NODE_RANK", "GROUP_RANK", "PET_NODE_RANK", "SLURM_NODEID", "SLURM_PROCID", "JOB_COMPLETION_INDEX",
+    "LWS_WORKER_INDEX", "OMPI_COMM_WORLD_RANK", "PMI_RANK"
+)  # fmt: skip
 NODE_RANK_OPTS = ("--node-rank", "--node_rank")
 RESOLVE_TIMEOUT_S = 2.0
 

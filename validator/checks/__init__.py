@@ -99,18 +99,8 @@ def select(codes: Iterable[str], select: list[str], ignore: list[str], known: It
 def to_finding(job: Job, chk: Check, hit: Hit) -> Finding:
     ranks = hit.ranks if hit.ranks is not None else sorted({r for i in hit.members if (r := job.rank(i)) is not None})
     hosts = hit.hosts if hit.hosts is not None else list(dict.fromkeys(job.host(i) for i in hit.members))
-    return Finding(
-        code=chk.code,
-        severity=hit.severity or chk.severity,
-        title=chk.title,
-        message=hit.message,
-        ranks=ranks,
-        hosts=hosts,
-        expected=hit.expected,
-        actual=hit.actual,
-        fix=hit.fix,
-        verify=hit.verify,
-    )
+    return chk.finding(hit.message, ranks=ranks, hosts=hosts, expected=hit.expected, actual=hit.actual, fix=hit.fix,
+                       verify=hit.verify, severity=hit.severity)  # fmt: skip
 
 
 def run_checks(

@@ -16,7 +16,7 @@ from itertools import compress, repeat
 from operator import eq, itemgetter
 from typing import Any, TypeVar, cast
 
-from validator.model import Facts, Severity
+from validator.model import Facts, Finding, Severity
 from validator.profiles import Profile
 
 T = TypeVar("T", bound=Hashable)
@@ -45,6 +45,22 @@ class Check:
     severity: Severity
     title: str
     fn: CheckFn
+
+    def finding(
+        self,
+        message: str,
+        *,
+        ranks: Iterable[int] = (),
+        hosts: Iterable[str] = (),
+        expected: str | None = None,
+        actual: str | None = None,
+        fix: str = "",
+        verify: str = "",
+        severity: Severity | None = None,
+    ) -> Finding:
+        """A finding of this code: its title and severity, culprits, expected vs actual, fix, verify."""
+        return Finding(self.code, severity or self.severity, self.title, message, list(ranks), list(hosts),
+                       expected, actual, fix, verify)  # fmt: skip
 
     @property
     def doc(self) -> dict[str, str]:

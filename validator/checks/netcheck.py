@@ -63,17 +63,7 @@ CODES: dict[str, Check] = {c.code: c for c in (unreachable_pair, cannot_listen, 
 
 
 def _finding(chk: Check, message: str, hosts: list[str], expected: str, actual: str, fix: str) -> Finding:
-    return Finding(
-        code=chk.code,
-        severity=chk.severity,
-        title=chk.title,
-        message=message,
-        hosts=hosts,
-        expected=expected,
-        actual=actual,
-        fix=fix,
-        verify=VERIFY,
-    )
+    return chk.finding(message, hosts=hosts, expected=expected, actual=actual, fix=fix, verify=VERIFY)
 
 
 def findings(

@@ -11,20 +11,9 @@ from validator.targets import fold_hosts, fold_ranks
 
 
 def _finding(c: Cause, severity: Severity | None = None) -> Finding:
-    chk = CODES[c.code]
     sure = f" [confidence {c.confidence}: {c.reason}]"
-    return Finding(
-        code=c.code,
-        severity=severity or chk.severity,
-        title=chk.title,
-        message=c.summary + sure,
-        ranks=list(c.culprits),
-        hosts=list(c.hosts),
-        expected=c.expected,
-        actual=c.actual,
-        fix=FIX[c.code],
-        verify=VERIFY[c.code],
-    )
+    return CODES[c.code].finding(c.summary + sure, ranks=c.culprits, hosts=c.hosts, expected=c.expected,
+                                 actual=c.actual, fix=FIX[c.code], verify=VERIFY[c.code], severity=severity)  # fmt: skip
 
 
 def to_report(
@@ -36,24 +25,17 @@ def to_report(
     findings += [_finding(c, Severity.WARNING) for c in diag.others]
     if diag.collateral:
         findings.append(
-            Finding(
-                "DGN020",
-                Severity.INFO,
-                CODES["DGN020"].title,
+            CODES["DGN020"].finding(
                 f"{len(diag.collateral)} rank{'s' if len(diag.collateral) != 1 else ''} failed as a consequence "
                 f"(timeouts, lost peers, teardown)" + (f"; {suppressed} repeated lines folded" if suppressed else ""),
                 ranks=diag.collateral,
+                severity=Severity.INFO,
             )
         )
     if diag.notes:
         findings.append(
-            Finding(
-                "DGN021",
-                Severity.WARNING,
-                CODES["DGN021"].title,
-                "; ".join(diag.notes),
-                fix=FIX["DGN021"],
-                verify=VERIFY["DGN021"],
+            CODES["DGN021"].finding(
+                "; ".join(diag.notes), fix=FIX["DGN021"], verify=VERIFY["DGN021"], severity=Severity.WARNING
             )
         )
     hosts = sorted(set(diag.hosts.values()))

@@ -114,6 +114,5 @@ CODES: dict[str, Check] = {c.code: c for c in (unreachable, foreign, rejected, s
 
 def finding(code: str, message: str, hosts: list[str], ranks: list[int] | None = None, **kw: str | None) -> Finding:
     c = CODES[code]
-    return Finding(code=c.code, severity=c.severity, title=c.title, message=message, hosts=hosts,
-                   ranks=ranks or [], expected=kw.get("expected"), actual=kw.get("actual"),
-                   fix=kw.get("fix") or c.doc["fix"], verify=kw.get("verify") or "")  # fmt: skip
+    return c.finding(message, ranks=ranks or [], hosts=hosts, expected=kw.get("expected"), actual=kw.get("actual"),
+                     fix=kw.get("fix") or c.doc["fix"], verify=kw.get("verify") or "")  # fmt: skip

@@ -36,11 +36,14 @@ def kubeflow_plain_python(job: Job) -> Iterator[Hit]:
     nprocPerNode to 1 when each pod runs one process.
     """
     groups: dict[tuple[str, int, str, str], list[int]] = {}
-    for i, f in enumerate(job.facts):
-        env, cmd = f["env"], f["launch"]["command"]
+    for i, lf in enumerate(job.launches):
+        cmd = lf["command"]
+        if cmd is None or cmd["tool"] != "python":
+            continue  # no command, or torchrun / python -m torch.distributed.run, which re-derive both
+        env = job.facts[i]["env"]
         nproc = _int(env.get("PET_NPROC_PER_NODE"))
-        if cmd is None or cmd["tool"] != "python" or nproc is None or nproc <= 1:
-            continue  # torchrun (or python -m torch.distributed.run) re-derives both: correct
+        if nproc is None or nproc <= 1:
+            continue
         if "RANK" in env and "WORLD_SIZE" in env and "TORCHELASTIC_RUN_ID" not in env:  # v1's, not torchrun's
             key = (env["WORLD_SIZE"], nproc, " ".join(cmd["argv"][:3]), cmd["script"] or "train.py")
             groups.setdefault(key, []).append(i)
@@ -58,9 +61,10 @@ def kubeflow_plain_python(job: Job) -> Iterator[Hit]:
 
 
 def _env_counted(job: Job) -> list[int]:
-    """Participants whose node count comes from the environment (a wrapped torchrun's --nnodes
-    is RNK009's business)."""
-    return [i for i, lf in enumerate(job.launches) if lf["sources"].get("nnodes", "").startswith("env:")]
+    """Nodes (one participant each) whose node count comes from the environment (a wrapped
+    torchrun's --nnodes is RNK009's business)."""
+    launches = job.launches
+    return [i for i in job.node_reps if launches[i]["sources"].get("nnodes", "").startswith("env:")]
 
 
 @check("RNK010", Severity.ERROR, "Node count differs across nodes")
@@ -78,10 +82,11 @@ def node_count(job: Job) -> Iterator[Hit]:
     """
     launches = job.launches
     expected, groups = job.majority(_env_counted(job), lambda i: launches[i]["nnodes"])
-    for value, who in outliers(groups, expected):
-        src = launches[who[0]]["sources"]["nnodes"].removeprefix("env:")
+    for value, reps in outliers(groups, expected):
+        src = launches[reps[0]]["sources"]["nnodes"].removeprefix("env:")
+        who = [m for i in reps for m in job.node_of(i)]
         yield Hit(
-            f"{src}={value} on {job.who(who)} where the rest of the job has {expected} ({describe(job, groups)})",
+            f"{src}={value} on {job.who(who)} where the rest of the job has {expected} ({describe(job, groups, by_host=True)})",
             who,
             expected=str(expected),
             actual=str(value),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from validator.checks.base import Hit, Job, check, describe, outliers
+from validator.checks.base import Hit, Job, check, describe, majority_of, outliers
 from validator.model import Severity
 
 DERIVING_LAUNCHERS = ("slurm", "mpi", "mpich")
@@ -59,13 +59,13 @@ def master_addr(job: Job) -> Iterator[Hit]:
     members = [i for i, lf in enumerate(launches) if lf["master_addr"] and i not in skip]
     # a rank that could not resolve the name is RDZ005's; here it counts as pointing where that
     # name resolves for its peers
+    names = [launches[i]["master_addr"] for i in members]
     resolved: dict[str, str] = {}
-    for i in members:
-        if (first := firsts[i]) and launches[i]["master_addr"] not in resolved:
-            resolved[launches[i]["master_addr"]] = first
-    expected, groups = job.majority(
-        members, lambda i: firsts[i] or resolved.get(launches[i]["master_addr"], launches[i]["master_addr"])
-    )
+    for i, name in zip(members, names, strict=True):
+        if name not in resolved and (first := firsts[i]):
+            resolved[name] = first
+    keys = [firsts[i] or resolved.get(name, name) for i, name in zip(members, names, strict=True)]
+    expected, groups = majority_of(members, keys, job.is_reference)
     for value, who in outliers(groups, expected):
         names = sorted({job.launch(i)["master_addr"] for i in who})
         yield Hit(

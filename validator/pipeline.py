@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from validator.agent import probe as agent
@@ -15,7 +16,7 @@ from validator.errors import UserError
 from validator.facts import load_facts, parse
 from validator.facts.command import parse_command
 from validator.facts.launch import parse_launch
-from validator.model import Facts, Finding, Outcome, Report
+from validator.model import Facts, Finding, Outcome, Report, Severity
 from validator.profiles import Profile, load_profile
 
 # validator.checks is imported where it is used: preflight participants only probe and never check.
@@ -152,34 +153,26 @@ def check_files(paths: list[str], profile_path: str | None, codes: list[str]) ->
 # =============================================================================================
 # scan: `validator scan` -- targets -> SSH fan-out or one srun step -> agent -> facts -> checks
 # -> report (+ the optional net check). Everything below belongs to the scan; the functions
-# above are shared and untouched by it.
+# above are shared by every command.
 # =============================================================================================
 
-from collections.abc import Awaitable as _Awaitable  # noqa: E402 (kept inside the scan section)
-from collections.abc import Callable as _Callable  # noqa: E402
-from dataclasses import dataclass as _dataclass  # noqa: E402
-from dataclasses import field as _field  # noqa: E402
 
-from validator.model import Finding as _Finding  # noqa: E402
-from validator.model import Severity as _Severity  # noqa: E402
-
-
-@_dataclass
+@dataclass
 class ScanOptions:
-    targets: list[str] = _field(default_factory=list)  # hostlists and @files
+    targets: list[str] = field(default_factory=list)  # hostlists and @files
     slurm: bool = False  # gather through one srun step of the current allocation
     slurm_nodes: str | None = None  # with --slurm: only these nodes of the allocation
     partition: str | None = None  # targets: every node of this partition (sinfo), over SSH
     profile: str | None = None
     codes: list[str] | None = None
-    fail_on: _Severity | None = _Severity.ERROR  # findings at this level put a node on the drain list
+    fail_on: Severity | None = Severity.ERROR  # findings at this level put a node on the drain list
     fanout: int = 64
     connect_timeout: float = 10.0
     timeout: float = 60.0
     ssh_config: list[str] | None = None  # None: ~/.ssh/config and /etc/ssh/ssh_config
     user: str | None = None
     accept_new_host_keys: bool = False
-    env: dict[str, str] = _field(default_factory=dict)  # the job's settings, as the agent sees them
+    env: dict[str, str] = field(default_factory=dict)  # the job's settings, as the agent sees them
     python: str = "python3"
     net_check: bool = False
     net_timeout: float = 3.0
@@ -187,7 +180,7 @@ class ScanOptions:
     verbose: bool = False  # one stderr line per host
 
 
-@_dataclass
+@dataclass
 class ScanResult:
     report: Report
     drain: list[str]
@@ -196,7 +189,7 @@ class ScanResult:
     interrupted: bool
     elapsed_s: float
     net_check: dict[str, int] | None = None  # nodes listened on, probes made, probes failed
-    warnings: list[str] = _field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def scan_json(self) -> dict[str, Any]:
         return {
@@ -214,9 +207,9 @@ class ScanResult:
         return {**self.report.to_json(), "scan": self.scan_json(), "drain": self.drain}
 
 
-OnResult = _Callable[[str, Any], None]  # a host's raw document or Outcome, as soon as it is known
-Note = _Callable[[str], None]  # a phase line for the progress display
-NetOutcome = tuple["dict[str, int] | None", "list[_Finding]"]
+OnResult = Callable[[str, Any], None]  # a host's raw document or Outcome, as soon as it is known
+Note = Callable[[str], None]  # a phase line for the progress display
+NetOutcome = tuple["dict[str, int] | None", "list[Finding]"]
 
 
 def scan_targets(opts: ScanOptions) -> tuple[list[str], str]:
@@ -251,7 +244,7 @@ def _agent_args() -> list[str]:
 
 async def _scan_ssh(
     opts: ScanOptions, profile: Profile | None, hosts: list[str], on_done: OnResult, note: Note
-) -> tuple[dict[str, int] | None, list[_Finding], list[str]]:
+) -> tuple[dict[str, int] | None, list[Finding], list[str]]:
     """SSH fan-out of the agent, then (optionally) the net check over the same connections.
     Returns (net-check summary, net-check findings, warnings)."""
     from validator.transports import agent_source, bootstrap, remote_command
@@ -286,7 +279,7 @@ async def _scan_ssh(
 
 async def _scan_slurm(
     opts: ScanOptions, profile: Profile | None, hosts: list[str], on_done: OnResult, note: Note
-) -> tuple[dict[str, int] | None, list[_Finding], list[str]]:
+) -> tuple[dict[str, int] | None, list[Finding], list[str]]:
     """One srun step of the agent, then (optionally) the net check as two overlapping steps."""
     from validator.transports import slurm
 
@@ -315,8 +308,8 @@ async def _net_check(
     opts: ScanOptions,
     profile: Profile | None,
     note: Note,
-    listen: _Callable[[dict[str, str], float], _Awaitable[dict[str, dict[str, Any]]]],
-    probe: _Callable[[dict[str, list[list[Any]]]], _Awaitable[dict[str, Any]]],
+    listen: Callable[[dict[str, str], float], Awaitable[dict[str, dict[str, Any]]]],
+    probe: Callable[[dict[str, list[list[Any]]]], Awaitable[dict[str, Any]]],
 ) -> NetOutcome:
     """Listen on every node's chosen address, probe along the ring and from the first node:
     (summary, NET1xx findings). The ring follows the target order (node rank order)."""
@@ -381,7 +374,7 @@ def scan(opts: ScanOptions) -> ScanResult:
     hosts, transport = scan_targets(opts)
     gathered: dict[str, Any] = {}
     net_check: dict[str, int] | None = None
-    net_findings, warnings = list[_Finding](), list[str]()
+    net_findings, warnings = list[Finding](), list[str]()
     interrupted = False
     with Progress(len(hosts), bar=opts.progress, verbose=opts.verbose) as progress:
 

@@ -181,6 +181,15 @@ class Job:
         members = members if isinstance(members, (list, range)) else list(members)
         return majority_of(members, [key(i) for i in members], self.is_reference)
 
+    def by_node(self, key: Callable[[int], T | None]) -> dict[T, list[int]]:
+        """A per-node fact (None: no value) -> every participant of the nodes that have it."""
+        out: dict[T, list[int]] = {}
+        for i in self.node_reps:
+            v = key(i)
+            if v is not None:
+                out.setdefault(v, []).extend(self.node_of(i))
+        return out
+
     def node_majority(self, key: Callable[[int], T | None]) -> tuple[T | None, dict[T, list[int]]]:
         """Majority of a per-node fact over nodes (not ranks); groups hold every participant of
         the nodes with each value. A tie goes to the node that holds rank 0 / node rank 0, even

@@ -50,15 +50,6 @@ def _network(cidr: str) -> str:
     return f"{socket.inet_ntoa(net.to_bytes(4, 'big'))}/{bits}"
 
 
-def _grouped(job: Job, key: object) -> dict[object, list[int]]:
-    out: dict[object, list[int]] = {}
-    for i in job.node_reps:
-        k = key(i)  # type: ignore[operator]
-        if k is not None:
-            out.setdefault(k, []).extend(job.node_of(i))
-    return out
-
-
 @check("NET001", Severity.ERROR, "NCCL_SOCKET_IFNAME matches no interface")
 def nccl_ifname(job: Job) -> Iterator[Hit]:
     """NCCL_SOCKET_IFNAME selects at least one usable interface on every node of a GPU job, by
@@ -72,7 +63,7 @@ def nccl_ifname(job: Job) -> Iterator[Hit]:
     """
     if not job.uses_gpus:
         return
-    for err, members in _grouped(job, lambda i: job.facts[i]["network"]["nccl"]["error"]).items():
+    for err, members in job.by_node(lambda i: job.facts[i]["network"]["nccl"]["error"]).items():
         yield Hit(
             str(err),
             members,
@@ -93,7 +84,7 @@ def gloo_ifname(job: Job) -> Iterator[Hit]:
 
     Name an interface that exists on every node, the same number of names everywhere.
     """
-    for err, members in _grouped(job, lambda i: job.facts[i]["network"]["gloo"]["error"]).items():
+    for err, members in job.by_node(lambda i: job.facts[i]["network"]["gloo"]["error"]).items():
         yield Hit(
             str(err),
             members,

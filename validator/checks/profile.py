@@ -13,15 +13,6 @@ from validator.targets import expand, fold_hosts
 VERIFY = "validator check FACTS... --profile PROFILE --select PRF"
 
 
-def _grouped(job: Job, actual: object) -> dict[object, list[int]]:
-    out: dict[object, list[int]] = {}
-    for i in job.node_reps:
-        v = actual(i)  # type: ignore[operator]
-        if v is not None:
-            out.setdefault(v, []).extend(job.node_of(i))
-    return out
-
-
 @check("PRF001", Severity.ERROR, "Node count differs from the profile")
 def nodes(job: Job) -> Iterator[Hit]:
     """The job has the number of nodes the profile pins (`nodes:`), counting the launch contract
@@ -54,7 +45,7 @@ def ranks_per_node(job: Job) -> Iterator[Hit]:
     """
     p = job.profile
     if p and p.ranks_per_node is not None:
-        for value, members in _grouped(job, lambda i: job.launch(i)["local_world_size"]).items():
+        for value, members in job.by_node(lambda i: job.launch(i)["local_world_size"]).items():
             if value != p.ranks_per_node:
                 yield Hit(
                     f"{value} ranks per node; profile {p.name} expects {p.ranks_per_node}",
@@ -77,7 +68,7 @@ def gpus_per_node(job: Job) -> Iterator[Hit]:
     """
     p = job.profile
     if p and p.gpus_per_node is not None:
-        for value, members in _grouped(job, lambda i: node_gpu_count(job, job.node_of(i))).items():
+        for value, members in job.by_node(lambda i: node_gpu_count(job, job.node_of(i))).items():
             if value != p.gpus_per_node:
                 yield Hit(
                     f"{value} GPUs; profile {p.name} expects {p.gpus_per_node}",
@@ -100,8 +91,7 @@ def gpu_model(job: Job) -> Iterator[Hit]:
     p = job.profile
     if p and p.gpu_model:
         want = p.gpu_model.lower()
-        for value, members in _grouped(
-            job,
+        for value, members in job.by_node(
             lambda i: ", ".join(sorted({d["name"] for d in job.facts[i]["gpus"]["devices"]})) or "no GPU",
         ).items():
             if want not in str(value).lower():
@@ -127,9 +117,7 @@ def interface(job: Job) -> Iterator[Hit]:
     p = job.profile
     if p and p.interface:
         want = p.interface.lstrip("=")
-        for value, members in _grouped(
-            job, lambda i: (job.facts[i]["network"]["nccl"]["ifaces"] or ["none"])[0]
-        ).items():
+        for value, members in job.by_node(lambda i: (job.facts[i]["network"]["nccl"]["ifaces"] or ["none"])[0]).items():
             if not str(value).startswith(want):
                 yield Hit(
                     f"NCCL would use {value}; profile {p.name} expects {p.interface}",
@@ -163,7 +151,7 @@ def versions(job: Job) -> Iterator[Hit]:
     if not p:
         return
     for key in p.versions:
-        for value, members in _grouped(job, lambda i, k=key: _version(job, i, k) or "not installed").items():
+        for value, members in job.by_node(lambda i, k=key: _version(job, i, k) or "not installed").items():  # type: ignore[misc]
             if not p.version_ok(key, None if value == "not installed" else str(value)):
                 yield Hit(
                     f"{key} {value}; profile {p.name} pins {p.versions[key]}",

@@ -11,6 +11,7 @@ by skipping the real parts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -20,6 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -112,21 +114,29 @@ class NetnsHosts:
                 f'hostname {self.names[i]} && exec "$@"', "sh", *cmd]  # fmt: skip
 
 
+H = TypeVar("H", bound=NetnsHosts)
+
+
+@contextlib.contextmanager
+def netns_up(count: int, name: str, prefix: str, subnet: str, cls: type[H]) -> Iterator[H]:
+    """``count`` namespace hosts from tests/harness/netns-hosts-up.sh, removed afterwards."""
+    d = service_dir(name)
+    env = {"NETNS_HARNESS_DIR": str(d), "NETNS_PREFIX": prefix, "NETNS_SUBNET": subnet, "NETNS_USER": "simhost"}
+    try:
+        run_harness("netns-hosts-up.sh", str(count), env=env)
+        names = [f"{prefix}{i}" for i in range(1, count + 1)]
+        yield cls(names, [f"{subnet}.{10 + i}" for i in range(1, count + 1)], d, prefix, subnet)
+    finally:
+        run_harness("netns-hosts-down.sh", env=env)
+
+
 @pytest.fixture(scope="session")
 def netns_hosts() -> Iterator[NetnsHosts]:
     """Four hosts, each a network namespace with its own IP, hostname and sshd, on one bridge
     with no default route (nothing leaves the test subnet)."""
     _root_with("ip", "/usr/sbin/sshd", "unshare")
-    d = service_dir("netns")
-    prefix = f"cv{TAG}h"
-    subnet = f"10.{200 + TAG % 50}.{TAG // 50 % 250}"
-    env = {"NETNS_HARNESS_DIR": str(d), "NETNS_PREFIX": prefix, "NETNS_SUBNET": subnet, "NETNS_USER": "simhost"}
-    try:
-        run_harness("netns-hosts-up.sh", "4", env=env)
-        names = [f"{prefix}{i}" for i in range(1, 5)]
-        yield NetnsHosts(names, [f"{subnet}.{10 + i}" for i in range(1, 5)], d, prefix, subnet)
-    finally:
-        run_harness("netns-hosts-down.sh", env=env)
+    with netns_up(4, "netns", f"cv{TAG}h", f"10.{200 + TAG % 50}.{TAG // 50 % 250}", NetnsHosts) as hosts:
+        yield hosts
 
 
 @dataclass

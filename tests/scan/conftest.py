@@ -25,7 +25,7 @@ from tests.conftest import (
     NetnsHosts,
     Sshd,
     free_port,
-    run_harness,
+    netns_up,
     service_dir,
     unavailable,
 )
@@ -182,14 +182,9 @@ def odd_hosts(sshd_loopback: Sshd) -> Iterator[OddHosts]:
     (reachable only through a jump host)."""
     if shutil.which("ip") is None:
         unavailable("iproute2 not installed")
-    d = service_dir("scan-netns")
-    prefix = f"cs{TAG}h"
-    subnet = f"10.{150 + TAG % 50}.{TAG // 50 % 250}"
-    env = {"NETNS_HARNESS_DIR": str(d), "NETNS_PREFIX": prefix, "NETNS_SUBNET": subnet, "NETNS_USER": "simhost"}
-    try:
-        run_harness("netns-hosts-up.sh", "7", env=env)
-        names = [f"{prefix}{i}" for i in range(1, 8)]
-        hosts = OddHosts(names, [f"{subnet}.{10 + i}" for i in range(1, 8)], d, prefix, subnet)
+    prefix, subnet = f"cs{TAG}h", f"10.{150 + TAG % 50}.{TAG // 50 % 250}"
+    with netns_up(7, "scan-netns", prefix, subnet, OddHosts) as hosts:
+        names, d = hosts.names, hosts.dir
         hosts.bridge_ip = f"{subnet}.1"
         ns = names[ODD_IFNAME]
         _ip("-n", ns, "link", "set", "eth0", "down")
@@ -217,8 +212,6 @@ def odd_hosts(sshd_loopback: Sshd) -> Iterator[OddHosts]:
             + (d / "ssh_config").read_text()
         )
         yield hosts
-    finally:
-        run_harness("netns-hosts-down.sh", env=env)
 
 
 # ----------------------------------------------------------------------------- running the CLI

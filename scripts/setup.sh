@@ -28,5 +28,5 @@ if [ "$FULL" = 1 ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
   # exactly 2.13.0: an unpinned torch pulls a multi-GB CUDA build
   pip install "torch==2.13.0" numpy
 fi
-.venv/bin/python -c "import validator, typer, pytest, asyncssh" 2>/dev/null || pip install -e ".[test]"
+.venv/bin/python -c "import validator, typer, pytest, asyncssh, hypothesis, jsonschema, prometheus_client, build" 2>/dev/null || pip install -e ".[test]"
 echo "setup: $(.venv/bin/validator --version)$( [ "$FULL" = 1 ] && .venv/bin/python -c 'import torch; print(", torch", torch.__version__)' 2>/dev/null)"

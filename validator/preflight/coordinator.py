@@ -213,6 +213,7 @@ class Connection(asyncio.Protocol):
                 return
             if c.verdict is not None:  # decided already: a late arrival gets the same verdict at once
                 c.served.add(c.key(facts))
+                c.served_n += 1
                 self.send({"type": "ack", "arrived": len(c.arrivals), "expected": c.expect.maximum})
                 if self.transport is not None:
                     self.transport.write(c.verdict)
@@ -279,6 +280,7 @@ class Coordinator:
         self.closing = False
         self.verdict: bytes | None = None  # once decided: what late arrivals get
         self.served: set[Any] = set()  # keys that have the verdict
+        self.served_n = 0  # participants that have it (a duplicate rank counts twice)
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
         self.register(Arrival(own, None, own_listen))
@@ -409,6 +411,7 @@ class Coordinator:
             assert conn.transport is not None
             conn.transport.write(verdict)
         self.served.update(self.key(a.facts) for a in self.arrivals.values())
+        self.served_n = len(self.arrivals)
         if linger:
             while self.remaining() > 0 and not self.all_served():
                 self.changed.clear()
@@ -423,7 +426,7 @@ class Coordinator:
                 conn.transport.abort()
 
     def all_served(self) -> bool:
+        """As many participants as expected have the verdict (whatever they claimed), or every
+        expected key has it."""
         e = self.expect
-        if e.keys is not None:
-            return e.keys <= self.served
-        return len(self.served) >= e.maximum
+        return self.served_n >= e.maximum or (e.keys is not None and e.keys <= self.served)

@@ -104,7 +104,7 @@ def test_srun_one_task_per_rank_passes_and_execs(slurm: Slurm, port: int) -> Non
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
-    assert sorted(p.stdout.split()) == sorted("rank 0 rank 1 rank 2 rank 3".split())
+    assert sorted(p.stdout.split()) == sorted(["rank", "0", "rank", "1", "rank", "2", "rank", "3"])
     assert p.stderr.count("preflight PASSED: 4/4 ranks") == 2, "one verdict line per node, not per rank"
 
 

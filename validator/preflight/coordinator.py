@@ -28,7 +28,7 @@ from validator.preflight import protocol as wire
 
 CLOSE_WAIT_S = 3.0  # how long we let clients close first after the verdict (TIME_WAIT on their side)
 NET_ROUND_S = 15.0  # --net-check: how long the ring probes may take in all
-QUIET_S = 1.0  # after arrivals stop this long, look for a failure no late arrival can fix
+QUIET_S = 0.5  # after arrivals stop this long, look for a failure no late arrival can fix
 WAIT_LINE_S = 10.0  # how often the coordinator says what it is waiting for
 
 
@@ -272,7 +272,9 @@ class Coordinator:
         self.open: set[Connection] = set()
         self.max_connections = max_connections or max(1024, 4 * expect.maximum + 64)
         self.complete = asyncio.Event()
-        self.changed = asyncio.Event()  # set on every arrival: the gather loop looks again
+        self.wake = asyncio.Event()  # the gather loop's: completion, timers, an arrival while idle
+        self.watch = False
+        self.changed = asyncio.Event()  # a late arrival got the verdict: the lingering loop looks again
         self.last_arrival = time.monotonic()
         self.minimum_at: float | None = None  # when `minimum` participants were first present
         self.decided = False
@@ -304,7 +306,6 @@ class Coordinator:
         self.present[k] = self.present.get(k, 0) + 1
         self.waiting.discard(k)
         self.last_arrival = time.monotonic()
-        self.changed.set()
         e = self.expect
         if e.keys is None:
             if len(self.present) >= e.minimum and self.minimum_at is None:
@@ -313,6 +314,8 @@ class Coordinator:
                 self.complete.set()
         elif not self.waiting:
             self.complete.set()
+        if self.watch or self.complete.is_set():
+            self.wake.set()
 
     def missing_count(self) -> int:
         return len(self.waiting) if self.expect.keys is not None else max(0, self.expect.maximum - len(self.present))
@@ -345,9 +348,11 @@ class Coordinator:
                 wake.append(self.last_arrival + quiet)
             if self.minimum_at is not None:
                 wake.append(self.minimum_at + self.expect.last_call)
-            self.changed.clear()
+            # timers, completion, and while idle the next arrival: no wake-up per arrival in a burst
+            self.watch = len(self.arrivals) == looked_at
+            self.wake.clear()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), max(0.0, min(wake) - now))
+                await asyncio.wait_for(self.wake.wait(), max(0.0, min(wake) - now))
             now = time.monotonic()
             if now >= next_line and not self.complete.is_set():
                 policy.waiting(self)

@@ -20,6 +20,7 @@ from validator.model import Facts
 from validator.preflight import protocol as wire
 
 VERDICT_GRACE_S = 30.0  # the coordinator's checks run after its deadline; allow for them at scale
+HELLO_S = 1.0  # our coordinator says hello as it accepts; silence this long is something else
 FOREIGN_TRIES = 3  # something else answers on the port this many times in a row: it is not going away
 UNRESOLVED_S = 5.0  # outside Kubernetes a name that does not resolve for this long will not
 
@@ -67,7 +68,7 @@ def _exchange(
     s: socket.socket, body: bytes, job_id: str, secret: bytes | None, listen: list[Any] | None, deadline: float
 ) -> dict[str, Any] | str:
     """One session on a connected socket: verdict dict, or why it failed (str)."""
-    s.settimeout(max(0.5, min(5.0, deadline - time.monotonic())))
+    s.settimeout(max(0.2, min(HELLO_S, deadline - time.monotonic())))
     try:
         hello = wire.recv_msg(s)
     except (ConnectionError, wire.ProtocolError) as e:

@@ -350,11 +350,13 @@ def launch_options(job: Job) -> Iterator[Hit]:
     for field in LAUNCH_OPTIONS:
         expected, groups = job.majority(nodes, lambda i, f=field: launches[i].get(f))  # type: ignore[misc]
         for value, who in outliers(groups, expected):
+            src = launches[who[0]]["sources"].get(field, "")  # the launcher's own spelling: --num_nodes
+            name = src.split(":", 1)[1] if src.startswith(("torchrun:--", "deepspeed:--")) else OPTION_NAMES[field]
             yield Hit(
-                f"{OPTION_NAMES[field]}={value} on {job.who(who)}; the other nodes use {expected}",
+                f"{name}={value} on {job.who(who)}; the other nodes use {expected}",
                 who,
                 expected=str(expected),
                 actual=str(value),
-                fix=f"launch every node with {OPTION_NAMES[field]}={expected}",
+                fix=f"launch every node with {name}={expected}",
                 verify=RERUN,
             )

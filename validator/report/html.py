@@ -72,6 +72,7 @@ SCAN_SIDE_HINTS = {
     "resolve": "name resolution on this machine (/etc/hosts, DNS, or an ssh_config with -F)",
     "refused": "the SSH port and config (-F; Port in ssh_config)",
     "timeout": "the network path and firewall from this machine (or --connect-timeout)",
+    "no-python": "--python: the interpreter the nodes should run the agent with",
 }
 
 
@@ -82,15 +83,15 @@ def scan_failure(report: Report, targets: int) -> str | None:
     kinds: dict[str, int] = {}
     for o in report.outcomes:
         detail = o.detail.lower()
-        kind = o.status if o.status in ("auth", "hostkey") else (
+        kind = o.status if o.status in ("auth", "hostkey", "no-python") else (
             "resolve" if "resolve" in detail else "refused" if "refused" in detail
             else "timeout" if o.status == "unreachable" and "timeout" in detail else "")  # fmt: skip
         if kind:
             kinds[kind] = kinds.get(kind, 0) + 1
-    if not kinds or targets < 1:
+    if not kinds or targets < 2:  # one host alone: incomplete (exit 3), but nothing to drain either
         return None
     kind, n = max(kinds.items(), key=lambda kv: kv[1])
-    if n * 2 <= targets or (targets > 1 and n < 2):
+    if n * 2 <= targets:
         return None
     example = next(o.detail for o in report.outcomes if kind == o.status or kind in o.detail.lower())
     return f"the scan failed, not the nodes: {n} of {targets} hosts: {example[:200]}; check {SCAN_SIDE_HINTS[kind]}"

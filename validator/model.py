@@ -19,7 +19,7 @@ REPORT_SCHEMA = 1
 
 
 class CommandFacts(TypedDict):
-    tool: str  # torchrun | deepspeed | python | other
+    tool: str  # torchrun | deepspeed | accelerate | python | other
     argv: list[str]
     options: dict[str, str]  # normalised option name (torchrun dest, e.g. nproc_per_node) -> value
     script: str | None

@@ -148,6 +148,22 @@ def preflight(ctx: typer.Context) -> None:
     raise typer.Exit(preflight_main(list(ctx.args)))
 
 
+@app.command(
+    "node-check",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
+def node_check(ctx: typer.Context) -> None:
+    """Check this node alone (GPUs, versions, InfiniBand, limits, NCCL, clock) for Slurm prologs,
+    health checks and node-problem-detector.
+
+    `validator node-check --help` for its options (lean parser: it runs in every prolog).
+    """
+    from validator.nodecheck.main import main as node_check_main
+
+    raise typer.Exit(node_check_main(list(ctx.args)))
+
+
 @profiles_app.command("validate")
 def profiles_validate(
     files: Annotated[list[str], typer.Argument(help="profile YAML files")],
@@ -213,6 +229,10 @@ def scan(
     select: SELECT = None,
     ignore: IGNORE = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="one line per host on stderr as it answers")] = False,
+    prom_file: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--prom-file", help="also write Prometheus textfile metrics here"),
+    ] = None,
 ) -> None:
     """Check many nodes at once over SSH (or one srun step) and say which ones to drain."""
     from validator.report import FORMATS
@@ -256,10 +276,14 @@ def scan(
     )
     if drain_list is not None:
         pipeline.write_drain_list(result, str(drain_list))
+    code = 130 if result.interrupted else result.report.exit_code(level, allow_incomplete)
+    if prom_file is not None:
+        from validator.report.prom import write_prom
+
+        write_prom(str(prom_file), result.report, "scan", code, result.elapsed_s)
     if result.interrupted:
         print("validator: interrupted; the report covers the hosts that answered", file=sys.stderr)
-        raise typer.Exit(130)
-    raise typer.Exit(result.report.exit_code(level, allow_incomplete))
+    raise typer.Exit(code)
 
 
 from validator.diagnose.cli import diagnose, rehearse  # noqa: E402  (post-mortem commands live with their stage)

@@ -13,7 +13,7 @@ MIN_SHM = 256 << 20  # a launch profile's min_shm_mib replaces it
 @check("SYS001", Severity.ERROR, "/dev/shm too small for NCCL")
 def shm(job: Job) -> Iterator[Hit]:
     """/dev/shm has at least 256 MiB (or the profile's `min_shm_mib`) on nodes of a GPU job that
-    run several ranks.
+    run several ranks (`node-check`: on GPU nodes, and on any node whose profile pins the size).
 
     NCCL's shared-memory transport between ranks of one node allocates its buffers in /dev/shm;
     containers default to 64 MiB and NCCL fails with "Error while creating shared memory
@@ -22,15 +22,15 @@ def shm(job: Job) -> Iterator[Hit]:
     Give the container more shared memory (docker --shm-size=16g; Kubernetes: an emptyDir with
     medium: Memory mounted at /dev/shm).
     """
-    if not job.uses_gpus:
-        return
     pinned = job.profile.min_shm_mib if job.profile else None
+    if not job.uses_gpus and not (job.context == "node" and pinned is not None):
+        return
     minimum = MIN_SHM if pinned is None else pinned << 20
     groups: dict[int, list[int]] = {}
     for i in job.node_reps:
         size = job.facts[i]["system"]["shm_bytes"]
         ranks_here = max(len(job.node_of(i)), job.launch(i)["local_world_size"] or 0)
-        if isinstance(size, int) and size < minimum and ranks_here > 1:
+        if isinstance(size, int) and size < minimum and (ranks_here > 1 or job.context == "node"):
             groups.setdefault(size, []).extend(job.node_of(i))
     for size, members in groups.items():
         yield Hit(

@@ -53,6 +53,7 @@ class Options:
     verbose: bool = False
     quiet: bool = False
     termination_log: str | None = None  # one-line summary for `kubectl describe pod`
+    prom_file: str | None = None  # Prometheus textfile metrics (validator.report.prom)
 
 
 @dataclass
@@ -349,6 +350,10 @@ def finish(
     smoke_test: Callable[[], str | None] | None = None,
 ) -> int:
     emit(opts, doc, text, full)
+    if opts.prom_file:
+        from validator.report.prom import write_report_doc
+
+        write_report_doc(opts.prom_file, doc, "preflight", code)
     if opts.termination_log:
         k8s.write_termination_log(opts.termination_log, doc, code, text)
     if code == 0 and smoke_test is not None:

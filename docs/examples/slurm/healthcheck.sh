@@ -1,0 +1,7 @@
+#!/bin/sh
+# slurm.conf: HealthCheckProgram=/etc/slurm/validator-healthcheck.sh  HealthCheckInterval=300
+# Slurm ignores a health check's exit code: --drain makes the check drain the node itself.
+exec /opt/cluster-validator/bin/validator node-check --mode slurm-healthcheck --drain \
+    --profile /etc/cluster-validator/profile.yaml \
+    --prom-file /var/lib/node_exporter/textfile_collector/cluster_validator.prom \
+    2>>/var/log/cluster-validator-healthcheck.log

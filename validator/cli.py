@@ -164,6 +164,16 @@ def node_check(ctx: typer.Context) -> None:
     raise typer.Exit(node_check_main(list(ctx.args)))
 
 
+@app.command()
+def schema(
+    kind: Annotated[str, typer.Argument(help="facts or report")],
+) -> None:
+    """Print the JSON Schema of the facts document or of the reports (docs/schema/)."""
+    from validator.schema import text
+
+    sys.stdout.write(text(kind))
+
+
 @profiles_app.command("validate")
 def profiles_validate(
     files: Annotated[list[str], typer.Argument(help="profile YAML files")],

@@ -8,8 +8,9 @@ JSON, a 100,000-rank job holds 100,000 of them, and plain dicts cost nothing to 
 from __future__ import annotations
 
 import enum
+import typing
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 FACTS_SCHEMA = 1
 REPORT_SCHEMA = 1
@@ -144,6 +145,116 @@ class Facts(TypedDict):
     env: dict[str, str]
 
 
+# --------------------------------------------------------------------------- report documents
+# The JSON every report command prints (check, scan, preflight, node-check, diagnose), as types:
+# the to_json methods are checked against them (mypy) and docs/schema/ is generated from them.
+
+
+class FindingDoc(TypedDict):
+    """One finding; hosts and ranks folded (``node[01-04]``, ``0-7,9``), empty when none."""
+
+    code: str
+    severity: Literal["info", "warning", "error"]
+    title: str
+    message: str
+    ranks: str
+    hosts: str
+    expected: str | None
+    actual: str | None
+    fix: str
+    verify: str
+
+
+class OutcomeDoc(TypedDict):
+    """A target that gave no usable facts (scan, preflight): exit code 3 unless allowed."""
+
+    target: str
+    status: str  # unreachable | timeout | auth | no-python | unparsed | missing | interrupted | error
+    detail: str
+
+
+class SummaryDoc(TypedDict):
+    """Findings per severity."""
+
+    info: int
+    warning: int
+    error: int
+
+
+class ScanDoc(TypedDict):
+    """What `validator scan` did: transport, targets reached, the net check's counts."""
+
+    transport: str  # ssh | slurm
+    targets: int
+    reached: int
+    interrupted: bool
+    elapsed_s: float
+    net_check: dict[str, int] | None  # nodes, probes, failed
+    warnings: list[str]
+
+
+class EvidenceDoc(TypedDict):
+    source: str  # file:line, or a dump/trace file
+    text: str
+    rank: int | None
+
+
+class OtherCauseDoc(TypedDict):
+    code: str
+    summary: str
+    ranks: list[int]
+
+
+class DiagnosisDoc(TypedDict):
+    """The verdict of `validator diagnose` (docs/diagnose.md)."""
+
+    failure_class: str
+    code: str | None
+    initiating_ranks: list[int]
+    initiating_hosts: list[str]
+    confidence: str  # high | medium | low | unknown
+    reason: str
+    summary: str
+    stack: list[str]
+    collateral_ranks: list[int]
+    ranks_seen: list[int]
+    evidence: list[EvidenceDoc]
+    other_causes: list[OtherCauseDoc]
+    notes: list[str]
+
+
+class ReportDoc(TypedDict):
+    """The report of `check`, `preflight` and `node-check`; the base of the others."""
+
+    schema: int
+    validator: str
+    title: str
+    participants: int
+    hosts: str
+    host_count: int
+    summary: SummaryDoc
+    findings: list[FindingDoc]
+    outcomes: list[OutcomeDoc]
+    input_errors: list[str]
+
+
+class ScanReportDoc(ReportDoc):
+    """The report of `validator scan`."""
+
+    scan: ScanDoc
+    drain: list[str]
+
+
+class _ReportExtras(TypedDict, total=False):
+    scan: ScanDoc  # `validator scan`
+    drain: list[str]  # `validator scan`: the hosts to drain
+    diagnosis: DiagnosisDoc  # `validator diagnose`
+
+
+class AnyReportDoc(ReportDoc, _ReportExtras):
+    """A report of any command: the common fields, and the command's own ones."""
+
+
 # --------------------------------------------------------------------------- findings
 
 
@@ -155,6 +266,10 @@ class Severity(enum.IntEnum):
     @property
     def label(self) -> str:
         return self.name.lower()
+
+    @property
+    def json_label(self) -> Literal["info", "warning", "error"]:
+        return "info" if self is Severity.INFO else "warning" if self is Severity.WARNING else "error"
 
     @classmethod
     def parse(cls, text: str) -> Severity:
@@ -179,14 +294,14 @@ class Finding:
     fix: str = ""
     verify: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> FindingDoc:
         """Hosts and ranks are folded (``node[01-64]``, ``0-511,600``): a finding about half of a
         12,500-node job stays small. Expand with ``nodeset -e`` / ``scontrol show hostnames``."""
         from validator.targets import fold_hosts, fold_ranks
 
         return {
             "code": self.code,
-            "severity": self.severity.label,
+            "severity": self.severity.json_label,
             "title": self.title,
             "message": self.message,
             "ranks": fold_ranks(self.ranks),
@@ -198,7 +313,7 @@ class Finding:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Finding:
+    def from_json(cls, d: typing.Mapping[str, Any]) -> Finding:
         from validator.targets import expand, expand_ranks
 
         return cls(
@@ -223,7 +338,7 @@ class Outcome:
     status: str  # unreachable | timeout | auth | no-python | unparsed | missing | error
     detail: str
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> OutcomeDoc:
         return {"target": self.target, "status": self.status, "detail": self.detail}
 
 
@@ -235,6 +350,9 @@ class Report:
     outcomes: list[Outcome] = field(default_factory=list)
     input_errors: list[str] = field(default_factory=list)  # bad input: exit 2
     title: str = "cluster-validator"
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for f in self.findings if f.severity == severity)
 
     def worst(self) -> Severity | None:
         return max((f.severity for f in self.findings), default=None)
@@ -255,6 +373,11 @@ class Report:
         return EXIT_OK
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON report (a plain dict, for callers that add their own keys)."""
+        return typing.cast(dict[str, Any], self.document())
+
+    def document(self) -> ReportDoc:
+        """The JSON report, typed: docs/schema/ is generated from ``AnyReportDoc``."""
         from validator import __version__
         from validator.targets import fold_hosts
 
@@ -265,7 +388,11 @@ class Report:
             "participants": self.participants,
             "hosts": fold_hosts(self.hosts),
             "host_count": len(self.hosts),
-            "summary": {s.label: sum(1 for f in self.findings if f.severity == s) for s in Severity},
+            "summary": {
+                "info": self.count(Severity.INFO),
+                "warning": self.count(Severity.WARNING),
+                "error": self.count(Severity.ERROR),
+            },
             "findings": [f.to_json() for f in self.findings],
             "outcomes": [o.to_json() for o in self.outcomes],
             "input_errors": self.input_errors,

@@ -16,7 +16,7 @@ from validator.errors import UserError
 from validator.facts import load_facts, parse
 from validator.facts.command import parse_command
 from validator.facts.launch import parse_launch
-from validator.model import Facts, Finding, Outcome, Report, Severity
+from validator.model import Facts, Finding, Outcome, Report, ScanDoc, ScanReportDoc, Severity
 from validator.profiles import Profile, load_profile
 
 # validator.checks is imported where it is used: preflight participants only probe and never check.
@@ -191,7 +191,7 @@ class ScanResult:
     net_check: dict[str, int] | None = None  # nodes listened on, probes made, probes failed
     warnings: list[str] = field(default_factory=list)
 
-    def scan_json(self) -> dict[str, Any]:
+    def scan_json(self) -> ScanDoc:
         return {
             "transport": self.transport,
             "targets": len(self.targets),
@@ -202,9 +202,9 @@ class ScanResult:
             "warnings": self.warnings,
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ScanReportDoc:
         """The report's JSON (docs/scan.md), with the scan's own ``scan`` and ``drain``."""
-        return {**self.report.to_json(), "scan": self.scan_json(), "drain": self.drain}
+        return {**self.report.document(), "scan": self.scan_json(), "drain": self.drain}
 
 
 OnResult = Callable[[str, Any], None]  # a host's raw document or Outcome, as soon as it is known

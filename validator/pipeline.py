@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from validator.agent import probe as agent
+from validator.documents import ScanDoc, ScanReportDoc
 from validator.errors import UserError
 from validator.facts import load_facts, parse
 from validator.facts.command import parse_command
 from validator.facts.launch import parse_launch
-from validator.model import Facts, Finding, Outcome, Report, ScanDoc, ScanReportDoc, Severity
+from validator.model import Facts, Finding, Outcome, Report, Severity
 from validator.profiles import Profile, load_profile
 
 # validator.checks is imported where it is used: preflight participants only probe and never check.

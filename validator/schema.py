@@ -1,5 +1,5 @@
 """JSON Schemas (draft 2020-12) of the facts document and of the reports, generated from the
-TypedDicts in ``validator.model`` (the same types the loaders and ``to_json`` methods are checked
+TypedDicts in ``validator.model`` (facts) and ``validator.documents`` (reports) (the same types the loaders and ``to_json`` methods are checked
 against), versioned with ``FACTS_SCHEMA`` and ``REPORT_SCHEMA``.
 
 `validator schema facts|report` prints one; `python -m validator.schema docs/schema` writes the
@@ -16,7 +16,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from validator import model
+from validator import documents, model
 from validator.errors import UserError
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -31,7 +31,7 @@ LEAVES: dict[Any, dict[str, Any]] = {
 DOCUMENTS: dict[str, tuple[Any, int, str]] = {
     "facts": (model.Facts, model.FACTS_SCHEMA, "What one rank or node sees: `validator probe --json` (docs/facts.md)."),
     "report": (
-        model.AnyReportDoc,
+        documents.AnyReportDoc,
         model.REPORT_SCHEMA,
         "The report of `validator check`, `preflight`, `node-check`, `scan` (adds `scan` and `drain`) and "
         "`diagnose` (adds `diagnosis`) with `--format json`.",

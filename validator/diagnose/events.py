@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from validator.model import DiagnosisDoc, EvidenceDoc
+from validator.documents import DiagnosisDoc, EvidenceDoc
 
 
 class Role(enum.IntEnum):
@@ -87,7 +87,7 @@ class Diagnosis:
     hosts: dict[int, str]
     notes: list[str] = field(default_factory=list)  # incompleteness, hints
 
-    def to_json(self) -> DiagnosisDoc:  # its schema: validator.model.DiagnosisDoc
+    def to_json(self) -> DiagnosisDoc:  # its schema: validator.documents.DiagnosisDoc
         p = self.primary
         return {
             "failure_class": self.failure_class,

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ROOT, VALIDATOR
-from tests.factories import facts
+from tests.factories import facts, rank_job, tweak
 from validator.nodecheck import NODE_CODES, Readings, drain_reason, ib_ports, node_findings, node_report, pci_gpus
 
 NPD_CONFIG = ROOT / "docs" / "examples" / "npd" / "validator-node-check.json"
@@ -84,6 +84,17 @@ def test_node_report_runs_only_single_node_checks() -> None:
     assert {x.code for x in report.findings} <= set(NODE_CODES) and report.findings == []
 
 
+def test_profile_min_nofile_holds_every_node() -> None:
+    """SYS004 with a pinned ``min_nofile``: every node, not only the master (check and scan too)."""
+    from tests.factories import check
+    from validator.profiles import Profile
+
+    job = tweak(rank_job(2, 2), 2, system={"nofile_soft": 1024})
+    found = check(job, "SYS004", Profile("p.yaml", name="p", min_nofile=65536))
+    assert [(f.hosts, f.actual) for f in found] == [(["node002"], "1024")]
+    assert check(job, "SYS004", Profile("p.yaml", name="p", min_nofile=1024)) == []
+
+
 def test_drain_reason_stays_short() -> None:
     f = facts("n1", gpus=2)
     many = node_findings(f, Readings(["a"] * 8, {f"mlx5_{i}/1": "1: DOWN" for i in range(9)}, False))
@@ -116,6 +127,7 @@ def npd_rule(profile_path: str) -> list[str]:
         ("name: fits\nmin_shm_mib: 1\n", 0, "OK: node-check of "),
         ("name: eight\ngpus_per_node: 8\n", 1, "PRF003 0 GPUs; profile eight expects 8"),
         ("name: huge-shm\nmin_shm_mib: 100000000\n", 1, "SYS001 /dev/shm is "),
+        ("name: nofile\nmin_nofile: 100000000\n", 1, "SYS004 open-file limit "),
         ("name: bad\ngpus_per_nod: 8\n", 2, "UNKNOWN: "),
     ],
 )

@@ -106,13 +106,15 @@ def somaxconn(job: Job) -> Iterator[Hit]:
             )
 
 
-@check("SYS004", Severity.ERROR, "Open-file limit too low on the master")
+@check("SYS004", Severity.ERROR, "Open-file limit too low")
 def nofile(job: Job) -> Iterator[Hit]:
     """On the master, the open-file limit (RLIMIT_NOFILE, soft) exceeds WORLD_SIZE plus
-    headroom: the rendezvous store keeps one socket per rank.
+    headroom: the rendezvous store keeps one socket per rank. On every node, it is at least the
+    profile's `min_nofile` when one is pinned (`validator node-check` checks a node alone by it).
 
     When the store runs out of descriptors, accept() fails (EMFILE) and the ranks beyond the limit
-    never join: the job hangs in init_process_group at scale only.
+    never join: the job hangs in init_process_group at scale only. Data loaders and NCCL's proxy
+    threads open many files per rank too.
 
     Raise the soft limit for the job (`ulimit -n 1048576`, Slurm PropagateResourceLimits,
     LimitNOFILE= in systemd units, --ulimit nofile= in containers).
@@ -129,3 +131,20 @@ def nofile(job: Job) -> Iterator[Hit]:
                 fix="raise the open-file limit (ulimit -n) for the job",
                 verify="ulimit -n   # in the job's environment on the master",
             )
+    pinned = job.profile.min_nofile if job.profile else None
+    if pinned is None:
+        return
+    groups: dict[int, list[int]] = {}
+    for i in job.node_reps:
+        soft = job.facts[i]["system"]["nofile_soft"]
+        if isinstance(soft, int) and soft != -1 and soft < pinned:
+            groups.setdefault(soft, []).extend(job.node_of(i))
+    for soft, members in groups.items():
+        yield Hit(
+            f"open-file limit {soft}; profile {job.profile.name if job.profile else ''} pins at least {pinned}",
+            members,
+            expected=f">= {pinned}",
+            actual=str(soft),
+            fix="raise the open-file limit (ulimit -n) for the job",
+            verify="ulimit -n   # in the job's environment on each named host",
+        )

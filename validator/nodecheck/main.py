@@ -27,7 +27,9 @@ DRAIN_RESERVE_S = 1.0  # of the budget, kept for scontrol
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="validator node-check", description="Check this node alone: GPUs, driver and "
                                  "versions against a profile, InfiniBand ports, /dev/shm, limits, NCCL, clock.")  # fmt: skip
-    ap.add_argument("--profile", "-p", help="launch profile YAML (gpus_per_node, gpu_model, versions, min_shm_mib)")
+    ap.add_argument(
+        "--profile", "-p", help="launch profile YAML (gpus_per_node, gpu_model, versions, min_shm_mib, min_nofile)"
+    )
     ap.add_argument("--mode", choices=MODES, default="report", help="integration conventions (default report)")
     ap.add_argument("--drain", action="store_true", help="slurm modes: drain this node (scontrol) when it fails")
     ap.add_argument("--budget", type=float, default=5.0, help="hard time budget in seconds (default 5)")

@@ -85,6 +85,9 @@ def probe(
         return
     facts = pipeline.probe_local(command or None, port_check=not no_port_probe)
     if as_json:
+        from validator.schema import self_check
+
+        self_check(facts, "facts")
         print(json.dumps(facts))
     else:
         from validator.report.text import render_facts

@@ -424,7 +424,11 @@ def render_scan(result: ScanResult, fmt: str, **options: Any) -> str:
     from validator.report import render
 
     if fmt == "json":
-        return json.dumps(result.to_json(), indent=2) + "\n"
+        from validator.schema import self_check
+
+        doc = result.to_json()
+        self_check(doc, "report")
+        return json.dumps(doc, indent=2) + "\n"
     if fmt == "table" and result.drain:
         from validator.targets import fold_hosts
 

@@ -8,12 +8,12 @@ published copies, and a test fails when they drift from this generator.
 
 from __future__ import annotations
 
-import inspect
+import functools
 import json
+import os
 import sys
 import types
 import typing
-from pathlib import Path
 from typing import Any
 
 from validator import documents, model
@@ -66,6 +66,8 @@ def _convert(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _record(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    import inspect  # only when a schema is generated: emit() imports this module on every rank
+
     hints = typing.get_type_hints(tp)
     out: dict[str, Any] = {"type": "object"}
     doc = inspect.getdoc(tp)
@@ -110,6 +112,8 @@ def expected_files() -> dict[str, str]:
 
 def main(argv: list[str]) -> int:
     """`python -m validator.schema DIR` writes the schemas; `--check DIR` fails when they drift."""
+    from pathlib import Path
+
     check = "--check" in argv
     paths = [a for a in argv if a != "--check"]
     directory = Path(paths[0] if paths else "docs/schema")
@@ -130,3 +134,33 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+SELF_CHECK = "VALIDATOR_SELF_CHECK"  # "1": every JSON document is validated before it is printed
+
+
+class SchemaMismatch(UserError):
+    """A document this validator made does not match its own published schema: a bug."""
+
+    exit_code = 70  # EX_SOFTWARE
+
+
+def self_check(doc: Any, kind: str) -> None:
+    """With VALIDATOR_SELF_CHECK=1 (the test suite sets it), validate ``doc`` against the published
+    schema of ``kind`` and raise SchemaMismatch naming the first bad field. Off by default: it
+    needs the jsonschema package, a test dependency."""
+    if os.environ.get(SELF_CHECK) != "1":
+        return
+    errors = list(_validator(kind).iter_errors(doc))
+    if errors:
+        first = min(errors, key=lambda e: list(map(str, e.absolute_path)))
+        where = "/".join(map(str, first.absolute_path)) or "(document)"
+        raise SchemaMismatch(f"{kind} JSON does not match {file_name(kind)} at {where}: {first.message[:200]}")
+
+
+@functools.cache
+def _validator(kind: str) -> Any:
+    import jsonschema
+
+    schema = generate(kind)
+    return jsonschema.validators.validator_for(schema)(schema)

@@ -135,3 +135,16 @@ def test_scan_report_validates(sshd_loopback: Sshd) -> None:
     doc = json.loads(p.stdout)
     valid(REPORT, doc)
     assert doc["scan"]["reached"] == 2 and doc["outcomes"], doc["outcomes"]  # one target gave no facts
+
+
+def test_self_check_names_the_bad_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite runs every command with VALIDATOR_SELF_CHECK=1 (tests/conftest.py): a document that
+    drifts from the schema fails the command that printed it, with exit 70 and the field."""
+    doc = json.loads(json.dumps(rank_job(1, 1)[0]))
+    doc["gpus"]["devices"][0]["index"] = "0"
+    monkeypatch.setenv(schema.SELF_CHECK, "1")
+    with pytest.raises(schema.SchemaMismatch, match=r"facts-v1.schema.json at gpus/devices/0/index: '0' is not"):
+        schema.self_check(doc, "facts")
+    assert schema.SchemaMismatch("x").exit_code == 70
+    monkeypatch.setenv(schema.SELF_CHECK, "0")
+    schema.self_check(doc, "facts")  # off: nothing checked

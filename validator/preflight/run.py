@@ -253,6 +253,9 @@ def named(verdict: dict[str, Any], facts: Facts) -> bool:
 
 def emit(opts: Options, doc: dict[str, Any], text: str, show_full: bool) -> None:
     """The report: JSON to --output and (--format json) stdout; the table or the verdict line to stderr."""
+    from validator.schema import self_check  # docs/schema: off unless VALIDATOR_SELF_CHECK=1
+
+    self_check(doc, "report")
     if opts.output:
         try:
             with open(opts.output, "w") as f:

@@ -52,14 +52,28 @@ def test_a_node_that_fails_the_profile_is_drained_and_the_job_requeued(
     slurm_prolog.run("scancel", job_id)
 
 
-def test_healthcheck_mode_drains_the_node_named_by_slurmd(slurm_prolog: PrologSlurm, tmp_path: Path) -> None:
-    """As HealthCheckProgram= runs it: several slurmds share this host, so SLURMD_NODENAME, not
-    the hostname, names the node."""
-    profile = tmp_path / "p.yaml"
-    profile.write_text("name: eight-gpus\ngpus_per_node: 8\n")
-    env = {**slurm_prolog.env, "SLURMD_NODENAME": "n3"}
-    p = subprocess.run([*VALIDATOR, "node-check", "--mode", "slurm-healthcheck", "--drain", "-p", str(profile)],
-                       env=env, capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+def healthcheck(slurm: PrologSlurm, node: str, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """As HealthCheckProgram= runs it on ``node``: several slurmds share this host, so
+    SLURMD_NODENAME, not the hostname, names the node."""
+    env = {**slurm.env, "SLURMD_NODENAME": node}
+    return subprocess.run([*VALIDATOR, "node-check", "--mode", "slurm-healthcheck", "-p", str(profile), *extra],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+
+def test_healthcheck_drains_and_resumes_only_its_own_drains(slurm_prolog: PrologSlurm, tmp_path: Path) -> None:
+    bad, good = tmp_path / "bad.yaml", tmp_path / "good.yaml"
+    bad.write_text("name: eight-gpus\ngpus_per_node: 8\n")
+    good.write_text("name: fits\nmin_shm_mib: 1\n")
+    p = healthcheck(slurm_prolog, "n3", bad, "--drain")
     assert p.returncode == 1, p.stderr
     assert slurm_prolog.reasons().get("n3", "").startswith("validator: PRF003"), p.stderr
     assert "n1" not in slurm_prolog.reasons()
+    # fixed: the next run resumes the node it drained
+    p = healthcheck(slurm_prolog, "n3", good, "--drain", "--resume")
+    assert p.returncode == 0 and "resumed n3" in p.stderr, p.stderr
+    assert "n3" not in slurm_prolog.reasons()
+    # a drain by someone else stays
+    slurm_prolog.run("scontrol", "update", "nodename=n3", "state=drain", "reason=maintenance by ops")
+    p = healthcheck(slurm_prolog, "n3", good, "--drain", "--resume")
+    assert p.returncode == 0 and "resumed" not in p.stderr, p.stderr
+    assert slurm_prolog.reasons().get("n3") == "maintenance by ops"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import subprocess
 import threading
 import time
@@ -218,7 +219,7 @@ def drain_reason(findings: list[Finding]) -> str:
     """Short enough for `sinfo -R`: the first finding's code and message, and how many more."""
     first = findings[0]
     more = f" (+{len(findings) - 1})" if len(findings) > 1 else ""
-    text = f"validator: {first.code} {first.message}"
+    text = f"{REASON_PREFIX} {first.code} {first.message}"
     return text[: 72 - len(more)] + more
 
 
@@ -234,15 +235,36 @@ def node_name(facts: Facts | None) -> str:
     return socket.gethostname().split(".")[0]
 
 
-def drain(node: str, reason: str, timeout_s: float) -> None:
-    """`scontrol update nodename=NODE state=drain reason=...`; raises RuntimeError when it fails."""
-    cmd = ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"]
+REASON_PREFIX = "validator:"  # marks the drains this command made, the only ones --resume undoes
+
+
+def scontrol(args: list[str], timeout_s: float) -> str:
+    """Run scontrol, bounded; its stdout, or RuntimeError with its error."""
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=max(0.5, timeout_s), check=False)
+        p = subprocess.run(
+            ["scontrol", *args], capture_output=True, text=True, timeout=max(0.5, timeout_s), check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise RuntimeError(f"scontrol failed: {e}") from None
     if p.returncode != 0:
         raise RuntimeError(f"scontrol exited {p.returncode}: {p.stderr.strip()[:200]}")
+    return p.stdout
+
+
+def drain(node: str, reason: str, timeout_s: float) -> None:
+    """`scontrol update nodename=NODE state=drain reason=...`."""
+    scontrol(["update", f"nodename={node}", "state=drain", f"reason={reason}"], timeout_s)
+
+
+def resume_own_drain(node: str, timeout_s: float) -> bool:
+    """Resume the node if a drain reason of ours (``validator: ...``) holds it; True if it did.
+    A drain by anyone else (an admin, another health check) is left alone."""
+    out = scontrol(["show", "node", "-o", node], timeout_s)
+    m = re.search(r"\bReason=(.*?)(?: \[[^\]]*\])?(?= \w+=|$)", out.strip())
+    if not m or not m.group(1).startswith(REASON_PREFIX):
+        return False
+    scontrol(["update", f"nodename={node}", "state=resume"], timeout_s)
+    return True
 
 
 def elapsed(t0: float) -> float:

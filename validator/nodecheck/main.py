@@ -21,7 +21,7 @@ from validator.model import Finding, Report, Severity
 MODES = ("report", "slurm-prolog", "slurm-healthcheck", "npd")
 NPD_OK, NPD_PROBLEM, NPD_UNKNOWN = 0, 1, 2
 NPD_LINE_MAX = 200
-DRAIN_RESERVE_S = 1.0  # of the budget, kept for scontrol
+DRAIN_RESERVE_S = 1.0  # of the budget, kept for scontrol (--drain, --resume: two calls, each bounded by what is left)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -32,6 +32,8 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--mode", choices=MODES, default="report", help="integration conventions (default report)")
     ap.add_argument("--drain", action="store_true", help="slurm modes: drain this node (scontrol) when it fails")
+    ap.add_argument("--resume", action="store_true", help="slurm modes: resume this node when it passes and only "
+                    "a drain of ours (reason 'validator: ...') holds it")  # fmt: skip
     ap.add_argument("--budget", type=float, default=5.0, help="hard time budget in seconds (default 5)")
     ap.add_argument("--format", "-f", dest="fmt", choices=("table", "json"), default="table", help="report mode output")
     ap.add_argument("--fail-on", default="error", help="lowest severity that fails: error, warning, info or never")
@@ -86,13 +88,13 @@ def main(argv: list[str]) -> int:
 
 
 def run(ns: argparse.Namespace, t0: float) -> int:
-    from validator.nodecheck import drain, drain_reason, gather, node_name, node_report
+    from validator.nodecheck import drain, drain_reason, gather, node_name, node_report, resume_own_drain
     from validator.profiles import load_profile
 
     fail_on = None if ns.fail_on.lower() == "never" else Severity.parse(ns.fail_on)
     profile = load_profile(ns.profile) if ns.profile else None
     deadline = t0 + ns.budget
-    facts, readings = gather(deadline - (DRAIN_RESERVE_S if ns.drain else 0.0) - time.monotonic())
+    facts, readings = gather(deadline - (DRAIN_RESERVE_S if ns.drain or ns.resume else 0.0) - time.monotonic())
     report = node_report(facts, readings, profile)
     failing = [f for f in report.findings if fail_on is not None and f.severity >= fail_on]
     code = 1 if failing else 0
@@ -101,6 +103,12 @@ def run(ns: argparse.Namespace, t0: float) -> int:
             drain(node_name(facts), drain_reason(failing), deadline - time.monotonic())
         except RuntimeError as e:  # the non-zero exit still fails the prolog: Slurm drains it
             print(f"validator node-check: cannot drain: {e}", file=sys.stderr)
+    elif not failing and ns.resume and ns.mode.startswith("slurm"):
+        try:
+            if resume_own_drain(node_name(facts), deadline - time.monotonic()):
+                print(f"validator node-check: resumed {node_name(facts)}", file=sys.stderr)
+        except RuntimeError as e:
+            print(f"validator node-check: cannot resume: {e}", file=sys.stderr)
     if ns.prom_file:
         write_metrics(ns.prom_file, report, code, time.monotonic() - t0)
     if ns.mode == "npd":

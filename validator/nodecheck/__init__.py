@@ -22,6 +22,7 @@ from typing import Any
 
 from validator.checks.base import Check, Hit, Job, check
 from validator.model import Facts, Finding, Report, Severity
+from validator.profiles import Profile
 
 # Fact checks that apply to one node without a job (the rest compare ranks or nodes).
 NODE_CODES = ("GPU006", "PRF003", "PRF004", "PRF006", "SYS001", "SYS002", "SYS004", "VAL001")
@@ -203,7 +204,7 @@ def gather(budget_s: float, sysfs: str = "/sys") -> tuple[Facts, Readings]:
     return facts, readings
 
 
-def node_report(facts: Facts, readings: Readings, profile: Any) -> Report:
+def node_report(facts: Facts, readings: Readings, profile: Profile | None) -> Report:
     from validator.checks import run_checks
 
     findings = run_checks([facts], profile, NODE_CODES, context="node") + node_findings(facts, readings)

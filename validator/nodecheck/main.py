@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
         print("validator node-check: interrupted", file=sys.stderr)
         return NPD_UNKNOWN if ns.mode == "npd" else EXIT_INTERRUPTED
     except UserError as e:
-        return own_error(ns.mode, str(e))
+        return own_error(ns.mode, str(e), e.exit_code)
     except Exception as e:  # noqa: BLE001 - a bug in the validator must not drain a cluster: log it, never fail
         from validator.nodecheck import BudgetExceeded
 

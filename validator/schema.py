@@ -160,7 +160,10 @@ def self_check(doc: Any, kind: str) -> None:
 
 @functools.cache
 def _validator(kind: str) -> Any:
-    import jsonschema
+    try:
+        import jsonschema
+    except ImportError:
+        raise UserError(f"{SELF_CHECK}=1 needs the jsonschema package (a test dependency)") from None
 
     schema = generate(kind)
     return jsonschema.validators.validator_for(schema)(schema)

@@ -32,7 +32,8 @@ def sh(*cmd: str | Path, cwd: Path, env: dict[str, str], timeout: float = 600) -
 
 
 def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    # as a user runs it: no test-suite settings (the self-check needs jsonschema, a test dependency)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "VALIDATOR_SELF_CHECK")}
     dist = tmp_path / "dist"
     built = sh(sys.executable, "-m", "build", "--outdir", dist, ROOT, cwd=tmp_path, env=env)
     if built.returncode != 0:  # no index for the isolated build environment: use this one's setuptools
@@ -72,6 +73,9 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
     assert "PRF008" in {f["code"] for f in json.loads(example.stdout)["findings"]}  # the example pins gpu[01-02]
     npd = sh(exe, "node-check", "--mode", "npd", cwd=tmp_path, env=env, timeout=60)
     assert npd.returncode == 0 and npd.stdout.startswith("OK: "), npd.stdout + npd.stderr
+    strict = sh(exe, "probe", "--json", cwd=tmp_path, env={**env, "VALIDATOR_SELF_CHECK": "1"}, timeout=60)
+    assert strict.returncode == 2 and "needs the jsonschema package" in strict.stderr, strict.stderr
+    assert "Traceback" not in strict.stderr
     schema = sh(exe, "schema", "report", cwd=tmp_path, env=env)
     assert schema.stdout == (ROOT / "docs" / "schema" / "report-v1.schema.json").read_text()
 

@@ -41,7 +41,7 @@ def test_verdict_arrives_while_the_resolver_never_answers(tmp_path: Path) -> Non
     conf.write_text(f"nameserver {SILENT}\noptions timeout:30 attempts:1\n")
     script = f'mount --bind {conf} /etc/resolv.conf && hostname cv-no-such-host-{os.getpid()} && exec "$@"'
     try:
-        p = subprocess.run(["unshare", "-m", "-u", "sh", "-c", script, "sh", PYTHON, "-m", "validator.nodecheck",
+        p = subprocess.run(["unshare", "-m", "-u", "sh", "-c", script, "sh", PYTHON, "-m", "validator", "node-check",
                             "--mode", "npd"], env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
                            text=True, timeout=60, check=False)  # fmt: skip
     finally:

@@ -289,13 +289,15 @@ def scan(
     )
     if drain_list is not None:
         pipeline.write_drain_list(result, str(drain_list))
-    code = 130 if result.interrupted else result.report.exit_code(level, allow_incomplete)
+    code = 130 if result.interrupted else 2 if result.failed else result.report.exit_code(level, allow_incomplete)
     if prom_file is not None:
         from validator.report.prom import write_prom
 
         write_prom(str(prom_file), result.report, "scan", code, result.elapsed_s)
     if result.interrupted:
         print("validator: interrupted; the report covers the hosts that answered", file=sys.stderr)
+    elif result.failed:
+        print(f"validator: error: {result.failed}", file=sys.stderr)
     raise typer.Exit(code)
 
 

@@ -49,6 +49,7 @@ class ScanDoc(TypedDict):
     elapsed_s: float
     net_check: dict[str, int] | None  # nodes, probes, failed
     warnings: list[str]
+    failed: str | None  # the scan failed on the scanner's side (exit 2, nothing drained)
 
 
 class EvidenceDoc(TypedDict):

@@ -19,7 +19,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from validator.errors import UserError
 from validator.facts import load_facts
@@ -28,6 +28,29 @@ from validator.preflight import protocol as wire
 
 CLOSE_WAIT_S = 3.0  # how long we let clients close first after the verdict (TIME_WAIT on their side)
 NET_ROUND_S = 15.0  # --net-check: how long the ring probes may take in all
+QUIET_S = 0.5  # after arrivals stop this long, look for a failure no late arrival can fix
+WAIT_LINE_S = 10.0  # how often the coordinator says what it is waiting for
+
+
+@dataclass
+class Expect:
+    """Who must arrive. Keyed: every key in ``keys`` (ranks or node ranks). Counted (c10d, where
+    node ranks are assigned at rendezvous): ``maximum`` distinct participants, or ``minimum`` once
+    ``last_call`` seconds have passed with that many present, as torchrun's elastic range does."""
+
+    keys: set[Any] | None
+    maximum: int
+    minimum: int
+    last_call: float = 0.0
+
+
+class Policy(Protocol):
+    """What the caller decides during the gather (run.py's Gate): whether the verdict can no
+    longer become a pass, and what to say while waiting."""
+
+    def decisive(self, facts: list[Facts]) -> bool: ...
+
+    def waiting(self, coordinator: Coordinator) -> None: ...
 
 
 @dataclass
@@ -99,6 +122,17 @@ def bind(port: int, host: str = "") -> socket.socket:
     raise last
 
 
+def bind_first(ports: list[int]) -> tuple[socket.socket, int]:
+    """The first of ``ports`` that binds; the last error when none does."""
+    for i, port in enumerate(ports):
+        try:
+            return bind(port), port
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE or i == len(ports) - 1:
+                raise
+    raise OSError(errno.EINVAL, "no port to bind")
+
+
 class Connection(asyncio.Protocol):
     """hello -> header frame -> facts frame -> ack -> [probe -> results] -> verdict -> client closes."""
 
@@ -118,7 +152,7 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         self.peer = str((transport.get_extra_info("peername") or ("?",))[0])
         c = self.coord
-        if len(c.open) >= c.max_connections or c.decided:
+        if len(c.open) >= c.max_connections or c.closing:
             transport.abort()
             return
         c.open.add(self)
@@ -177,10 +211,19 @@ class Connection(asyncio.Protocol):
             except (ValueError, UserError) as e:  # JSON or schema: refused, never crashes the server
                 self.refuse(f"invalid facts: {e}")
                 return
+            if c.verdict is not None:  # decided already: a late arrival gets the same verdict at once
+                c.served.add(c.key(facts))
+                c.served_n += 1
+                self.send({"type": "ack", "arrived": len(c.arrivals), "expected": c.expect.maximum})
+                if self.transport is not None:
+                    self.transport.write(c.verdict)
+                self.state = "registered"
+                c.changed.set()
+                return
             listen = self.header.get("listen")
             c.register(Arrival(facts, self, listen if isinstance(listen, list) else None))
             self.state = "registered"
-            self.send({"type": "ack", "arrived": len(c.arrivals), "expected": len(c.expected)})
+            self.send({"type": "ack", "arrived": len(c.arrivals), "expected": c.expect.maximum})
         elif self.state == "probing":
             msg = wire.decode(body)
             rows = msg.get("results")
@@ -206,7 +249,7 @@ class Coordinator:
     def __init__(
         self,
         own: Facts,
-        expected: set[Any],
+        expect: Expect,
         key: Callable[[Facts], Any],
         job_id: str,
         secret: bytes | None,
@@ -215,7 +258,7 @@ class Coordinator:
         own_listen: list[Any] | None = None,
         net_check: bool = False,
     ) -> None:
-        self.expected = expected
+        self.expect = expect
         self.key = key
         self.job_id = job_id
         self.secret = secret
@@ -224,12 +267,24 @@ class Coordinator:
         self.own_id = (own["host"], own["pid"])
         self.arrivals: dict[tuple[str, int], Arrival] = {}
         self.present: dict[Any, int] = {}  # key -> participants holding it (duplicates count twice)
-        self.waiting = set(expected)  # expected keys nobody holds yet: complete when empty
+        self.waiting = set(expect.keys or ())  # expected keys nobody holds yet (keyed)
         self.rejected: dict[str, list[str]] = {}
         self.open: set[Connection] = set()
-        self.max_connections = max_connections or max(1024, 4 * len(expected) + 64)
+        self.max_connections = max_connections or max(1024, 4 * expect.maximum + 64)
         self.complete = asyncio.Event()
+        self.wake = asyncio.Event()  # the gather loop's: completion, timers, an arrival while idle
+        self.watch = False
+        self.changed = asyncio.Event()  # a late arrival got the verdict: the lingering loop looks again
+        self.last_arrival = time.monotonic()
+        self.minimum_at: float | None = None  # when `minimum` participants were first present
         self.decided = False
+        self.early = False  # decided before everyone arrived: a failure no late arrival can fix
+        self.closing = False
+        self.verdict: bytes | None = None  # once decided: what late arrivals get
+        self.served: set[Any] = set()  # keys that have the verdict
+        self.served_n = 0  # participants that have it (a duplicate rank counts twice)
+        self.server: asyncio.AbstractServer | None = None
+        self.port = 0
         self.register(Arrival(own, None, own_listen))
 
     def remaining(self) -> float:
@@ -244,14 +299,31 @@ class Coordinator:
             self.present[k] -= 1
             if not self.present[k]:
                 del self.present[k]
-                if k in self.expected:
+                if self.expect.keys is not None and k in self.expect.keys:
                     self.waiting.add(k)
         self.arrivals[ident] = arrival
         k = self.key(arrival.facts)
         self.present[k] = self.present.get(k, 0) + 1
         self.waiting.discard(k)
-        if not self.waiting:
+        self.last_arrival = time.monotonic()
+        e = self.expect
+        if e.keys is None:
+            if len(self.present) >= e.minimum and self.minimum_at is None:
+                self.minimum_at = self.last_arrival
+            if len(self.present) >= e.maximum:
+                self.complete.set()
+        elif not self.waiting:
             self.complete.set()
+        if self.watch or self.complete.is_set():
+            self.wake.set()
+
+    def missing_count(self) -> int:
+        return len(self.waiting) if self.expect.keys is not None else max(0, self.expect.maximum - len(self.present))
+
+    def last_call_over(self) -> bool:
+        """Elastic range: the minimum is present and the last call has passed (torchrun completes
+        its rendezvous then, with whoever has joined)."""
+        return self.minimum_at is not None and time.monotonic() >= self.minimum_at + self.expect.last_call
 
     def registered(self) -> list[Connection]:
         """Connections of participants whose facts count and that are still open."""
@@ -259,21 +331,53 @@ class Coordinator:
             a.conn for a in self.arrivals.values() if a.conn is not None and a.conn.state in ("registered", "probing")
         ]
 
-    async def gather(self, sock: socket.socket) -> tuple[Gathered, asyncio.AbstractServer]:
-        """Serve until every expected participant has arrived or the deadline passes. Then stop
-        accepting and drop whoever has not finished sending (slow, half-open, garbage)."""
+    async def gather(self, sock: socket.socket, policy: Policy) -> Gathered:
+        """Serve until every expected participant has arrived, the deadline passes, or the policy
+        finds a failure no late arrival can fix (looked for whenever arrivals pause for QUIET_S)."""
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=65535)
+        self.port = int(sock.getsockname()[1])
+        self.server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=65535)
         t0 = time.monotonic()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.complete.wait(), self.remaining())
+        next_line = t0 + WAIT_LINE_S
+        looked_at = -1  # the number of arrivals when the policy last looked
+        quiet = QUIET_S
+        while not self.complete.is_set() and self.remaining() > 0 and not self.last_call_over():
+            now = time.monotonic()
+            wake = [self.deadline, next_line]
+            if len(self.arrivals) != looked_at:
+                wake.append(self.last_arrival + quiet)
+            if self.minimum_at is not None:
+                wake.append(self.minimum_at + self.expect.last_call)
+            # timers, completion, and while idle the next arrival: no wake-up per arrival in a burst
+            self.watch = len(self.arrivals) == looked_at
+            self.wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), max(0.0, min(wake) - now))
+            now = time.monotonic()
+            if now >= next_line and not self.complete.is_set():
+                policy.waiting(self)
+                next_line = now + WAIT_LINE_S
+            if len(self.arrivals) != looked_at and now - self.last_arrival >= quiet and not self.complete.is_set():
+                looked_at = len(self.arrivals)
+                started = time.monotonic()
+                if policy.decisive([a.facts for a in self.arrivals.values()]):
+                    self.early = True
+                    break
+                quiet = max(QUIET_S, 2 * (time.monotonic() - started))  # checks at scale: look less often
         self.decided = True
-        server.close()  # stop accepting; the port is free once the last client has closed
+        arrivals = list(self.arrivals.values())
+        complete = self.complete.is_set() or self.last_call_over()
+        return Gathered(arrivals, self.rejected, time.monotonic() - t0, complete)
+
+    def stop_accepting(self) -> None:
+        """Stop accepting and drop whoever has not finished sending (slow, half-open, garbage);
+        the port is free once the last client has closed."""
+        self.closing = True
+        if self.server is not None:
+            self.server.close()
         for conn in list(self.open):
             if conn.state in ("header", "body"):
                 conn.refuse("still sending at the deadline", tell=False)
-        arrivals = list(self.arrivals.values())
-        return Gathered(arrivals, self.rejected, time.monotonic() - t0, self.complete.is_set()), server
 
     async def net_round(
         self, order: Callable[[Facts], Any]
@@ -301,15 +405,33 @@ class Coordinator:
             results[ident] = fut.result() if fut.done() else []
         return {i: (self.arrivals[i].facts["host"], self.arrivals[i].listen, rows) for i, rows in results.items()}
 
-    async def deliver(self, verdict: bytes) -> None:
-        """Send the verdict to every participant still connected, then wait (bounded) until they
-        close their side first, so TIME_WAIT lands on them and not on the job's port."""
+    async def deliver(self, verdict: bytes, linger: bool) -> None:
+        """Send the verdict to every participant still connected. With ``linger`` (a failure),
+        keep answering late arrivals with the same verdict until the deadline or until every
+        expected participant has it, so every node exits with the same code. Then wait (bounded)
+        until the clients close their side first, so TIME_WAIT lands on them, not on the job's port."""
+        self.verdict = verdict
         conns = [c for c in self.registered() if c.transport is not None]
         for conn in conns:
             assert conn.transport is not None
             conn.transport.write(verdict)
+        self.served.update(self.key(a.facts) for a in self.arrivals.values())
+        self.served_n = len(self.arrivals)
+        if linger:
+            while self.remaining() > 0 and not self.all_served():
+                self.changed.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.changed.wait(), self.remaining())
+        self.stop_accepting()
+        conns = [c for c in self.open if c.state == "registered"]
         if conns:
             await asyncio.wait([c.closed for c in conns], timeout=CLOSE_WAIT_S)
         for conn in list(self.open):
             if conn.transport is not None:
                 conn.transport.abort()
+
+    def all_served(self) -> bool:
+        """As many participants as expected have the verdict (whatever they claimed), or every
+        expected key has it."""
+        e = self.expect
+        return self.served_n >= e.maximum or (e.keys is not None and e.keys <= self.served)

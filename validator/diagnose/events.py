@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from validator.documents import DiagnosisDoc, EvidenceDoc
+
 
 class Role(enum.IntEnum):
     """How an event relates to the failure: a cause, a consequence, or bookkeeping."""
@@ -50,7 +52,7 @@ class Evidence:
     text: str
     rank: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> EvidenceDoc:
         return {"source": self.source, "text": self.text, "rank": self.rank}
 
 
@@ -85,7 +87,7 @@ class Diagnosis:
     hosts: dict[int, str]
     notes: list[str] = field(default_factory=list)  # incompleteness, hints
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DiagnosisDoc:  # its schema: validator.documents.DiagnosisDoc
         p = self.primary
         return {
             "failure_class": self.failure_class,

@@ -98,4 +98,7 @@ def explain(diag: Diagnosis) -> str:
 def json_text(report: Report, diag: Diagnosis) -> str:
     doc = report.to_json()
     doc["diagnosis"] = diag.to_json()
+    from validator.schema import self_check  # docs/schema: off unless VALIDATOR_SELF_CHECK=1
+
+    self_check(doc, "report")
     return json.dumps(doc, indent=2) + "\n"

@@ -12,12 +12,14 @@ from typing import Any
 from validator.diagnose import blocks
 from validator.diagnose.classify import classify
 from validator.diagnose.events import Event, Ident, Role
-from validator.diagnose.inputs import open_binary
-from validator.diagnose.logs import parse_line, rank_in_message, stream_of
-from validator.diagnose.scan import Hit, hits
+from validator.diagnose.inputs import local_rank_from_path, open_binary
+from validator.diagnose.logs import line_cleaner, parse_line, rank_in_message, starts_message, stream_of
+from validator.diagnose.scan import ANCHORS, Hit, hits
 
 PER_KEY = 3  # events kept per (kind, who); the rest are counted
 TEXT_MAX = 400
+PARSE_MAX = 4096  # characters of a line that are parsed (a message's fields are at its front)
+HEAD = 1 << 16  # bytes read first to learn the file's shape (line numbers, terminal width)
 _INIT = re.compile(
     r"comm \S+ rank (?P<rank>\d+) nranks (?P<n>\d+) cudaDev (?P<dev>\d+)(?: nvmlDev \d+)? busId (?P<bus>\w+)"
 )
@@ -35,18 +37,25 @@ class FileResult:
 
 
 class _State:
-    def __init__(self, path: str, year: int) -> None:
+    def __init__(self, path: str, year: int, name: str) -> None:
         self.res = FileResult(path)
         self.year = year
-        self.name = os.path.basename(path)
+        self.name = name
+        self.local = local_rank_from_path(path)  # torchrun --log-dir: .../attempt_0/<local rank>/stderr.log
         self.kept: Counter[tuple[str, Any]] = Counter()
         self.stacks: dict[bytes, tuple[int, list[str]]] = {}  # stream -> (exception line, frames)
         self.skip: dict[bytes, int] = {}  # stream -> skip hits up to this line (inside a block)
+        self.wrap: int | None = None  # terminal width the paste was hard-wrapped at
+        self.joined_until = 0  # lines up to here were continuations of a wrapped line
+        self.last: Event | None = None  # the event the current hit produced
 
     def add(self, ev: Event) -> None:
+        if ev.ident.local_rank is None and ev.ident.rank is None and self.local is not None:
+            ev.ident.local_rank = self.local
         who = ev.ident.rank if ev.ident.rank is not None else (ev.ident.node, ev.ident.local_rank, ev.ident.pid)
         key = (ev.kind, who)
         self.kept[key] += 1
+        self.last = ev
         if self.kept[key] > PER_KEY and ev.role != Role.FACT:
             self.res.suppressed[ev.kind] += 1
             return
@@ -67,9 +76,15 @@ def _handle(st: _State, hit: Hit) -> bool:
     """Process one hit; False when it needs more of the file (deferred)."""
     raw = hit.raw
     stream = stream_of(raw)
-    if st.skip.get(stream, 0) > hit.line:
+    if st.skip.get(stream, 0) > hit.line or hit.line <= st.joined_until:
         return True
-    line = parse_line(raw.decode("utf-8", "replace"), st.year)
+    first = raw.decode("utf-8", "replace")[:PARSE_MAX]
+    if st.wrap is not None and len(first) == st.wrap:
+        got = _unwrap(st, hit, first)
+        if got is None:
+            return False
+        first = got
+    line = parse_line(first, st.year)
     text = line.text
     if text.startswith("Traceback (most recent call last)"):
         follow, more = hit.following(400)
@@ -117,6 +132,34 @@ def _handle(st: _State, hit: Hit) -> bool:
     return True
 
 
+def _unwrap(st: _State, hit: Hit, first: str) -> str | None:
+    """A line exactly as wide as the terminal, joined with the lines it was wrapped into; None
+    when more of the file is needed."""
+    follow, more = hit.following(8)
+    if not follow and more and hit.defer():
+        return None
+    n = 0
+    for raw in follow:
+        part = raw.decode("utf-8", "replace")
+        if starts_message(part, st.year) or len(first) >= PARSE_MAX:
+            break
+        first, n = first + part, n + 1
+        if len(part) != st.wrap:
+            break
+    st.joined_until = hit.line + n
+    return first[:PARSE_MAX]
+
+
+def wrap_width(lines: list[str], year: int) -> int | None:
+    """The width a terminal hard-wrapped this paste at: the longest line length, shared by at
+    least two lines that are each followed by a line that does not open a message."""
+    width = max(map(len, lines), default=0)
+    if width < 70:
+        return None
+    cut = sum(1 for a, b in zip(lines, lines[1:], strict=False) if len(a) == width and not starts_message(b, year))
+    return width if cut >= 2 else None
+
+
 def _nth_line(follow: list[bytes], stream: bytes, n: int) -> int:
     """Offset (in all lines) of the n-th line that belongs to ``stream``."""
     seen = 0
@@ -148,11 +191,11 @@ def _summary(st: _State, hit: Hit, stream: bytes, line: Any) -> bool:
     return True
 
 
-def scan_file(path: str) -> FileResult:
-    """All events of one log file (plain or gzip). Errors are recorded, never raised; what was
-    read before an error (a truncated .gz) is kept."""
+def scan_file(path: str, name: str | None = None) -> FileResult:
+    """All events of one log file (plain or gzip); ``name``: the path shown in evidence. Errors
+    are recorded, never raised; what was read before an error (a truncated .gz) is kept."""
     try:
-        st = _State(path, time.localtime(os.stat(path).st_mtime).tm_year)
+        st = _State(path, time.localtime(os.stat(path).st_mtime).tm_year, name or os.path.basename(path))
         st.res.bytes = os.stat(path).st_size
     except OSError as e:
         res = FileResult(path)
@@ -160,9 +203,16 @@ def scan_file(path: str) -> FileResult:
         return res
     try:
         with open_binary(path) as f:
-            for hit in hits(f):
+            head = f.read(HEAD)
+            clean = line_cleaner(head, ANCHORS)
+            sample = [clean(ln).decode("utf-8", "replace") for ln in head.split(b"\n")[:-1][:2000]]
+            st.wrap = wrap_width(sample, st.year)
+            for hit in hits(f, head=head, clean=clean):
+                st.last = None
                 if _handle(st, hit):
                     st.res.lines = hit.line
+                    if hit.repeats and st.last is not None:  # a flood of one line: counted, not parsed
+                        st.res.suppressed[st.last.kind] += hit.repeats
     except (OSError, EOFError, ValueError) as e:
         st.res.error = f"read stopped early: {e}"
     return st.res

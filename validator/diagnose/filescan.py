@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import time
@@ -80,10 +81,10 @@ def _handle(st: _State, hit: Hit) -> bool:
         return True
     first = raw.decode("utf-8", "replace")[:PARSE_MAX]
     if st.wrap is not None and len(first) == st.wrap:
-        got = _unwrap(st, hit, first)
-        if got is None:
+        joined = _unwrap(st, hit, first)
+        if joined is None:
             return False
-        first = got
+        first = joined
     line = parse_line(first, st.year)
     text = line.text
     if text.startswith("Traceback (most recent call last)"):
@@ -156,7 +157,7 @@ def wrap_width(lines: list[str], year: int) -> int | None:
     width = max(map(len, lines), default=0)
     if width < 70:
         return None
-    cut = sum(1 for a, b in zip(lines, lines[1:], strict=False) if len(a) == width and not starts_message(b, year))
+    cut = sum(1 for a, b in itertools.pairwise(lines) if len(a) == width and not starts_message(b, year))
     return width if cut >= 2 else None
 
 

@@ -19,6 +19,7 @@ returns (progress bars) and line numbers the user added.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +36,9 @@ _RAY = re.compile(r"\((?:[\w.]+ )?pid=(\d{1,9})(?:, ip=([\w.:\-]{1,64}))?\)\s?")
 _K8S = re.compile(r"\[pod/([\w.\-]{1,253})/[\w.\-]{1,63}\]\s?")
 _DETERMINED = re.compile(r"(?:[0-9a-f]{8} )?(?:\[rank=(\d{1,9})\] )?\|\|\s?")
 _CLOCK = re.compile(r"\[?(?:([A-Z][a-z]{2}) ([ \d]\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?\]? ")
-_MONTHS = {m: i for i, m in enumerate(("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec").split(), 1)}
+_MONTHS = {
+    m: i for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)
+}
 _ISO = re.compile(r"\[?(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?:Z|[+-]\d\d:?\d\d)?\]?[ ,]\s*")
 
 _GLOG = re.compile(r"\[([IWEF])(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))? ([\w.\-]+):\d+\]\s?")
@@ -194,7 +197,7 @@ def _line_numbers(lines: list[bytes]) -> re.Pattern[bytes] | None:
     (srun labels and pids repeat or jump, so they never qualify)."""
     for pat in _LINE_NUMBERS:
         nums = [int(m.group(1)) for ln in lines if (m := pat.match(ln))]
-        pairs = list(zip(nums, nums[1:], strict=False))
+        pairs = list(itertools.pairwise(nums))
         if len(nums) < 3 or len(nums) < 0.8 * len(lines) or any(b <= a for a, b in pairs):
             continue
         if sum(b == a + 1 for a, b in pairs) >= 0.8 * len(pairs):

@@ -13,15 +13,15 @@ from collections.abc import Iterable
 
 from validator.diagnose.events import Event
 from validator.diagnose.filescan import FileResult
-from validator.diagnose.inputs import rank_from_name
+from validator.diagnose.inputs import file_rank
 
 
 def _ints(text: str) -> list[int]:
     try:
-        v = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+        v = ast.literal_eval(text[:4096])
+        return [int(x) for x in v] if isinstance(v, (list, tuple)) else []
+    except (ValueError, TypeError, SyntaxError, OverflowError, RecursionError, MemoryError):
         return []
-    return [int(x) for x in v] if isinstance(v, (list, tuple)) else []
 
 
 class RankMap:
@@ -56,9 +56,9 @@ class RankMap:
                 self.local.setdefault((res.path, ev.ident.node, ev.ident.local_rank), ev.ident.rank)
 
     def resolve(self, res: FileResult) -> None:
-        file_rank = rank_from_name(res.path)
+        rank = file_rank(res.path)
         for ev in res.events:
-            self.place(ev, res.path, file_rank)
+            self.place(ev, res.path, rank)
 
     def place(self, ev: Event, path: str, file_rank: int | None) -> None:
         ident = ev.ident

@@ -14,7 +14,7 @@ from validator.diagnose import blocks
 from validator.diagnose.classify import classify
 from validator.diagnose.events import Event, Ident, Role
 from validator.diagnose.inputs import local_rank_from_path, open_binary
-from validator.diagnose.logs import line_cleaner, parse_line, rank_in_message, starts_message, stream_of
+from validator.diagnose.logs import line_cleaner, parse_line, rank_in_message, starts_message, stream_of, strip_time
 from validator.diagnose.scan import ANCHORS, Hit, hits
 
 PER_KEY = 3  # events kept per (kind, who); the rest are counted
@@ -88,7 +88,7 @@ def _handle(st: _State, hit: Hit) -> bool:
     line = parse_line(first, st.year)
     text = line.text
     if text.startswith("Traceback (most recent call last)"):
-        follow, more = hit.following(400)
+        follow, more = _following(hit, 400)
         tb = blocks.read_traceback(follow, stream)
         if not tb.complete and more and hit.defer():
             return False
@@ -110,7 +110,7 @@ def _handle(st: _State, hit: Hit) -> bool:
             st.add(_event(st, kind, role, data, nxt[0].text, hit.line + 1, line))
         return True
     if "Rendezvous complete" in text:
-        follow, more = hit.following(16)
+        follow, more = _following(hit, 16)
         if len(follow) < 12 and more and hit.defer():
             return False
         info = blocks.read_rendezvous(follow, stream)
@@ -131,6 +131,13 @@ def _handle(st: _State, hit: Hit) -> bool:
         ev.stack = pending[1]
     st.add(ev)
     return True
+
+
+def _following(hit: Hit, n: int) -> tuple[list[bytes], bool]:
+    """The lines after a hit for the block readers, without time stamps in front of their
+    prefixes (``Oct 16 02:07:00   File ...``: a stamp users or CI add to every line)."""
+    follow, more = hit.following(n)
+    return [strip_time(raw) for raw in follow], more
 
 
 def _unwrap(st: _State, hit: Hit, first: str) -> str | None:
@@ -173,7 +180,7 @@ def _nth_line(follow: list[bytes], stream: bytes, n: int) -> int:
 
 
 def _summary(st: _State, hit: Hit, stream: bytes, line: Any) -> bool:
-    follow, more = hit.following(600)
+    follow, more = _following(hit, 600)
     failures, span, complete = blocks.read_summary(follow, stream)
     if not complete and more and hit.defer():
         return False

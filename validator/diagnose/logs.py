@@ -178,6 +178,12 @@ _LEAD_TIME = re.compile(
 )
 
 
+def strip_time(line: bytes) -> bytes:
+    """The line without a time stamp in front (kept when nothing follows it on the line)."""
+    t = _LEAD_TIME.match(line)
+    return line[t.end() :] if t and t.end() < len(line) else line
+
+
 def stream_of(line: bytes) -> bytes:
     """The raw prefix bytes of a line: the lines of one process's stream share it."""
     t = _LEAD_TIME.match(line)
@@ -186,6 +192,7 @@ def stream_of(line: bytes) -> bytes:
 
 
 _ANSI = re.compile(rb"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]|\x1b[()][0-9A-Za-z]")
+_ANSI_LOST = re.compile(rb"\[(?:\d{1,3};){0,4}\d{1,3}m")  # a paste that lost the ESC: "[36m(pid=1)[0m"
 _LINE_NUMBERS = (  # prefixes users add when they paste: "[80746] ", "   12\t" (cat -n), "12 | ", "12: "
     re.compile(rb"\s{0,8}\[(\d{1,9})\] ?"),
     re.compile(rb"\s{0,8}(\d{1,9})(?:\t| ?[|:] ?| )"),
@@ -217,12 +224,17 @@ def _last_segment(raw: bytes, anchors: tuple[bytes, ...]) -> bytes:
 
 def line_cleaner(head: bytes, anchors: tuple[bytes, ...]) -> Callable[[bytes], bytes]:
     """A function that cleans one raw line of this file, learned from the file's first bytes."""
+    lost = b"[0m" in head  # colour codes whose ESC the paste dropped: removed from every line
     sample = [_ANSI.sub(b"", ln).rstrip(b"\r") for ln in head.split(b"\n")[:200]]
+    if lost:
+        sample = [_ANSI_LOST.sub(b"", ln) for ln in sample]
     numbers = _line_numbers([ln for ln in sample if ln.strip()])
 
     def clean(raw: bytes) -> bytes:
         if b"\x1b" in raw:
             raw = _ANSI.sub(b"", raw)
+        if lost and b"m" in raw:
+            raw = _ANSI_LOST.sub(b"", raw)
         if b"\r" in raw:
             raw = raw.rstrip(b"\r")
             if b"\r" in raw:

@@ -47,7 +47,7 @@ _ELASTIC = re.compile(r"([IWEF])(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?
 _PYLOG = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
 _VLLM = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) [\w.\-]+:\d+\] ")
 _LEVEL_WORD = re.compile(
-    r"(?:- )?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b(?: -)?\s*(?:\d\d-\d\d \d\d:\d\d:\d\d )?(?:\S+:\d+\] )?"
+    r"(?:- )?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b:?(?: -)?\s*(?:\d\d-\d\d \d\d:\d\d:\d\d )?(?:\S+:\d+\] )?"
 )
 _NCCL = re.compile(r"([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:(\S+:\d+) )?(?:\(\w+\) )?NCCL (WARN|INFO|TRACE|ABORT)\s?")
 _LEVELS = {"I": "info", "W": "warning", "E": "error", "F": "fatal"}

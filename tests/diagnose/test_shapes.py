@@ -138,7 +138,9 @@ def test_tee_logs_of_two_nodes_keep_local_ranks_local(tmp_path: Path) -> None:
     node0.parent.mkdir()
     node1.parent.mkdir()
     node0.write_text("[default0]:step 1\n[default1]:step 1\n")
-    node1.write_text("[default0]:step 1\n[default1]:RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    node1.write_text(
+        "[default0]:step 1\n[default1]:RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
     _, diag = diagnose_paths([str(tmp_path)])
     assert diag.primary is not None
     assert 1 not in diag.primary.culprits

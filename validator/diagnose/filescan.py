@@ -53,7 +53,8 @@ class _State:
     def add(self, ev: Event) -> None:
         if ev.ident.local_rank is None and ev.ident.rank is None and self.local is not None:
             ev.ident.local_rank = self.local
-        who = ev.ident.rank if ev.ident.rank is not None else (ev.ident.node, ev.ident.local_rank, ev.ident.pid)
+        ident = ev.ident  # a c10d "[Rank N]" in the message tells ranks apart where no prefix does
+        who = ident.rank if ident.rank is not None else (ev.data.get("msg_rank"), ident.node, ident.local_rank, ident.pid)
         key = (ev.kind, who)
         self.kept[key] += 1
         self.last = ev

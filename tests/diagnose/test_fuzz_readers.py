@@ -29,7 +29,7 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "diagnose"
 CORPUS = Path("/work/shared/corpus/diagnose-gen1/cases")
 LOGS = sorted((FIXTURES / "public").glob("*.log")) + sorted((FIXTURES / "shapes").glob("*.log"))
 LOGS += sorted(CORPUS.glob("*.log"))[:12] if CORPUS.is_dir() else []
-SEEDS = [p.read_bytes()[:16 << 10] for p in LOGS]
+SEEDS = [p.read_bytes()[: 16 << 10] for p in LOGS]
 FR_JSON = [json.loads(p.read_text()) for p in sorted((FIXTURES / "fr-gloo").glob("*.json"))]
 LONG = int(os.environ.get("VALIDATOR_FUZZ_EXAMPLES", "0"))  # a longer, random run: VALIDATOR_FUZZ_EXAMPLES=2000
 FUZZ = settings(
@@ -119,7 +119,9 @@ def mutated_dump(draw: st.DrawFn) -> dict[str, Any]:
             e = entries[draw(st.integers(0, len(entries) - 1))]
             e[draw(st.sampled_from(FIELDS))] = draw(PLAIN)
         elif target == "pg_config":
-            doc["pg_config"] = {"": {"name": draw(PLAIN), "ranks": draw(PLAIN | st.text(alphabet="[]0123456789e,. -", max_size=20))}}
+            doc["pg_config"] = {
+                "": {"name": draw(PLAIN), "ranks": draw(PLAIN | st.text(alphabet="[]0123456789e,. -", max_size=20))}
+            }
         elif target == "pg_status":
             doc["pg_status"] = draw(PLAIN)
         elif target == "top":

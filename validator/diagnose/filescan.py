@@ -7,6 +7,7 @@ import os
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +55,9 @@ class _State:
         if ev.ident.local_rank is None and ev.ident.rank is None and self.local is not None:
             ev.ident.local_rank = self.local
         ident = ev.ident  # a c10d "[Rank N]" in the message tells ranks apart where no prefix does
-        who = ident.rank if ident.rank is not None else (ev.data.get("msg_rank"), ident.node, ident.local_rank, ident.pid)
+        who = (
+            ident.rank if ident.rank is not None else (ev.data.get("msg_rank"), ident.node, ident.local_rank, ident.pid)
+        )
         key = (ev.kind, who)
         self.kept[key] += 1
         self.last = ev
@@ -159,14 +162,27 @@ def _unwrap(st: _State, hit: Hit, first: str) -> str | None:
     return first[:PARSE_MAX]
 
 
-def wrap_width(lines: list[str], year: int) -> int | None:
+def wrap_width(head: bytes, clean: Callable[[bytes], bytes], year: int) -> int | None:
     """The width a terminal hard-wrapped this paste at: the longest line length, shared by at
     least two lines that are each followed by a line that does not open a message."""
+    raw = head.split(b"\n")[:-1]
+    if head.isascii() and b"\x1b" not in head and b"\r" not in head:
+        lines: list[bytes | str] = list(raw)  # decided on bytes (one byte, one column)
+    else:
+        lines = [clean(ln).decode("utf-8", "replace") for ln in raw]
     width = max(map(len, lines), default=0)
     if width < 70:
         return None
-    cut = sum(1 for a, b in itertools.pairwise(lines) if len(a) == width and not starts_message(b, year))
-    return width if cut >= 2 else None
+    cut = 0
+    for i in itertools.islice((i for i, ln in enumerate(lines[:-1]) if len(ln) == width), 16):
+        b = lines[i + 1]
+        text = b if isinstance(b, str) else clean(b).decode("utf-8", "replace")
+        if text[:1].isspace() or stream_of(text.encode()):  # cheap: plainly a message of its own
+            continue
+        cut += not starts_message(text, year)
+        if cut >= 2:
+            return width
+    return None
 
 
 def _nth_line(follow: list[bytes], stream: bytes, n: int) -> int:
@@ -214,8 +230,7 @@ def scan_file(path: str, name: str | None = None) -> FileResult:
         with open_binary(path) as f:
             head = f.read(HEAD)
             clean = line_cleaner(head, ANCHORS)
-            sample = [clean(ln).decode("utf-8", "replace") for ln in head.split(b"\n")[:-1][:2000]]
-            st.wrap = wrap_width(sample, st.year)
+            st.wrap = wrap_width(head, clean, st.year)
             for hit in hits(f, head=head, clean=clean):
                 st.last = None
                 if _handle(st, hit):

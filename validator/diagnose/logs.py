@@ -225,10 +225,14 @@ def _last_segment(raw: bytes, anchors: tuple[bytes, ...]) -> bytes:
 def line_cleaner(head: bytes, anchors: tuple[bytes, ...]) -> Callable[[bytes], bytes]:
     """A function that cleans one raw line of this file, learned from the file's first bytes."""
     lost = b"[0m" in head  # colour codes whose ESC the paste dropped: removed from every line
-    sample = [_ANSI.sub(b"", ln).rstrip(b"\r") for ln in head.split(b"\n")[:200]]
+    sample = head.split(b"\n", 200)[:200]
+    if b"\x1b" in head:
+        sample = [_ANSI.sub(b"", ln) for ln in sample]
     if lost:
         sample = [_ANSI_LOST.sub(b"", ln) for ln in sample]
-    numbers = _line_numbers([ln for ln in sample if ln.strip()])
+    sample = [ln.rstrip(b"\r") for ln in sample if ln.strip()]
+    numbered = sum(1 for ln in sample[:10] if _LINE_NUMBERS[0].match(ln) or _LINE_NUMBERS[1].match(ln))
+    numbers = _line_numbers(sample) if numbered >= min(3, len(sample)) and sample else None
 
     def clean(raw: bytes) -> bytes:
         if b"\x1b" in raw:

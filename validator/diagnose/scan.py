@@ -91,19 +91,36 @@ def _run_end(buf: bytes, start: int, end: int, limit: int) -> tuple[int, int]:
     return repeats, pos - 1
 
 
+def _gaps(runs: list[tuple[int, int]], limit: int) -> list[tuple[int, int]]:
+    """The parts of [0, limit) outside the runs of repeated lines found so far."""
+    out, pos = [], 0
+    for start, end in sorted(runs):
+        if start > pos:
+            out.append((pos, start))
+        pos = max(pos, end + 1)
+    if pos < limit:
+        out.append((pos, limit))
+    return out
+
+
 def _hit_lines(buf: bytes, limit: int, anchors: tuple[bytes, ...]) -> list[tuple[int, tuple[int, int, int]]]:
-    """Sorted (line start, (line end, repeats, run end)) of the lines holding an anchor."""
+    """Sorted (line start, (line end, repeats, run end)) of the lines holding an anchor. Later
+    anchors do not search inside runs of repeated lines already found (a flood is scanned once)."""
     lines: dict[int, tuple[int, int, int]] = {}
+    runs: list[tuple[int, int]] = []
     for anchor in anchors:
-        i = buf.find(anchor, 0, limit)
-        while i != -1:
-            start = buf.rfind(b"\n", 0, i) + 1
-            end = buf.find(b"\n", i, limit)
-            end = limit if end == -1 else end
-            if start not in lines:
-                repeats, run_end = _run_end(buf, start, end, limit)
-                lines[start] = (end, repeats, run_end)
-            i = buf.find(anchor, lines[start][2] + 1, limit)
+        for lo, hi in _gaps(runs, limit) if runs else [(0, limit)]:
+            i = buf.find(anchor, lo, hi)
+            while i != -1:
+                start = buf.rfind(b"\n", 0, i) + 1
+                end = buf.find(b"\n", i, limit)
+                end = limit if end == -1 else end
+                if start not in lines:
+                    repeats, run_end = _run_end(buf, start, end, limit)
+                    lines[start] = (end, repeats, run_end)
+                    if repeats:
+                        runs.append((start, run_end))
+                i = buf.find(anchor, lines[start][2] + 1, hi)
     return sorted(lines.items())
 
 

@@ -167,3 +167,23 @@ def test_peak_memory_stays_bounded_on_a_huge_line_and_a_bomb(tmp_path: Path) -> 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=GUARD_S, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert int(out.stdout.split()[-1]) < 512 << 10  # KiB
+
+
+def test_many_different_error_lines_are_counted_and_other_ranks_still_kept(tmp_path: Path) -> None:
+    p = tmp_path / "combined.log"
+    watchdog = (
+        b"[E1130 10:15:38.162555850 ProcessGroupNCCL.cpp:632] [Rank %d] Watchdog caught collective operation timeout: "
+        b"WorkNCCL(SeqNum=%d, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for %d milliseconds "
+        b"before timing out.\n"
+    )
+    body = b"".join(b"[rank3]: RuntimeError: boom %d\n" % i for i in range(20_000))
+    body += b"".join(watchdog % (3, i, 600000 + i) for i in range(2_000))
+    body += b"[rank4]: RuntimeError: boom 7\n" + watchdog % (5, 1, 600001) + ERROR_LOG
+    p.write_bytes(body)
+    res = scan_file(str(p))
+    exc = [e for e in res.events if e.kind == "py.exception"]
+    assert [e.rank for e in exc] == [3, 3, 3, 4]  # rank 4's line of the same shape is still read
+    assert len(exc) - 1 + res.suppressed["py.exception"] == 20_000
+    timeouts = [e.data.get("msg_rank") for e in res.events if e.kind == "coll.watchdog_timeout"]
+    assert timeouts == [3, 3, 3, 5]  # [Rank 5] is told apart from [Rank 3] although no prefix says
+    assert [e.source for e in res.events if e.kind == "cuda.error"] == ["combined.log:22003"]

@@ -22,6 +22,8 @@ PER_KEY = 3  # events kept per (kind, who); the rest are counted
 TEXT_MAX = 400
 PARSE_MAX = 4096  # characters of a line that are parsed (a message's fields are at its front)
 HEAD = 1 << 16  # bytes read first to learn the file's shape (line numbers, terminal width)
+MAX_SHAPES = 1 << 14  # line shapes remembered per file
+_MSG_RANK = re.compile(rb"Rank \d+\]")
 _INIT = re.compile(
     r"comm \S+ rank (?P<rank>\d+) nranks (?P<n>\d+) cudaDev (?P<dev>\d+)(?: nvmlDev \d+)? busId (?P<bus>\w+)"
 )
@@ -50,21 +52,41 @@ class _State:
         self.wrap: int | None = None  # terminal width the paste was hard-wrapped at
         self.joined_until = 0  # lines up to here were continuations of a wrapped line
         self.last: Event | None = None  # the event the current hit produced
+        # A line's shape: its stream, its c10d [Rank N], its bytes without digits. Once two lines of
+        # one shape gave the same answer (no event, or an event of a kind already kept PER_KEY
+        # times for that rank), further lines of that shape are only counted, not parsed: a log of
+        # a million different "RuntimeError: boom 123" lines costs a lookup each.
+        self.seen: dict[tuple[bytes, bytes, bytes], tuple[str, Any] | None] = {}
+        self.known: dict[tuple[bytes, bytes, bytes], str | None] = {}
 
-    def add(self, ev: Event) -> None:
-        if ev.ident.local_rank is None and ev.ident.rank is None and self.local is not None:
-            ev.ident.local_rank = self.local
+    def learn(self, shape: tuple[bytes, bytes, bytes] | None, outcome: tuple[str, Any] | None) -> None:
+        if shape is None:
+            return
+        if shape in self.seen and self.seen[shape] == outcome:
+            if len(self.known) < MAX_SHAPES:
+                self.known[shape] = outcome[0] if outcome else None
+        elif len(self.seen) < MAX_SHAPES:
+            self.seen[shape] = outcome
+
+    @staticmethod
+    def who(ev: Event) -> Any:
         ident = ev.ident  # a c10d "[Rank N]" in the message tells ranks apart where no prefix does
-        who = (
+        return (
             ident.rank if ident.rank is not None else (ev.data.get("msg_rank"), ident.node, ident.local_rank, ident.pid)
         )
-        key = (ev.kind, who)
+
+    def add(self, ev: Event) -> bool:
+        """Keep the event, or count it (False) when PER_KEY of its kind and rank are kept."""
+        if ev.ident.local_rank is None and ev.ident.rank is None and self.local is not None:
+            ev.ident.local_rank = self.local
+        key = (ev.kind, self.who(ev))
         self.kept[key] += 1
         self.last = ev
         if self.kept[key] > PER_KEY and ev.role != Role.FACT:
             self.res.suppressed[ev.kind] += 1
-            return
+            return False
         self.res.events.append(ev)
+        return True
 
 
 def _event(st: _State, kind: str, role: Role, data: dict[str, Any], text: str, line_no: int, line: Any) -> Event:
@@ -83,6 +105,15 @@ def _handle(st: _State, hit: Hit) -> bool:
     stream = stream_of(raw)
     if st.skip.get(stream, 0) > hit.line or hit.line <= st.joined_until:
         return True
+    shape = None
+    if st.wrap is None:
+        tag = _MSG_RANK.search(raw)
+        shape = (stream, tag.group(0) if tag else b"", raw.translate(None, b"0123456789"))
+        if shape in st.known:
+            kind = st.known[shape]
+            if kind is not None:
+                st.res.suppressed[kind] += 1 + hit.repeats
+            return True
     first = raw.decode("utf-8", "replace")[:PARSE_MAX]
     if st.wrap is not None and len(first) == st.wrap:
         joined = _unwrap(st, hit, first)
@@ -127,13 +158,15 @@ def _handle(st: _State, hit: Hit) -> bool:
         return True
     got = classify(text)
     if got is None:
+        st.learn(shape, None)
         return True
     kind, role, data = got
     ev = _event(st, kind, role, data, text, hit.line, line)
     pending = st.stacks.get(stream)
     if pending and pending[0] == hit.line:
         ev.stack = pending[1]
-    st.add(ev)
+    if not st.add(ev):
+        st.learn(shape, (kind, st.who(ev)))
     return True
 
 

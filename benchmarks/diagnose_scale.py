@@ -86,17 +86,23 @@ def synthesize(d: Path, ranks: int, total_mb: int) -> tuple[int, int]:
 # runs the command as its child and prints the child's peak RSS (KiB): a per-command figure
 PEAK = (
     "import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
-    "sys.stderr.write(f'\\npeak_kib={resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n'); sys.exit(p.returncode)"
+    "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+    "sys.stderr.write(f'\\npeak_kib={u.ru_maxrss} cpu_s={u.ru_utime + u.ru_stime}\\n'); sys.exit(p.returncode)"
 )
 
 
+CPU: dict[str, float] = {}  # command -> CPU seconds (user + sys, workers included) of its last run
+
+
 def timed(cmd: list[str]) -> tuple[float, int, bytes]:
-    """(seconds, peak RSS in KiB of the command and its workers' largest, stdout or stderr)."""
+    """(seconds, peak RSS in KiB of the command and its workers' largest, stdout or stderr).
+    The CPU seconds go to CPU[cmd[0]]: on a shared machine they say more than the wall time."""
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", PEAK, *cmd], capture_output=True, cwd=ROOT)
     dt = time.perf_counter() - t0
     tail = p.stderr.rsplit(b"peak_kib=", 1)
     peak = int(tail[1].split()[0]) if len(tail) == 2 else 0
+    CPU[cmd[0]] = float(tail[1].split()[1].split(b"=")[1]) if len(tail) == 2 else 0.0
     return dt, peak, p.stdout if p.returncode in (0, 1) else tail[0]
 
 
@@ -130,9 +136,12 @@ def hostile(base: Path, mb: int) -> dict[str, dict[str, float]]:
             size = _write_repeated(p, lines, total)
         secs, peak, text = timed([sys.executable, "-m", "validator", "diagnose", str(d), "-f", "json"])
         code = json.loads(text)["diagnosis"]["code"] if text.startswith(b"{") else text.decode()[-200:]
-        out[name] = {"mb": size / 1e6, "s": secs, "mb_per_s": size / 1e6 / secs, "rss_mib": peak / 1024}
+        cpu = CPU[sys.executable]
+        out[name] = {"mb": size / 1e6, "s": secs, "mb_per_s": size / 1e6 / secs, "cpu_s": cpu, "rss_mib": peak / 1024}
+        out[name]["mb_per_cpu_s"] = size / 1e6 / max(cpu, 1e-9)
         print(
-            f"{name}: {size / 1e6:.0f} MB in {secs:.1f} s ({size / 1e6 / secs:.0f} MB/s), peak RSS {peak / 1024:.0f} MiB, code {code}"
+            f"{name}: {size / 1e6:.0f} MB in {secs:.1f} s ({size / 1e6 / secs:.0f} MB/s; {cpu:.1f} CPU-s, "
+            f"{size / 1e6 / max(cpu, 1e-9):.0f} MB per CPU-s), peak RSS {peak / 1024:.0f} MiB, code {code}"
         )
         shutil.rmtree(d)
     d = base / "gzip_members"
@@ -140,10 +149,9 @@ def hostile(base: Path, mb: int) -> dict[str, dict[str, float]]:
     members = 500_000
     (d / "rank3.log").write_bytes(gzip.compress(b"a", mtime=0) * members)
     secs, peak, _ = timed([sys.executable, "-m", "validator", "diagnose", str(d), "-f", "json"])
-    out["gzip_members"] = {"members": members, "s": secs, "members_per_s": members / secs, "rss_mib": peak / 1024}
-    print(
-        f"gzip_members: {members} one-byte members in {secs:.1f} s ({members / secs:.0f}/s), peak RSS {peak / 1024:.0f} MiB"
-    )
+    cpu = CPU[sys.executable]
+    out["gzip_members"] = {"members": members, "s": secs, "cpu_s": cpu, "rss_mib": peak / 1024}
+    print(f"gzip_members: {members} one-byte members in {secs:.1f} s ({cpu:.1f} CPU-s), peak RSS {peak / 1024:.0f} MiB")
     shutil.rmtree(d)
     return out
 
@@ -159,15 +167,18 @@ def run(d: Path, label: str) -> dict[str, float]:
                 pass
     g_dt, _, _ = timed(["grep", "-E", "-c", pattern, *files])
     v_dt, v_rss, out = timed([sys.executable, "-m", "validator", "diagnose", str(d), "-f", "json"])
+    g_cpu, v_cpu = CPU["grep"], CPU[sys.executable]
     diag = json.loads(out)["diagnosis"]
     ok = diag["initiating_ranks"] == [INITIATOR]
     print(
         f"{label}: {len(files)} files, {size / 1e6:.0f} MB | grep -E {g_dt:.2f} s ({size / 1e6 / g_dt:.0f} MB/s) | "
-        f"diagnose {v_dt:.2f} s ({size / 1e6 / v_dt:.0f} MB/s, {v_dt / g_dt:.1f}x grep) | peak RSS of one process "
+        f"diagnose {v_dt:.2f} s ({size / 1e6 / v_dt:.0f} MB/s, {v_dt / g_dt:.1f}x grep) | CPU-s grep {g_cpu:.1f}, "
+        f"diagnose {v_cpu:.1f} (all workers) | peak RSS of one process "
         f"{v_rss / 1024:.0f} MiB | verdict {diag['code']} rank {diag['initiating_ranks']} ({diag['confidence']}) "
         f"{'OK' if ok else 'WRONG'}"
     )
-    return {"mb": size / 1e6, "grep_s": g_dt, "diagnose_s": v_dt, "rss_mib": v_rss / 1024, "ok": float(ok)}
+    return {"mb": size / 1e6, "grep_s": g_dt, "diagnose_s": v_dt, "grep_cpu_s": g_cpu, "diagnose_cpu_s": v_cpu,
+            "rss_mib": v_rss / 1024, "ok": float(ok)}  # fmt: skip
 
 
 def main() -> int:

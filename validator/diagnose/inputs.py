@@ -133,10 +133,20 @@ def expand(paths: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _root(arg: str) -> str:
+    """The directory an argument names files under: itself, a file's directory, or a glob's
+    directory part before the first wildcard."""
+    if os.path.isdir(arg):
+        return os.path.abspath(arg)
+    parts = os.path.abspath(arg).split(os.sep)
+    fixed = next((i for i, part in enumerate(parts) if any(c in part for c in "*?[")), len(parts) - 1)
+    return os.sep.join(parts[:fixed]) or os.sep
+
+
 def display_names(files: list[str], args: Iterable[str]) -> dict[str, str]:
     """How evidence names each file: its path below the directory it was found in (or the
     common directory of the arguments), so ``rank2/stderr.log`` and ``rank3/stderr.log`` differ."""
-    roots = [os.path.abspath(a) if os.path.isdir(a) else os.path.dirname(os.path.abspath(a)) for a in args]
+    roots = [_root(a) for a in args]
     try:
         root = os.path.commonpath(roots) if roots else ""
     except ValueError:  # paths on different drives

@@ -207,7 +207,9 @@ def wrap_width(head: bytes, clean: Callable[[bytes], bytes], year: int) -> int |
     if width < 70:
         return None
     cut = 0
-    for i in itertools.islice((i for i, ln in enumerate(lines[:-1]) if len(ln) == width), 16):
+    longest = (i for i, ln in enumerate(lines[:-1]) if len(ln) == width)
+    distinct = {lines[i]: i for i in itertools.islice(longest, 256)}  # a repeated log line is not a wrap
+    for i in itertools.islice(distinct.values(), 16):
         b = lines[i + 1]
         text = b if isinstance(b, str) else clean(b).decode("utf-8", "replace")
         if text[:1].isspace() or stream_of(text.encode()):  # cheap: plainly a message of its own

@@ -145,3 +145,27 @@ def test_tee_logs_of_two_nodes_keep_local_ranks_local(tmp_path: Path) -> None:
     assert diag.primary is not None
     assert 1 not in diag.primary.culprits
     assert diag.primary.evidence and diag.primary.evidence[0].source == "node1/out.log:2"
+
+
+def test_tee_logs_of_two_nodes_in_one_file_place_nobody_by_local_rank(tmp_path: Path) -> None:
+    """Two agents' --tee output concatenated: [default1] is rank 1 on one node and rank 3 on the
+    other, so a line with only [default1]: is not pinned on either."""
+    p = tmp_path / "job.log"
+    p.write_text(
+        "[default1]:[rank1]: RuntimeError: boom\n"
+        "[default1]:[rank3]: RuntimeError: boom\n"
+        "[default1]:RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    _, diag = diagnose_paths([str(p)])
+    cuda = [e for e in (diag.primary.evidence if diag.primary else []) if "illegal memory" in e.text]
+    assert all(e.rank is None for e in cuda)
+    assert not (diag.primary and diag.primary.code == "DGN008" and diag.primary.culprits in ([1], [3]))
+
+
+def test_srun_labels_on_a_real_two_node_run() -> None:
+    lines = (SHAPES / "srun-label.log").read_text().splitlines()
+    parsed = [parse_line(ln, YEAR) for ln in lines if ln.strip()]
+    assert {p.ident.node for p in parsed} == {"0", "1"}
+    assert parsed[0].level == "warning" and parsed[0].ident.pid == 5197
+    clean = line_cleaner((SHAPES / "srun-label.log").read_bytes(), ANCHORS)
+    assert all(clean(ln.encode()) == ln.encode() for ln in lines)  # labels are not line numbers

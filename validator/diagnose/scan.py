@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 CHUNK = 1 << 22  # 4 MiB
 MAX_CARRY = 1 << 24  # a block that needs more context than this is read as far as it goes
+FOLLOW_BYTES = 1 << 18  # lines after a hit handed to a block reader
 MAX_LINE = 1 << 16  # of a longer line, this much is kept and the rest skipped (a 2 GB line: flat memory)
 
 # Every rule in classify.py (and every block opener) contains one of these byte strings.
@@ -55,17 +56,19 @@ class Hit:
         return self.clean(raw) if self.clean else raw
 
     def following(self, max_lines: int) -> tuple[list[bytes], bool]:
-        """Up to ``max_lines`` lines after this one, and whether the buffer ran out first
-        (more may follow in the file)."""
+        """Up to ``max_lines`` lines after this one (at most FOLLOW_BYTES of them: a block is
+        small, and a hit every line must not copy the same megabytes again and again), and
+        whether the buffer ran out first (more may follow in the file)."""
         out: list[bytes] = []
-        pos = self.end + 1
-        while len(out) < max_lines and pos < self.limit:
+        pos, size = self.end + 1, 0
+        while len(out) < max_lines and pos < self.limit and size < FOLLOW_BYTES:
             nl = self.buf.find(b"\n", pos, self.limit)
             nl = self.limit if nl == -1 else nl
             raw = self.buf[pos : min(nl, pos + MAX_LINE)]
             out.append(self.clean(raw) if self.clean else raw)
+            size += len(raw)
             pos = nl + 1
-        return out, len(out) < max_lines and not self.eof
+        return out, len(out) < max_lines and size < FOLLOW_BYTES and not self.eof
 
     def defer(self) -> bool:
         """Ask for this hit again with more of the file after it; False when no more can be had."""

@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import os
 import pickle
+import resource
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,11 @@ def mutated_log(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
+def _memory_bounded() -> None:
+    """The test process's peak RSS (it ran every example so far) stays under the 512 MiB budget."""
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 512 << 10  # KiB
+
+
 def _write(data: bytes, name: str) -> tuple[tempfile.TemporaryDirectory[str], Path]:
     d = tempfile.TemporaryDirectory()
     p = Path(d.name) / name
@@ -85,6 +91,7 @@ def test_scanner_never_raises_on_mutated_logs(data: bytes) -> None:
         report, diag = diagnose_paths([str(p)])  # and the stages after it, on what it read
         assert report.input_errors == []
         assert diag.failure_class
+    _memory_bounded()
 
 
 @FUZZ
@@ -151,6 +158,7 @@ def _load_all(docs: list[dict[str, Any]], as_pickle: bool) -> None:
 def test_flight_recorder_readers_refuse_cleanly_or_read(doc: dict[str, Any], as_pickle: bool) -> None:
     others = [json.loads(json.dumps(d)) for d in FR_JSON[:3]]
     _load_all([doc, *others], as_pickle)
+    _memory_bounded()
 
 
 @FUZZ

@@ -88,7 +88,7 @@ def test_scanner_never_raises_on_mutated_logs(data: bytes) -> None:
     d, p = _write(data, "rank3.log")
     with d:
         res = scan_file(str(p))
-        assert res.error is None
+        assert res.error is None or data[:2] == b"\x1f\x8b"  # a mutation that made it look gzipped
         assert all(len(e.text) <= TEXT_MAX for e in res.events)
         assert all(e.source.startswith("rank3.log:") for e in res.events)
         report, diag = diagnose_paths([str(p)])  # and the stages after it, on what it read
@@ -102,7 +102,8 @@ def test_scanner_never_raises_on_mutated_logs(data: bytes) -> None:
 def test_scanner_never_raises_on_random_bytes(data: bytes) -> None:
     d, p = _write(data, "rank0.log")
     with d:
-        assert scan_file(str(p)).error is None
+        res = scan_file(str(p))
+        assert res.error is None or data[:2] == b"\x1f\x8b"
 
 
 PLAIN = st.recursive(

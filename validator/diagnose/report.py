@@ -12,8 +12,10 @@ from validator.targets import fold_hosts, fold_ranks
 
 def _finding(c: Cause, severity: Severity | None = None) -> Finding:
     sure = f" [confidence {c.confidence}: {c.reason}]"
-    return CODES[c.code].finding(c.summary + sure, ranks=c.culprits, hosts=c.hosts, expected=c.expected,
-                                 actual=c.actual, fix=FIX[c.code], verify=VERIFY[c.code], severity=severity)  # fmt: skip
+    same = c.expected is not None and c.expected == c.actual  # "expected X, got X" says nothing
+    return CODES[c.code].finding(c.summary + sure, ranks=c.culprits, hosts=c.hosts,
+                                 expected=None if same else c.expected, actual=None if same else c.actual,
+                                 fix=FIX[c.code], verify=VERIFY[c.code], severity=severity)  # fmt: skip
 
 
 def to_report(
@@ -22,7 +24,11 @@ def to_report(
     findings: list[Finding] = []
     if diag.primary:
         findings.append(_finding(diag.primary))
-    findings += [_finding(c, Severity.WARNING) for c in diag.others]
+    collateral = set(diag.collateral)  # another cause that only names collateral ranks is context, not a warning
+    findings += [
+        _finding(c, Severity.INFO if c.culprits and set(c.culprits) <= collateral else Severity.WARNING)
+        for c in diag.others
+    ]
     if diag.collateral:
         findings.append(
             CODES["DGN020"].finding(

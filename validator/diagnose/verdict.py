@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from validator.diagnose import causes
-from validator.diagnose.codes import CLASS
+from validator.diagnose.codes import CLASS, VOCAB
 from validator.diagnose.events import CONFIDENCE, Cause, Diagnosis, Event, Evidence, Role
 from validator.diagnose.flightrec import DumpAnalysis
 from validator.diagnose.sequences import Divergence, describe, enclosing_branch
@@ -127,7 +127,9 @@ def decide(
     failing = {e.rank for e in events if e.role != Role.FACT and e.rank is not None}
     seen = sorted({e.rank for e in events if e.rank is not None} | set(file_ranks or []))
     klass = CLASS.get(primary.code, primary.code) if primary else "no failure found"
-    return Diagnosis(klass, primary, others, sorted(r for r in failing if r not in culprits), seen, hosts)
+    vocab = (primary.family or VOCAB.get(primary.code, "unrecognised")) if primary else "none"
+    return Diagnosis(klass, primary, others, sorted(r for r in failing if r not in culprits), seen, hosts,
+                     vocab_class=vocab)  # fmt: skip
 
 
 def _corroborate(primary: Cause, rest: list[Cause]) -> None:

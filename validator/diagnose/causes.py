@@ -84,7 +84,8 @@ def desync(events: list[Event]) -> Cause | None:
                      f"the {why} names all ranks, which names nobody", [ev(e) for e in seen[:3]], strength=32)  # fmt: skip
     verb = "never joined" if strong else "joined but never finished"
     return Cause("COL002", f"{_who(culprits)} {verb}{at} that the other ranks entered", culprits, "high" if strong else "medium",
-                 f"the {why} names them", [ev(e) for e in seen[:3]], strength=85 if strong else 60)  # fmt: skip
+                 f"the {why} names them", [ev(e) for e in seen[:3]], strength=85 if strong else 60,
+                 family="missing_rank" if why == "monitored barrier" else "")  # fmt: skip
 
 
 def _pairs(seen: list[Event]) -> list[int]:
@@ -146,11 +147,18 @@ def store(events: list[Event]) -> list[Cause]:
             out.append(Cause("DGN002", f"{_who(ranks)} connect to the store at {target}; the other ranks reached it at port {good}",
                              ranks, "high" if ranks else "medium", "its endpoint differs from the one the other ranks used",
                              [ev(e) for e in conn[:2]], expected=f"port {good}", actual=f"port {tport}", strength=84))  # fmt: skip
+        elif 0 not in ranks and any(e.kind == "rdzv.connect_timeout" for e in conn):
+            # TCPStore's server runs in rank 0 (env:// init_process_group: is_master = rank == 0) or in the
+            # torchrun agent of node 0: a client that cannot connect waited for that side to come up
+            out.append(Cause("DGN002", f"{_who(ranks)} timed out connecting to the store at {target or 'MASTER_ADDR:MASTER_PORT'}, "
+                             "which rank 0 (or node 0's torchrun agent) hosts: rank 0 never reached init_process_group "
+                             "in time, or the address is wrong", [0], "medium",
+                             "the TCPStore server is created by rank 0 (or node 0's agent); the rank that times out "
+                             "connecting is the victim", [ev(e) for e in conn[:2]], strength=62))  # fmt: skip
         else:
             out.append(Cause("DGN002", f"{_who(ranks)} could not reach the store at {target or 'MASTER_ADDR:MASTER_PORT'}",
-                             ranks, "medium" if ranks else "low",
-                             "the rank timed out connecting; either its address is wrong or the store host was not up",
-                             [ev(e) for e in conn[:2]], strength=62))  # fmt: skip
+                             [], "low", "the rank timed out connecting; either its address is wrong or the store host "
+                             "was not up", [ev(e) for e in conn[:2]], strength=62))  # fmt: skip
     waits = by_kind(events, "rdzv.wait_keys")
     missing = _ranks(int(m.group(1)) for e in waits for k in re.split(r"[,\s]+", e.data.get("keys", ""))
                      if "/torchelastic/" not in k and (m := _KEY_RANK.search(k)))  # fmt: skip
@@ -236,12 +244,32 @@ def origins(events: list[Event], symptoms_by_rank: dict[int, list[Event]]) -> Ca
                  strength={"high": 70, "medium": 60, "low": 35}[conf])  # fmt: skip
 
 
+def _aborted(e: Event) -> bool:
+    return e.data.get("signal") == "SIGABRT" or e.data.get("exit") == -6
+
+
+def _teardown(events: list[Event]) -> bool:
+    """Collective timeouts or NCCL errors in the log: a SIGABRT is then the watchdog tearing
+    ranks down (TORCH_NCCL_ASYNC_ERROR_HANDLING), a consequence."""
+    return any(e.kind.startswith(("coll.", "nccl.")) and e.role != Role.FACT for e in events)
+
+
 def summaries(events: list[Event], symptoms_by_rank: dict[int, list[Event]] | None = None) -> Cause | None:
     """torchrun's failure summary: the root cause per node; across nodes the earliest non-SIGTERM.
-    A root cause whose own log shows only timeouts is a tie broken by dict order, not a cause."""
+    A root cause whose own log shows only timeouts is a tie broken by dict order, not a cause;
+    SIGABRT on every failing rank at the same second is the watchdog's teardown, not a first failure."""
     seen = [e for e in by_kind(events, "summary.failure") if e.data.get("signal") not in ("SIGTERM", "SIGINT")]
     if not seen:
         return _agent_signal(events)
+    if all(_aborted(e) for e in seen):
+        if _teardown(events):
+            return None
+        times = {int(e.time) for e in seen if e.time is not None}
+        if len(seen) > 1 and len(times) <= 1:
+            return Cause("DGN011", f"{_who(_ranks(e.data.get('rank') for e in seen))} were all aborted (SIGABRT) at the "
+                         "same second: the NCCL watchdog tearing every rank down, not a first failure", [], "unknown",
+                         "torchrun's Root Cause among simultaneous SIGABRTs is a tie broken by order, not by time",
+                         [ev(e) for e in seen[:3]], strength=50)  # fmt: skip
     roots = [e for e in seen if e.data.get("root")] or seen
     first = min(roots, key=lambda e: (e.time is None, e.time or 0.0))
     own = {e.rank for e in events if e.role == Role.ORIGIN}
@@ -249,14 +277,14 @@ def summaries(events: list[Event], symptoms_by_rank: dict[int, list[Event]] | No
         return None
     exit_code = first.data.get("exit")
     message = first.data.get("message", "")
-    if message.startswith("To enable traceback"):
+    if message.startswith(("To enable traceback", "Signal ")):
         message = ""
     got = classify(message) if message else None
     code = "DGN010"
     if got and got[1] == Role.ORIGIN:
         code = ORIGIN_CODE.get(got[0], "DGN010")
     elif isinstance(exit_code, int) and exit_code < 0:
-        code = "DGN011" if first.data.get("signal") not in ("SIGABRT",) else "DGN007"
+        code = "DGN011"
     rank = first.data.get("rank")
     culprits = [rank] if isinstance(rank, int) else []
     what = message or f"exit code {exit_code}{' (' + first.data['signal'] + ')' if first.data.get('signal') else ''}"
@@ -276,13 +304,13 @@ def _agent_signal(events: list[Event]) -> Cause | None:
         for e in by_kind(events, "agent.child_failed")
         if int(e.data.get("exit", 0)) < 0 and int(e.data["exit"]) not in (-15, -2)
     ]
-    if not seen:
+    if not seen or (all(int(e.data["exit"]) == -6 for e in seen) and _teardown(events)):
         return None
     e = min(seen, key=lambda e: (e.time is None, e.time or 0.0))
     sig = _SIGNALS.get(int(e.data["exit"]), f"signal {-int(e.data['exit'])}")
     hint = " (SIGKILL without an exception: often the OOM killer)" if sig == "SIGKILL" else ""
     who = f"local rank {e.data['local']} (pid {e.data.get('pid')})" if "local" in e.data else "a worker"
-    return Cause("DGN011" if sig != "SIGABRT" else "DGN007", f"{who} was killed by {sig}{hint}",
+    return Cause("DGN011", f"{who} was killed by {sig}{hint}",
                  [], "medium", "the launcher reports the worker died from a signal; its global rank is not in this log",
                  [ev(e)], time=e.time, strength=52)  # fmt: skip
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from validator.diagnose.events import Role
+from validator.diagnose.families import FAMILIES, NOT_AN_ERROR, UNKNOWN_ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +28,7 @@ def _r(kind: str, role: Role, guard: str, pattern: str, flags: int = 0) -> Rule:
 
 
 ORG, S, M, F = Role.ORIGIN, Role.SYMPTOM, Role.SUMMARY, Role.FACT
-RULES: tuple[Rule, ...] = (
+RULES: tuple[Rule, ...] = tuple(_r(*f) for f in FAMILIES) + (
     # --- mismatched collectives (DETAIL fingerprints, older shape checks)
     _r(
         "coll.detail_mismatch",
@@ -66,7 +67,9 @@ RULES: tuple[Rule, ...] = (
         "coll.watchdog_timeout",
         S,
         "Watchdog caught collective operation timeout",
-        r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:.*?NumelIn=(?P<numel>\d+))?.*?\) ran for (?P<ms>\d+) milliseconds",
+        # ProcessGroupNCCL.cpp WorkNCCL::checkTimeout: "Watchdog caught collective operation timeout: {work}
+        # ran for {ms} milliseconds before timing out." (a hard-wrapped line may lose the tail)
+        r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:.*?NumelIn=(?P<numel>\d+))?(?:.*?\) ran for (?P<ms>\d+) milliseconds)?",
     ),
     _r(
         "coll.watchdog_status",
@@ -259,6 +262,8 @@ def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
         return "py.exception", Role.ORIGIN, data
     if "NCCL WARN" in text:
         return "nccl.warn", Role.SYMPTOM, {"what": text.split("NCCL WARN", 1)[1].strip()}
+    if UNKNOWN_ERROR.search(text) and not any(n in text for n in NOT_AN_ERROR):
+        return "misc.error", Role.SYMPTOM, {}
     return None
 
 

@@ -79,7 +79,7 @@ def _handle(st: _State, hit: Hit) -> bool:
         st.stacks[stream] = (hit.line + 1 + _nth_line(follow, stream, tb.span), tb.frames)
         st.skip[stream] = hit.line + 1 + _nth_line(follow, stream, tb.span)
         return True
-    if "ChildFailedError" in text:
+    if "ChildFailedError" in text or text.startswith("Root Cause (first observed failure)"):
         return _summary(st, hit, stream, line)
     if text.rstrip().endswith("Last error:"):
         follow, more = hit.following(8)
@@ -130,7 +130,9 @@ def _nth_line(follow: list[bytes], stream: bytes, n: int) -> int:
 
 def _summary(st: _State, hit: Hit, stream: bytes, line: Any) -> bool:
     follow, more = hit.following(600)
-    failures, span, complete = blocks.read_summary(follow, stream)
+    lead = [hit.raw] if "ChildFailedError" not in line.text else []  # an excerpt that starts at Root Cause
+    failures, span, complete = blocks.read_summary(lead + follow, stream)
+    span -= len(lead)
     if not complete and more and hit.defer():
         return False
     st.skip[stream] = hit.line + 1 + _nth_line(follow, stream, span)

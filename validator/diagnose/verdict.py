@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from validator.diagnose import causes
+from validator.diagnose import causes, causes_net
 from validator.diagnose.codes import CLASS, VOCAB
 from validator.diagnose.events import CONFIDENCE, Cause, Diagnosis, Event, Evidence, Role
 from validator.diagnose.flightrec import DumpAnalysis
@@ -104,9 +104,10 @@ def decide(
     cands += _trace_endings(traces, trace_endings or {})
     symptoms: dict[int, list[Event]] = defaultdict(list)
     for e in events:
-        if e.role in (Role.SYMPTOM, Role.SUMMARY) and e.rank is not None and not e.kind.startswith("summary"):
+        if e.role in (Role.SYMPTOM, Role.SUMMARY) and e.rank is not None and not e.kind.startswith(("summary", "misc")):
             symptoms[e.rank].append(e)
-    for build in (causes.detail_mismatch, causes.desync, causes.stopped, causes.uniqueid):
+    for build in (causes.detail_mismatch, causes.desync, causes.stopped, causes.uniqueid, causes_net.mismatch_pointer,
+                  causes_net.store_barrier, causes_net.ras):  # fmt: skip
         if (c := build(events)) is not None:
             cands.append(c)
     cands += causes.nccl_init(events) + causes.store(events)
@@ -116,6 +117,8 @@ def decide(
         cands.append(c)
     cands += causes.watchdog(events, file_ranks or [])
     cands += _fallbacks(events)
+    if not cands and (c := causes_net.unrecognised(events)) is not None:
+        cands.append(c)
     for c in cands:
         c.hosts = c.hosts or sorted({hosts[r] for r in c.culprits if r in hosts})
     cands.sort(key=lambda c: (-c.strength, -CONFIDENCE[c.confidence]))
@@ -124,7 +127,7 @@ def decide(
         _corroborate(primary, cands[1:])
     others = _distinct(primary, cands[1:]) if primary else []
     culprits = set(primary.culprits) if primary else set()
-    failing = {e.rank for e in events if e.role != Role.FACT and e.rank is not None}
+    failing = {e.rank for e in events if e.role != Role.FACT and e.rank is not None and not e.kind.startswith("misc")}
     seen = sorted({e.rank for e in events if e.rank is not None} | set(file_ranks or []))
     klass = CLASS.get(primary.code, primary.code) if primary else "no failure found"
     vocab = (primary.family or VOCAB.get(primary.code, "unrecognised")) if primary else "none"
@@ -158,21 +161,14 @@ def _distinct(primary: Cause, rest: list[Cause]) -> list[Cause]:
 def _fallbacks(events: list[Event]) -> list[Cause]:
     """Timeouts and NCCL errors with nothing better: name the class, not a culprit."""
     out = []
-    nccl = causes.by_kind(events, "nccl.error", "nccl.result", "nccl.last_error", "nccl.ib_error", "nccl.peer_closed",
-                          "nccl.connect_failed", "nccl.warn", "gloo.peer_closed", "coll.watchdog_exception")  # fmt: skip
+    nccl = causes.by_kind(events, *causes_net.NCCL_KINDS, "gloo.peer_closed")
     cuda = [e for e in nccl if "cuda" in str(e.data.get("what", "")).lower()]
     if cuda:
         ranks = sorted({e.rank for e in cuda if e.rank is not None})
         out.append(Cause("DGN008", f"NCCL reports a CUDA failure on {causes._who(ranks)}", ranks, "medium" if len(ranks) == 1 else "low",
                          "NCCL's own error names a CUDA failure on these ranks", [causes.ev(e) for e in cuda[:3]], strength=45))  # fmt: skip
-    hard = [e for e in nccl if e.kind in ("nccl.error", "nccl.result", "nccl.ib_error", "nccl.connect_failed")]
-    if hard:
-        ranks = sorted({e.rank for e in hard if e.rank is not None})
-        peers = sorted({str(e.data["peer"]) for e in nccl if "peer" in e.data})
-        extra = f"; peer{'s' if len(peers) > 1 else ''} named: {', '.join(peers[:4])}" if peers else ""
-        out.append(Cause("DGN007", f"NCCL/network errors on {causes._who(ranks)}: {hard[0].text[:160]}{extra}", [], "unknown",
-                         "NCCL errors on many ranks are usually the echo of one peer's failure; none failed first in these logs",
-                         [causes.ev(e) for e in hard[:3]], strength=25))  # fmt: skip
+    net = causes_net.network(events)
+    out += net
     timeouts = causes.by_kind(
         events, "coll.watchdog_timeout", "coll.gloo_timeout", "coll.blocking_wait", "coll.heartbeat"
     )
@@ -181,8 +177,9 @@ def _fallbacks(events: list[Event]) -> list[Cause]:
         out.append(Cause("COL003", f"{causes._who(ranks)} timed out in a collective; no rank failed differently", [], "unknown",
                          "all reporting ranks show the same timeout and nothing else names a culprit",
                          [causes.ev(e) for e in timeouts[:3]], strength=20))  # fmt: skip
-    fatal = [e for e in events if e.role != Role.FACT and e.time is not None and e.rank is not None]
-    if fatal and not timeouts and not hard:
+    fatal = [e for e in events if e.role != Role.FACT and e.time is not None and e.rank is not None
+             and not e.kind.startswith("misc")]  # fmt: skip
+    if fatal and not timeouts and not net:
         first = min(fatal, key=lambda e: e.time or 0.0)
         out.append(Cause("DGN007" if first.kind.startswith(("nccl", "gloo")) else "DGN010",
                          f"earliest error: rank {first.rank}: {first.text[:160]}", [int(first.rank)],  # type: ignore[arg-type]

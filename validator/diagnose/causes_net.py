@@ -1,0 +1,122 @@
+"""Candidate causes for the message families of ``families``: NCCL network/system errors by
+return-code class, gloo connect failures (and the self-address trap), NCCL's "at and around
+rank N" pointer, store-based barriers, NCCL RAS, and the "unrecognised failure" fallback.
+
+Attribution rules (issue 11): the rank that reports a timeout or waits on the store or a peer
+is a victim; NCCL's "at and around rank N" and RAS communicator ranks are pointers, not
+initiators; a peer address is where the reporter tried to go, not a proven culprit.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from validator.diagnose.causes import _who, by_kind, ev
+from validator.diagnose.events import Cause, Event, Evidence, Role
+from validator.diagnose.families import LOOPBACK, nccl_class, nccl_vocab
+
+NCCL_KINDS = ("nccl.error", "nccl.result", "nccl.last_error", "nccl.ib_error", "nccl.peer_closed", "nccl.peer_io",
+              "nccl.connect_failed", "nccl.proxy_failed", "nccl.proxy_closed", "nccl.syscall_failed", "nccl.warn",
+              "coll.watchdog_exception", "coll.async_error")  # fmt: skip
+NETWORK_KINDS = ("gloo.peer_closed", "gloo.connect_refused", "gloo.connect_mesh", "net.conn_refused")
+
+
+def mismatch_pointer(events: list[Event]) -> Cause | None:
+    """NCCL <= 2.7 init.cc: "Mismatched collective detected ... at and around rank N": the class
+    is certain, the rank is where NCCL's ring noticed it (low confidence, never the initiator)."""
+    seen = by_kind(events, "nccl.mismatch_around")
+    if not seen:
+        return None
+    around = sorted({int(e.data["around"]) for e in seen})
+    where = ", ".join(str(r) for r in around)
+    return Cause("COL001", f"NCCL detected mismatched collectives; it points at and around rank {where} "
+                 "(a pointer into the ring, not the rank that diverged)", [], "low",
+                 "NCCL's own mismatch check names only the neighbourhood where it noticed the mismatch; rerun with "
+                 "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL to see every rank's collectives", [ev(e) for e in seen[:3]],
+                 strength=78)  # fmt: skip
+
+
+def store_barrier(events: list[Event]) -> Cause | None:
+    """distributed_c10d._store_based_barrier: worker_count of world_size arrived. Fewer: ranks
+    never reached the group creation (which ones the store does not say); more: two jobs or a
+    duplicate launch share one store and key."""
+    seen = by_kind(events, "rdzv.store_barrier")
+    if not seen:
+        return None
+    last = max(seen, key=lambda e: (int(e.data["count"]) > int(e.data["world"]), e.time or 0.0))
+    world, count = int(last.data["world"]), int(last.data["count"])
+    reporters = sorted({int(e.data["reporter"]) for e in seen})
+    evidence = [ev(e) for e in seen[:3]]
+    who = f"reported by rank{'s' if len(reporters) > 1 else ''} {', '.join(map(str, reporters[:8]))}"
+    if count > world:
+        return Cause("DGN001", f"{count} workers checked into a store barrier for a group of {world} ({last.data['key']}): "
+                     "two jobs or a duplicate launch share one store (MASTER_ADDR:MASTER_PORT)", [], "unknown",
+                     "more workers than the world size arrived: nobody is missing, the store is shared", evidence,
+                     expected=f"{world} workers", actual=f"{count} workers", strength=74,
+                     family="rendezvous_timeout")  # fmt: skip
+    return Cause("DGN001", f"only {count} of {world} ranks reached the store-based barrier for {last.data['key']} "
+                 f"({who}); the missing ranks are not named", [], "unknown",
+                 "the store counts arrivals; the reporting ranks are the ones that did arrive", evidence,
+                 expected=f"{world} ranks", actual=f"{count} ranks", strength=74, family="missing_rank")  # fmt: skip
+
+
+def network(events: list[Event]) -> list[Cause]:
+    """NCCL errors by ncclResult_t class, gloo connects refused; nobody named (they echo a peer)."""
+    out: list[Cause] = []
+    refused = by_kind(events, "gloo.connect_refused", "net.conn_refused")
+    if refused:
+        peers = sorted({f"{e.data['peer']}:{e.data['port']}" for e in refused if "peer" in e.data})
+        loop = sorted({p for p in peers if LOOPBACK.match(p.rsplit(":", 1)[0])})
+        note = (f"; {', '.join(loop)} is a loopback address: a peer advertised its own hostname's loopback alias "
+                "(/etc/hosts maps it to 127.0.1.1), set GLOO_SOCKET_IFNAME / fix the hosts file") if loop else ""  # fmt: skip
+        target = f" to {', '.join(peers[:3])}" if peers else ""
+        out.append(Cause("DGN007", f"connection refused{target}{note}", [], "unknown",
+                         "nothing listened where the rank connected: the peer had exited, was not up yet, or "
+                         "advertised an address others cannot reach", [ev(e) for e in refused[:3]], strength=27,
+                         family="connection_refused"))  # fmt: skip
+    nccl = [e for e in by_kind(events, *NCCL_KINDS, "gloo.peer_closed") if "cuda" not in str(e.data.get("what", "")).lower()]
+    classes = [c for e in nccl if (c := nccl_class(e.kind, e.data, e.text))]
+    hard = [e for e in nccl if e.kind != "nccl.warn" or nccl_class(e.kind, e.data, e.text)]
+    if hard and (classes or not refused):
+        family = nccl_vocab(classes)
+        first = sorted(hard, key=lambda e: (nccl_class(e.kind, e.data, e.text) is None, e.time or 0.0))[0]
+        ranks = sorted({e.rank for e in hard if e.rank is not None})
+        peers = sorted({str(e.data["peer"]) for e in hard if "peer" in e.data})
+        extra = f"; peer{'s' if len(peers) > 1 else ''} named: {', '.join(peers[:4])}" if peers else ""
+        what = {"nccl_remote_error": "remote peer or network failure", "nccl_system_error": "system/socket failure"}
+        out.append(Cause("DGN007", f"NCCL {what[family]} on {_who(ranks)}: {first.text[:160]}{extra}", [], "unknown",
+                         "NCCL errors on many ranks are usually the echo of one peer's failure; none failed first in "
+                         "these logs", [ev(first)] + [ev(e) for e in hard if e is not first][:2], strength=25,
+                         family=family))  # fmt: skip
+    return out
+
+
+def ras(events: list[Event]) -> Cause | None:
+    """NCCL RAS (2.24+) status: ranks whose communicator data is missing, processes considered dead."""
+    seen = by_kind(events, "nccl.ras_missing", "nccl.ras_dead")
+    if not seen:
+        return None
+    nodes = sorted({str(e.data["node"]) for e in seen if "node" in e.data})
+    ranks = sorted({int(e.data["comm_rank"]) for e in seen if "comm_rank" in e.data})
+    what = f"communicator rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks[:16]))}" if ranks else "processes"
+    return Cause("COL002", f"NCCL RAS reports {what} missing or unresponsive on node{'s' if len(nodes) != 1 else ''} "
+                 f"{', '.join(nodes[:8]) or '?'}", [], "low",
+                 "RAS lists communicator ranks (not global ranks) that did not answer; their nodes are the suspects",
+                 [ev(e) for e in seen[:3]], hosts=nodes[:8], strength=57, family="missing_rank")  # fmt: skip
+
+
+def unrecognised(events: list[Event]) -> Cause | None:
+    """No family fits: quote the first error lines in time per rank (or per file without ranks)."""
+    seen = [e for e in events if e.role != Role.FACT]
+    if not seen:
+        return None
+    per: dict[object, list[Event]] = defaultdict(list)
+    for e in sorted(seen, key=lambda e: (e.time is None, e.time or 0.0)):
+        per[e.rank if e.rank is not None else e.file].append(e)
+    lines: list[Evidence] = []
+    for group in sorted(per.values(), key=lambda g: (g[0].time is None, g[0].time or 0.0))[:6]:
+        lines += [ev(e) for e in group[:2]]
+    first = "; ".join(f"{'rank ' + str(x.rank) + ': ' if x.rank is not None else ''}{x.text[:120]}" for x in lines[:3])
+    return Cause("DGN013", f"errors that match no known failure family; first error lines: {first}", [], "unknown",
+                 "no recognised family; these are the earliest error lines of each rank (see `validator explain DGN013` "
+                 "to share the log for a new rule)", lines[:8], strength=5)  # fmt: skip

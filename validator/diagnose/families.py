@@ -1,0 +1,134 @@
+"""Message families derived from the format strings of NCCL, gloo and PyTorch c10d/elastic.
+
+Each rule follows one ``WARN(...)`` / ``GLOO_ERROR_MSG`` / ``TORCH_CHECK`` / Python ``raise``
+format string (cited next to it), with the ``%s``/``%d`` fields as named groups, so every
+message the source can print in that family matches, not one sample of it. They are tried
+before the older rules in ``classify.RULES`` (first match wins).
+
+``NCCL_CLASS`` maps what NCCL says about an error to its ``ncclResult_t``: 2 system, 3
+internal, 5 invalid usage, 6 remote (``src/include/nccl.h``, ``ncclGetErrorString`` in
+``src/misc/utils.cc``, PyTorch's ``getNcclErrorDetailStr`` in ``NCCLUtils.cpp``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from validator.diagnose.events import Role
+
+ORG, S = Role.ORIGIN, Role.SYMPTOM
+
+# (kind, role, guard, pattern); see classify.Rule
+FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
+    # NCCL src/init.cc (2.4-2.7): WARN("Mismatched collective detected, please check your collective
+    # calls at and around rank %d. ..."). A pointer into the ring, not the initiator.
+    ("nccl.mismatch_around", ORG, "Mismatched collective", r"Mismatched collective detected.*?around rank (?P<around>\d+)"),
+    # NCCL src/proxy.cc: WARN("[Proxy Service %d] Failed to execute operation %s from rank %d, retcode %d");
+    # "from rank" is the communicator rank that asked, a victim
+    ("nccl.proxy_failed", S, "Failed to execute operation",
+     r"Failed to execute operation (?P<op>\w+) from rank (?P<from>\d+), retcode (?P<retcode>\d+)"),
+    # src/proxy.cc: "[Service thread] Error encountered progressing operation=%s, res=%d, closing connection"
+    ("nccl.proxy_failed", S, "Error encountered progressing", r"progressing operation=(?P<op>\w+), res=(?P<retcode>\d+)"),
+    # src/proxy.cc: "[Service thread] Could not receive type from localRank %d, res=%u, closed=%d"
+    ("nccl.proxy_closed", S, "Could not receive type from localRank", r"localRank (?P<local>\d+), res=(?P<retcode>\d+)"),
+    # src/misc/socket.cc: "socketProgress: Connection closed by remote peer %s"; "Net : Connection closed by remote peer"
+    ("nccl.peer_closed", S, "Connection closed by remote peer", r"Connection closed by remote peer (?P<peer>\S+?)(?:<(?P<port>\d+)>)?$"),
+    # src/misc/socket.cc ncclSocketProgressOpt: "Call to %s %s failed : %s" ("recv from" | "send to")
+    ("nccl.peer_io", S, "Call to ", r"Call to (?:recv from|send to) (?P<peer>\S+?)(?:<(?P<port>\d+)>)? failed ?: ?(?P<why>.*)"),
+    # src/misc/socket.cc: "%s: connect to %s returned %s, exceeded error retry count after %d attempts",
+    # "%s: connect to %s failed : %s", "ncclOsSocketPollConnect to %s failed with error %s";
+    # include/socket.h (<= 2.10): "Connect to %s failed : %s"; bootstrap: return code 2 (system)
+    ("nccl.connect_failed", S, "onnect to",
+     r"[Cc]onnect to (?P<peer>\S+?)(?:<(?P<port>\d+)>)? (?:returned (?P<ret>[^,]+)|failed(?: with error)? ?:? ?(?P<why>[^,]*))"),
+    # src/transport/net_ib (p2p.cc, common.cc): "NET/IB : Got completion from peer %s with status=%d opcode=%d
+    # len=%u vendor err %u (%s)" (older: "with error %d, opcode %d, len %d, vendor err %d"); code 6
+    ("nccl.ib_error", S, "Got completion from peer",
+     r"Got completion from peer (?P<peer>\S+?)(?:<(?P<port>\d+)>)? with (?:status=|error )(?P<status>\d+)"),
+    # src/transport/net_ib/common.cc: "NET/IB : %s:%d async fatal event: %s"
+    ("nccl.ib_error", S, "async fatal event", r"NET/IB : (?P<dev>\S+?):(?P<port>\d+) async fatal event(?P<what>.*)"),
+    # aws-ofi-nccl: "NET/OFI Request %p completed with error. RC: %d. Error: %d (%s)"
+    ("nccl.ib_error", S, "completed with error", r"NET/OFI .*completed with error.*?Error: (?P<status>\d+) \((?P<what>\w+)\)"),
+    # src/include/ibvwrap.h, src/misc/ibvwrap.cc: "Call to ibv_... failed", "ibv_post_send() failed with error %s";
+    # src/include/checks.h SYSCHECK: "Call to %s failed : %s" (system, code 2)
+    ("nccl.syscall_failed", S, "NCCL WARN", r"NCCL WARN .*?(?:Call to (?P<call>\w+)(?:\(\))? (?:failed|returned)|(?P<ibv>ibv_\w+)\(\) failed)"),
+    # src/misc/socket.cc: "Net : error encountered when getting address info : %s" / "No valid ... pair found"
+    ("nccl.syscall_failed", S, "Net : ", r"Net : (?:error encountered when getting address info|No valid)"),
+    # NCCL RAS (src/ras/client_support.cc, 2.24+): INCOMPLETE communicators list
+    # "  Rank %d -- GPU %s managed by process %d on node %s" / "  Rank %d -- [process information not found]";
+    # DEAD: "  Process %d on node %s managing GPU%s %s"
+    ("nccl.ras_missing", S, "managed by process",
+     r"Rank (?P<comm_rank>\d+) -- GPU \S+ managed by process (?P<pid>\d+) on node (?P<node>\S+)"),
+    ("nccl.ras_missing", S, "process information not found", r"Rank (?P<comm_rank>\d+) -- \[process information not found\]"),
+    ("nccl.ras_dead", S, "managing GPU", r"Process (?P<pid>\d+) on node (?P<node>\S+) managing GPU"),
+    # PyTorch distributed_c10d.py _store_based_barrier: "Timed out initializing process group in store based
+    # barrier on rank: {rank}, for key: {key} (world_size={n}, worker_count={c}, timeout={t})", newer
+    # "... on rank {rank}, for key: {key} (world_size={n}, num_workers_joined={c}, timeout={t} error={e})", and
+    # the INFO line "Waiting in store based barrier to initialize process group for rank: {rank}, key: {key} (...)"
+    ("rdzv.store_barrier", S, "store based barrier",
+     r"store based barrier (?:on|to initialize process group for) rank:? (?P<reporter>\d+),? (?:for )?key: ?(?P<key>\S+?),? "
+     r"\(world_size=(?P<world>\d+), (?:worker_count|num_workers_joined)=(?P<count>\d+)"),
+    # ProcessGroupGloo.cpp monitoredBarrier, on ranks != 0: "Rank {r} successfully reached monitoredBarrier,
+    # but received errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank."
+    ("coll.monitored_peer", S, "successfully reached monitoredBarrier", r"Rank (?P<reporter>\d+) successfully reached"),
+    # gloo/transport/tcp/pair.cc (<= 2023): GLOO_ERROR_MSG("connect ", peer_.str(), ": ", strerror(errno));
+    # newer tcp/socket.cc / pair.cc: "Connect timeout " peer
+    ("gloo.connect_refused", S, "onnection refused",
+     r"pair\.cc:\d+\] connect \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+): Connection refused"),
+    ("gloo.connect_refused", S, "Connect timeout", r"Connect timeout \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+)"),
+    # gloo pair.cc: "Socket unexpectedly closed " peer / "Socket closed " peer / "Read timeout " / "Write timeout "
+    ("gloo.peer_closed", S, "ocket", r"Socket (?:unexpectedly )?closed \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+)"),
+    ("coll.gloo_timeout", S, "timeout [", r"(?:Read|Write) timeout \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+)"),
+)
+
+# What NCCL and PyTorch print for each ncclResult_t, and the corpus class it belongs to
+NCCL_CLASS: tuple[tuple[str, str], ...] = (
+    ("remote process exited or there was a network error", "remote"),  # ncclGetErrorString(ncclRemoteError)
+    ("ncclRemoteError", "remote"),
+    ("unhandled system error", "system"),  # ncclSystemError
+    ("ncclSystemError", "system"),
+    ("internal error", "internal"),  # ncclInternalError ("Internal check failed")
+    ("ncclInternalError", "internal"),
+    ("invalid usage", "usage"),  # ncclInvalidUsage
+    ("ncclInvalidUsage", "usage"),
+    ("invalid argument", "usage"),
+    ("ncclInvalidArgument", "usage"),
+)
+RETCODE = {2: "system", 3: "internal", 4: "usage", 5: "usage", 6: "remote"}
+KIND_CLASS = {
+    "nccl.peer_closed": "remote",
+    "nccl.peer_io": "remote",
+    "nccl.ib_error": "remote",
+    "nccl.proxy_closed": "remote",
+    "nccl.connect_failed": "system",
+    "nccl.syscall_failed": "system",
+}
+VOCAB = {"remote": "nccl_remote_error", "system": "nccl_system_error", "internal": "nccl_system_error",
+         "usage": "nccl_system_error"}  # fmt: skip
+LOOPBACK = re.compile(r"^(?:127\.\d+\.\d+\.\d+|::1|localhost|0\.0\.0\.0)$")
+
+
+def nccl_class(kind: str, data: dict[str, object], text: str) -> str | None:
+    """remote | system | internal | usage for an NCCL event, or None when it does not say."""
+    if "retcode" in data:
+        return RETCODE.get(int(str(data["retcode"])))
+    if kind in KIND_CLASS:
+        return KIND_CLASS[kind]
+    for phrase, cls in NCCL_CLASS:
+        if phrase in text:
+            return cls
+    return None
+
+
+def nccl_vocab(classes: list[str]) -> str:
+    """The corpus class of a set of NCCL errors: a remote cause anywhere (retcode 6, a closed
+    peer) wins, since internal/system errors on the other ranks are its echo."""
+    for cls in ("remote", "system", "internal", "usage"):
+        if cls in classes:
+            return VOCAB[cls]
+    return "nccl_remote_error"
+
+
+# Lines that report an error but match no family: kept (a few per rank) for the "unrecognised
+# failure" finding, never used to attribute.
+UNKNOWN_ERROR = re.compile(r"(?:\b[A-Z]\w*(?:Error|Exception)\b|\bERROR\b|\bFATAL\b|\b[Ee]rror:|NCCL WARN|\bfailed\b)")
+NOT_AN_ERROR = ("warnings.warn", "UserWarning", "FutureWarning", "DeprecationWarning", "deprecated", "NCCL INFO")

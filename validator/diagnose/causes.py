@@ -136,18 +136,20 @@ _KEY_RANK = re.compile(r"/(\d+)$")
 
 def store(events: list[Event]) -> list[Cause]:
     out: list[Cause] = []
-    conn = by_kind(events, "rdzv.connect_timeout", "rdzv.conn_error")
+    conn = by_kind(events, "rdzv.connect_timeout", "rdzv.conn_error", "rdzv.connect_failed", "rdzv.store_timeout")
     endpoints = Counter((e.data.get("port")) for e in by_kind(events, "rdzv.store_endpoint") if e.data.get("port"))
+    server_up = bool(endpoints) or bool(by_kind(events, "rdzv.clients_joined", "rdzv.wait_keys", "rdzv.store_barrier"))
     if conn:
         ranks = _ranks(e.rank for e in conn)
-        target = next((f"{e.data['host']}:{e.data['port']}" for e in conn if "port" in e.data), None)
+        target = next((f"{e.data['host']}:{e.data['port']}" for e in conn if "port" in e.data and "host" in e.data), None)
         tport = target.rsplit(":", 1)[1] if target else None
         good = endpoints.most_common(1)[0][0] if endpoints else None
         if good and tport and good != tport:
             out.append(Cause("DGN002", f"{_who(ranks)} connect to the store at {target}; the other ranks reached it at port {good}",
                              ranks, "high" if ranks else "medium", "its endpoint differs from the one the other ranks used",
                              [ev(e) for e in conn[:2]], expected=f"port {good}", actual=f"port {tport}", strength=84))  # fmt: skip
-        elif 0 not in ranks and any(e.kind == "rdzv.connect_timeout" for e in conn):
+        elif (0 not in ranks and not server_up and {e.kind for e in conn} == {"rdzv.connect_timeout"}
+              and not any("/elastic/" in f for e in conn for f in e.stack)):  # fmt: skip
             # TCPStore's server runs in rank 0 (env:// init_process_group: is_master = rank == 0) or in the
             # torchrun agent of node 0: a client that cannot connect waited for that side to come up
             out.append(Cause("DGN002", f"{_who(ranks)} timed out connecting to the store at {target or 'MASTER_ADDR:MASTER_PORT'}, "
@@ -166,12 +168,15 @@ def store(events: list[Event]) -> list[Cause]:
     if missing or joined or waits:
         counts = next((f" ({e.data['joined']}/{e.data['expected']} joined)" for e in joined if "joined" in e.data), "")
         evidence = [ev(e) for e in (waits + joined)[:3]]
+        family = "missing_rank" if counts or waits else "rendezvous_timeout"
         if missing:
             out.append(Cause("DGN001", f"{_who(missing)} never joined the process group{counts}", missing, "high",
-                             "the store keys the others waited for belong to them (last number of the key)", evidence, strength=75))  # fmt: skip
+                             "the store keys the others waited for belong to them (last number of the key)", evidence,
+                             strength=75, family="missing_rank"))  # fmt: skip
         else:
             out.append(Cause("DGN001", f"ranks or nodes never joined the rendezvous{counts}", [], "unknown",
-                             "the store only counts who arrived; nothing names who did not", evidence, strength=50))  # fmt: skip
+                             "the store only counts who arrived; nothing names who did not", evidence, strength=50,
+                             family=family))  # fmt: skip
     return out
 
 

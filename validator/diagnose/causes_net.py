@@ -63,18 +63,19 @@ def store_barrier(events: list[Event]) -> Cause | None:
 def network(events: list[Event]) -> list[Cause]:
     """NCCL errors by ncclResult_t class, gloo connects refused; nobody named (they echo a peer)."""
     out: list[Cause] = []
-    refused = by_kind(events, "gloo.connect_refused", "net.conn_refused")
+    refused = by_kind(events, "gloo.connect_refused", "net.conn_refused", "gloo.connect_mesh", "gloo.peer_closed")
     if refused:
         peers = sorted({f"{e.data['peer']}:{e.data['port']}" for e in refused if "peer" in e.data})
         loop = sorted({p for p in peers if LOOPBACK.match(p.rsplit(":", 1)[0])})
         note = (f"; {', '.join(loop)} is a loopback address: a peer advertised its own hostname's loopback alias "
                 "(/etc/hosts maps it to 127.0.1.1), set GLOO_SOCKET_IFNAME / fix the hosts file") if loop else ""  # fmt: skip
         target = f" to {', '.join(peers[:3])}" if peers else ""
-        out.append(Cause("DGN007", f"connection refused{target}{note}", [], "unknown",
-                         "nothing listened where the rank connected: the peer had exited, was not up yet, or "
-                         "advertised an address others cannot reach", [ev(e) for e in refused[:3]], strength=27,
+        what = "connection refused" if any("refused" in e.text for e in refused) else "connection to a peer lost"
+        out.append(Cause("DGN007", f"{what}{target}{note}", [], "unknown",
+                         "nothing listened where the rank connected, or the peer closed the pair: the peer had exited, "
+                         "was not up yet, or advertised an address others cannot reach", [ev(e) for e in refused[:3]], strength=27,
                          family="connection_refused"))  # fmt: skip
-    nccl = [e for e in by_kind(events, *NCCL_KINDS, "gloo.peer_closed") if "cuda" not in str(e.data.get("what", "")).lower()]
+    nccl = [e for e in by_kind(events, *NCCL_KINDS) if "cuda" not in str(e.data.get("what", "")).lower()]
     classes = [c for e in nccl if (c := nccl_class(e.kind, e.data, e.text))]
     hard = [e for e in nccl if e.kind != "nccl.warn" or nccl_class(e.kind, e.data, e.text)]
     if hard and (classes or not refused):

@@ -89,10 +89,10 @@ RULES: tuple[Rule, ...] = tuple(_r(*f) for f in FAMILIES) + (
         "cuda.oom",
         ORG,
         "out of memory",
-        r"(?:CUDA out of memory|CUDA error: out of memory|Cuda failure 'out of memory'|OutOfMemoryError)",
+        r"(?:CUDA out of memory|CUDA error: out of memory|Cuda failure (?:\d+ )?'out of memory'|OutOfMemoryError)",
     ),
     _r("cuda.error", ORG, "CUDA error", r"CUDA error: (?P<what>[^.\n]+)"),
-    _r("cuda.error", ORG, "Cuda failure", r"Cuda failure '(?P<what>[^']+)'"),
+    _r("cuda.error", ORG, "Cuda failure", r"Cuda failure (?:\d+ )?'(?P<what>[^']+)'"),
     _r("cuda.error", ORG, "CUDA error during", r"CUDA error during (?:start|end) event query"),
     _r("host.oom", ORG, "oom", r"(?:oom[-_]kill|Out of memory: Killed process)"),  # seen after "error:" or "Killed"
     _r("host.oom", ORG, "OOM", r"(?:OOM Killed|OOMKilled|OOM killer)"),
@@ -249,7 +249,7 @@ _NOISE = ('File "', "Exception raised from", "frame #", "During handling", "The 
 
 def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
     """The event in one message, or None for a line that reports nothing."""
-    if text.startswith(_NOISE):
+    if text.startswith(_NOISE) or text.startswith("NCCL INFO"):  # INFO: retries and chatter, never the failure
         return None
     for rule in RULES:
         if rule.guard in text and (m := rule.pattern.search(text)):

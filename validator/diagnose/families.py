@@ -70,14 +70,28 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # ProcessGroupGloo.cpp monitoredBarrier, on ranks != 0: "Rank {r} successfully reached monitoredBarrier,
     # but received errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank."
     ("coll.monitored_peer", S, "successfully reached monitoredBarrier", r"Rank (?P<reporter>\d+) successfully reached"),
-    # gloo/transport/tcp/pair.cc (<= 2023): GLOO_ERROR_MSG("connect ", peer_.str(), ": ", strerror(errno));
-    # newer tcp/socket.cc / pair.cc: "Connect timeout " peer
+    # gloo/transport/tcp/pair.cc (<= 2023): GLOO_ERROR_MSG("connect ", peer_.str(), ": ", strerror(errno)); older
+    # GLOO_ENFORCE_EQ(optval, 0, "SO_ERROR: ", strerror(optval)); newer tcp/socket.cc: "Connect timeout " peer
     ("gloo.connect_refused", S, "onnection refused",
-     r"pair\.cc:\d+\] connect \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+): Connection refused"),
+     r"pair\.cc:\d+\] (?:connect \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+): |.*SO_ERROR: )Connection refused"),
     ("gloo.connect_refused", S, "Connect timeout", r"Connect timeout \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+)"),
     # gloo pair.cc: "Socket unexpectedly closed " peer / "Socket closed " peer / "Read timeout " / "Write timeout "
     ("gloo.peer_closed", S, "ocket", r"Socket (?:unexpectedly )?closed \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+)"),
     ("coll.gloo_timeout", S, "timeout [", r"(?:Read|Write) timeout \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+)"),
+    # c10d socket.cpp: "The client socket has failed to connect to any network address of ({}, {})." and
+    # "The client socket has failed to connect to {} (errno: {} - {})." (a W line per retry)
+    ("rdzv.connect_failed", S, "failed to connect to",
+     r"client socket has failed to connect to (?:any network address of \((?P<host>[^,]+), (?P<port>\d+)\)|"
+     r"\[?(?P<addr>[^\s\]]+?)\]?:(?P<aport>\d+) \(errno: (?P<errno>\d+))"),
+    # older c10d: socket.cpp "connect() timed out. Original timeout was {} ms.", Utils.hpp "Socket Timeout",
+    # FileStore.cpp / TCPStore.cpp "Wait timeout"
+    ("rdzv.store_timeout", S, "imeout", r"(?:connect\(\) timed out\. Original timeout was (?P<ms>\d+) ms|Error: Socket Timeout$|: Socket Timeout$|: Wait timeout\b)"),
+    # NCCL src/misc/socket.cc ncclSocketInit: "connecting to address %s with family %d is neither AF_INET(%d) nor
+    # AF_INET6(%d)": an address that was never set, i.e. no interface matched NCCL_SOCKET_IFNAME
+    ("nccl.no_interface", ORG, "is neither AF_INET", r"connecting to address (?P<addr>\S*) ?with family (?P<family>\d+)"),
+    # accelerate's launcher pre-check (commands/launch.py): "Tried to launch distributed communication on port
+    # `{port}`, but another process is utilizing it."
+    ("net.addr_in_use", ORG, "another process is utilizing it", r"on port `?(?P<port>\d+)`?, but another process"),
 )
 
 # What NCCL and PyTorch print for each ncclResult_t, and the corpus class it belongs to
@@ -107,28 +121,34 @@ VOCAB = {"remote": "nccl_remote_error", "system": "nccl_system_error", "internal
 LOOPBACK = re.compile(r"^(?:127\.\d+\.\d+\.\d+|::1|localhost|0\.0\.0\.0)$")
 
 
-def nccl_class(kind: str, data: dict[str, object], text: str) -> str | None:
-    """remote | system | internal | usage for an NCCL event, or None when it does not say."""
+def nccl_class(kind: str, data: dict[str, object], text: str) -> tuple[str, bool] | None:
+    """(remote | system | internal | usage, explicit) for an NCCL event, or None when it does not
+    say. Explicit: NCCL's own result (retcode, ``ncclSystemError``, PyTorch's error string); the
+    others are what the message family usually returns."""
     if "retcode" in data:
-        return RETCODE.get(int(str(data["retcode"])))
-    if kind in KIND_CLASS:
-        return KIND_CLASS[kind]
+        cls = RETCODE.get(int(str(data["retcode"])))
+        return (cls, True) if cls else None
     for phrase, cls in NCCL_CLASS:
         if phrase in text:
-            return cls
+            return cls, True
+    if kind in KIND_CLASS:
+        return KIND_CLASS[kind], False
     return None
 
 
-def nccl_vocab(classes: list[str]) -> str:
-    """The corpus class of a set of NCCL errors: a remote cause anywhere (retcode 6, a closed
-    peer) wins, since internal/system errors on the other ranks are its echo."""
-    for cls in ("remote", "system", "internal", "usage"):
-        if cls in classes:
-            return VOCAB[cls]
-    return "nccl_remote_error"
+def nccl_vocab(classes: list[tuple[str, bool]]) -> str:
+    """The corpus class of NCCL errors in log order: a remote result anywhere wins (the internal or
+    system errors of the other ranks echo it), else the first result NCCL states, else the first
+    family's usual result."""
+    explicit = [c for c, sure in classes if sure]
+    if "remote" in explicit:
+        return VOCAB["remote"]
+    if explicit:
+        return VOCAB[explicit[0]]
+    return VOCAB[classes[0][0]] if classes else VOCAB["remote"]
 
 
 # Lines that report an error but match no family: kept (a few per rank) for the "unrecognised
 # failure" finding, never used to attribute.
 UNKNOWN_ERROR = re.compile(r"(?:\b[A-Z]\w*(?:Error|Exception)\b|\bERROR\b|\bFATAL\b|\b[Ee]rror:|NCCL WARN|\bfailed\b)")
-NOT_AN_ERROR = ("warnings.warn", "UserWarning", "FutureWarning", "DeprecationWarning", "deprecated", "NCCL INFO")
+NOT_AN_ERROR = ("warnings.warn", "Warning:", "UserWarning", "FutureWarning", "DeprecationWarning", "deprecated", "NCCL INFO")

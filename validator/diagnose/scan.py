@@ -33,6 +33,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"OOMKilled",  # Kubernetes; oom_kill lines come with "slurmstepd: error:"
     b"ation fault",  # Segmentation fault (Bus error has "rror")
     b"death signal",  # torchelastic agent stopped from outside
+    b"refused",  # Connection refused: gloo pair.cc connect, c10d clients, uncaught gloo::IoException what()
     b"Root Cause",  # torchrun's failure summary in an excerpt cut above ChildFailedError
 )
 

@@ -44,8 +44,10 @@ def detail_mismatch(events: list[Event]) -> Cause | None:
     counts = Counter(fp.values())
     (top, n), *rest = counts.most_common()
     odd = sorted(r for r, f in fp.items() if f != top)
-    if not odd:
-        return None
+    if not odd:  # same op and shapes at different sequence numbers: one side is a collective ahead
+        return Cause("COL001", f"ranks {fold_ranks(sorted(fp))} ran {top} at different sequence numbers", [], "unknown",
+                     "the DETAIL fingerprints differ only in their sequence numbers: no majority names a side",
+                     [ev(e) for e in seen[:3]], strength=30)  # fmt: skip
     majority = sorted(r for r, f in fp.items() if f == top)
     evidence = [ev(e) for e in sorted(seen, key=lambda e: e.rank not in odd)[:3]]
     if rest and rest[0][1] == n:
@@ -97,13 +99,30 @@ def _pairs(seen: list[Event]) -> list[int]:
     return _ranks(out)
 
 
+def _host_of(hosts: list[str], ranks: list[int]) -> str:
+    where = f"host {', '.join(hosts[:4])}" if hosts else "the host"
+    return where + (f" (reported by {_who(ranks)})" if ranks else "")
+
+
 def nccl_init(events: list[Event]) -> list[Cause]:
     out = []
     if seen := by_kind(events, "nccl.duplicate_gpu"):
-        ranks = _pairs(seen)
+        # NCCL init.cc checks its own rank against every peer, so the reporter is one of the pair; a
+        # reporter outside the pair it prints means the ranks are a sub-communicator's, not global
+        local = [
+            e
+            for e in seen
+            if e.rank is not None and "a" in e.data and e.rank not in (int(e.data["a"]), int(e.data["b"]))
+        ]
+        ranks = [] if local else _pairs(seen)
         dev = next((e.data["dev"] for e in seen if "dev" in e.data), None)
-        out.append(Cause("DGN004", f"{_who(ranks)} share one GPU{f' (CUDA device {dev})' if dev else ''}", ranks, "high",
-                         "NCCL names the ranks that share the device", [ev(e) for e in seen[:3]], strength=95))  # fmt: skip
+        pairs = sorted({f"{e.data['a']} and {e.data['b']}" for e in local})
+        what = f"communicator ranks {', '.join(pairs)} (of a sub-communicator)" if local else _who(ranks)
+        out.append(Cause("DGN004", f"{what} share one GPU{f' (CUDA device {dev})' if dev else ''}", ranks,
+                         "high" if ranks else "unknown",
+                         "NCCL names the ranks that share the device" if ranks else "the reporting rank is not in the "
+                         "pair NCCL names, so those are communicator-local ranks; the global ones are not in the log",
+                         [ev(e) for e in seen[:3]], strength=95))  # fmt: skip
     if seen := by_kind(events, "nccl.version_mismatch"):
         vers: dict[int, str] = {}
         for e in seen:
@@ -115,15 +134,20 @@ def nccl_init(events: list[Event]) -> list[Cause]:
                          [ev(e) for e in seen[:3]], strength=90))  # fmt: skip
     if seen := by_kind(events, "nccl.no_interface"):
         ranks = _ranks(e.rank for e in seen)
+        hosts = sorted({e.ident.host for e in seen if e.ident.host})
         iface = next((e.data["iface"] for e in seen if "iface" in e.data), None)
         what = f"interface {iface} does not exist" if iface else "no usable network interface"
-        out.append(Cause("DGN005", f"{what} on {_who(ranks)}", ranks, "high", "the ranks report it themselves",
-                         [ev(e) for e in seen[:3]], strength=88))  # fmt: skip
+        out.append(Cause("DGN005", f"{what} on {_host_of(hosts, ranks)}", [], "unknown",
+                         "a host-level setting (NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, the host's interfaces): it points "
+                         "at the host, not at a faulty rank", [ev(e) for e in seen[:3]], hosts=hosts, strength=88))  # fmt: skip
     if seen := by_kind(events, "net.addr_in_use"):
         ranks = _ranks(e.rank for e in seen)
+        hosts = sorted({e.ident.host for e in seen if e.ident.host})
         port = next((e.data["port"] for e in seen if e.data.get("port")), None)
-        out.append(Cause("DGN003", f"port {port or '?'} already in use on {_who(ranks)}", ranks, "high",
-                         "the rank that could not bind is where the port is taken", [ev(e) for e in seen[:3]], strength=87))  # fmt: skip
+        out.append(Cause("DGN003", f"port {port or '?'} already in use on {_host_of(hosts, ranks)}", [], "unknown",
+                         "the port is taken on the host where the store or the rank binds (another job, a leftover "
+                         "process): a host-level conflict, not a faulty rank", [ev(e) for e in seen[:3]], hosts=hosts,
+                         strength=87))  # fmt: skip
     if seen := by_kind(events, "rdzv.env_missing", "nccl.dup_rank", "nccl.nranks_mismatch", "nccl.invalid_rank"):
         ranks = _ranks(e.rank for e in seen)
         out.append(Cause("DGN012", f"launch contract broken on {_who(ranks)}: {seen[0].text[:160]}", ranks, "high",
@@ -141,7 +165,9 @@ def store(events: list[Event]) -> list[Cause]:
     server_up = bool(endpoints) or bool(by_kind(events, "rdzv.clients_joined", "rdzv.wait_keys", "rdzv.store_barrier"))
     if conn:
         ranks = _ranks(e.rank for e in conn)
-        target = next((f"{e.data['host']}:{e.data['port']}" for e in conn if "port" in e.data and "host" in e.data), None)
+        target = next(
+            (f"{e.data['host']}:{e.data['port']}" for e in conn if "port" in e.data and "host" in e.data), None
+        )
         tport = target.rsplit(":", 1)[1] if target else None
         good = endpoints.most_common(1)[0][0] if endpoints else None
         if good and tport and good != tport:
@@ -217,11 +243,12 @@ def origins(events: list[Event], symptoms_by_rank: dict[int, list[Event]]) -> Ca
     if len(per) <= 1:
         culprits = sorted(per)
         others = [r for r in symptoms_by_rank if r not in per]
-        conf = "high" if culprits and others else "medium" if culprits else "low"
+        # alone in the log, it is only the first visible failure: nothing shows the others waited for it
+        conf = "high" if culprits and others else "low"
         reason = (
             "the only rank that failed on its own; the others only report timeouts or lost peers"
             if others
-            else "the only rank with an error of its own"
+            else "the only rank with an error of its own in these lines; no other rank shows it waited for this one"
         )
     else:
         texts = {e.data.get("msg") or e.text for e in ranked}
@@ -277,6 +304,14 @@ def summaries(events: list[Event], symptoms_by_rank: dict[int, list[Event]] | No
                          [ev(e) for e in seen[:3]], strength=50)  # fmt: skip
     roots = [e for e in seen if e.data.get("root")] or seen
     first = min(roots, key=lambda e: (e.time is None, e.time or 0.0))
+    tied = [e for e in seen if e.time is not None and first.time is not None and int(e.time) == int(first.time)]
+    if not any(e.data.get("root") for e in seen) and len(tied) > 1:
+        # no Root Cause entry (cut off) and several failures in the same second: nothing orders them
+        return Cause("DGN011" if all(int(e.data.get("exit", 0)) < 0 for e in tied) else "DGN010",
+                     f"{_who(_ranks(e.data.get('rank') for e in tied))} failed in the same second "
+                     f"(exit code {first.data.get('exit')}); the summary's Root Cause entry is not in the log", [],
+                     "unknown", "several failures at the same second and no Root Cause entry: no first failure",
+                     [ev(e) for e in tied[:3]], strength=50)  # fmt: skip
     own = {e.rank for e in events if e.role == Role.ORIGIN}
     if symptoms_by_rank and first.data.get("rank") in symptoms_by_rank and first.data.get("rank") not in own:
         return None
@@ -286,6 +321,10 @@ def summaries(events: list[Event], symptoms_by_rank: dict[int, list[Event]] | No
         message = ""
     got = classify(message) if message else None
     code = "DGN010"
+    if got and got[0] in ("coll.detail_mismatch", "coll.shape_verify"):
+        return Cause("COL001", f"the summary's traceback reports mismatched collectives: {message[:200]}", [], "low",
+                     "the failing rank reports a DETAIL mismatch between two ranks; two fingerprints give no majority",
+                     [ev(first)], strength=56)  # fmt: skip
     if got and got[1] == Role.ORIGIN:
         code = ORIGIN_CODE.get(got[0], "DGN010")
     elif isinstance(exit_code, int) and exit_code < 0:
@@ -304,13 +343,15 @@ _SIGNALS = {-9: "SIGKILL", -11: "SIGSEGV", -7: "SIGBUS", -6: "SIGABRT", -15: "SI
 
 def _agent_signal(events: list[Event]) -> Cause | None:
     """Without a summary block: the agent's ``failed (exitcode: -9) local_rank: N`` line."""
-    seen = [
-        e
-        for e in by_kind(events, "agent.child_failed")
-        if int(e.data.get("exit", 0)) < 0 and int(e.data["exit"]) not in (-15, -2)
-    ]
+    seen = [e for e in by_kind(events, "agent.child_failed") if int(e.data.get("exit", 0)) not in (0, -15, -2)]
     if not seen or (all(int(e.data["exit"]) == -6 for e in seen) and _teardown(events)):
         return None
+    if all(int(e.data["exit"]) > 0 for e in seen):
+        e = min(seen, key=lambda e: (e.time is None, e.time or 0.0))
+        who = f"local rank {e.data['local']} (pid {e.data.get('pid')})" if "local" in e.data else "a worker"
+        return Cause("DGN010", f"{who} exited with code {e.data['exit']}; its own error is not in these lines", [], "low",
+                     "the launcher reports the worker failed first; its global rank and its error are not in this log",
+                     [ev(x) for x in seen[:3]], time=e.time, strength=18)  # fmt: skip
     e = min(seen, key=lambda e: (e.time is None, e.time or 0.0))
     sig = _SIGNALS.get(int(e.data["exit"]), f"signal {-int(e.data['exit'])}")
     hint = " (SIGKILL without an exception: often the OOM killer)" if sig == "SIGKILL" else ""

@@ -54,6 +54,16 @@ def store_barrier(events: list[Event]) -> Cause | None:
                      "more workers than the world size arrived: nobody is missing, the store is shared", evidence,
                      expected=f"{world} workers", actual=f"{count} workers", strength=74,
                      family="rendezvous_timeout")  # fmt: skip
+    # the default group's barrier (key ...:1) counts global ranks 0..world-1: when every arrival
+    # reported, the missing ranks are the rest (by elimination)
+    arrived = {int(e.data["reporter"]) for e in seen if e.data["key"] == last.data["key"]}
+    if last.data["key"].endswith(":1") and len(arrived) == count and arrived <= set(range(world)):
+        missing = sorted(set(range(world)) - arrived)
+        return Cause("DGN001", f"{_who(missing)} never reached the store-based barrier of the default group: the {count} "
+                     f"of {world} ranks that did all reported ({who})", missing, "high" if len(missing) == 1 else "medium",
+                     "by elimination: every rank that arrived printed its rank, the barrier counts global ranks "
+                     f"0-{world - 1}", evidence, expected=f"{world} ranks", actual=f"{count} ranks", strength=76,
+                     family="missing_rank")  # fmt: skip
     return Cause("DGN001", f"only {count} of {world} ranks reached the store-based barrier for {last.data['key']} "
                  f"({who}); the missing ranks are not named", [], "unknown",
                  "the store counts arrivals; the reporting ranks are the ones that did arrive", evidence,
@@ -84,10 +94,10 @@ def network(events: list[Event]) -> list[Cause]:
         ranks = sorted({e.rank for e in hard if e.rank is not None})
         peers = sorted({str(e.data["peer"]) for e in hard if "peer" in e.data})
         extra = f"; peer{'s' if len(peers) > 1 else ''} named: {', '.join(peers[:4])}" if peers else ""
-        what = {"nccl_remote_error": "remote peer or network failure", "nccl_system_error": "system/socket failure"}
-        out.append(Cause("DGN007", f"NCCL {what[family]} on {_who(ranks)}: {first.text[:160]}{extra}", [], "unknown",
+        label = {"nccl_remote_error": "remote peer or network failure", "nccl_system_error": "system/socket failure"}
+        out.append(Cause("DGN007", f"NCCL {label[family]} on {_who(ranks)}: {first.text[:160]}{extra}", [], "unknown",
                          "NCCL errors on many ranks are usually the echo of one peer's failure; none failed first in "
-                         "these logs", [ev(first)] + [ev(e) for e in hard if e is not first][:2], strength=25,
+                         "these logs", [ev(first), *[ev(e) for e in hard if e is not first][:2]], strength=25,
                          family=family))  # fmt: skip
     return out
 
@@ -99,7 +109,9 @@ def ras(events: list[Event]) -> Cause | None:
         return None
     nodes = sorted({str(e.data["node"]) for e in seen if "node" in e.data})
     ranks = sorted({int(e.data["comm_rank"]) for e in seen if "comm_rank" in e.data})
-    what = f"communicator rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks[:16]))}" if ranks else "processes"
+    what = (
+        f"communicator rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks[:16]))}" if ranks else "processes"
+    )
     return Cause("COL002", f"NCCL RAS reports {what} missing or unresponsive on node{'s' if len(nodes) != 1 else ''} "
                  f"{', '.join(nodes[:8]) or '?'}", [], "low",
                  "RAS lists communicator ranks (not global ranks) that did not answer; their nodes are the suspects",

@@ -28,7 +28,8 @@ def _r(kind: str, role: Role, guard: str, pattern: str, flags: int = 0) -> Rule:
 
 
 ORG, S, M, F = Role.ORIGIN, Role.SYMPTOM, Role.SUMMARY, Role.FACT
-RULES: tuple[Rule, ...] = tuple(_r(*f) for f in FAMILIES) + (
+RULES: tuple[Rule, ...] = (
+    *(_r(*f) for f in FAMILIES),
     # --- mismatched collectives (DETAIL fingerprints, older shape checks)
     _r(
         "coll.detail_mismatch",
@@ -253,7 +254,10 @@ def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
         return None
     for rule in RULES:
         if rule.guard in text and (m := rule.pattern.search(text)):
-            return rule.kind, rule.role, {k: v for k, v in m.groupdict().items() if v is not None}
+            data: dict[str, Any] = {k: v for k, v in m.groupdict().items() if v is not None}
+            if "reporter" in data:  # the rank that printed it (store barrier, monitored barrier peers)
+                data["msg_rank"] = int(data["reporter"])
+            return rule.kind, rule.role, data
     if m := _EXC.match(text):
         cls = m.group("cls")
         data = {"cls": cls, "msg": (m.group("msg") or "").strip()}
@@ -271,7 +275,8 @@ def ranks_list(text: str) -> list[int]:
     return [int(x) for x in re.findall(r"\d+", text)]
 
 
-_FP_FIELD = re.compile(r"(SequenceNumber|OpType|TensorShape|TensorDtypes)=(\[[^\]]*\]|[^,)]*)")
+# older releases print the abbreviated form without commas: CollectiveFingerPrint(SequenceNumber=1OpType=BARRIER)
+_FP_FIELD = re.compile(r"(SequenceNumber|OpType|TensorShape|TensorDtypes)=(\[[^\]]*\]|\d+(?=[A-Z,)])|[^,)]*)")
 
 
 def fingerprint(text: str) -> str:

@@ -22,73 +22,151 @@ ORG, S = Role.ORIGIN, Role.SYMPTOM
 FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # NCCL src/init.cc (2.4-2.7): WARN("Mismatched collective detected, please check your collective
     # calls at and around rank %d. ..."). A pointer into the ring, not the initiator.
-    ("nccl.mismatch_around", ORG, "Mismatched collective", r"Mismatched collective detected.*?around rank (?P<around>\d+)"),
+    (
+        "nccl.mismatch_around",
+        ORG,
+        "Mismatched collective",
+        r"Mismatched collective detected.*?around rank (?P<around>\d+)",
+    ),
     # NCCL src/proxy.cc: WARN("[Proxy Service %d] Failed to execute operation %s from rank %d, retcode %d");
     # "from rank" is the communicator rank that asked, a victim
-    ("nccl.proxy_failed", S, "Failed to execute operation",
-     r"Failed to execute operation (?P<op>\w+) from rank (?P<from>\d+), retcode (?P<retcode>\d+)"),
+    (
+        "nccl.proxy_failed",
+        S,
+        "Failed to execute operation",
+        r"Failed to execute operation (?P<op>\w+) from rank (?P<from>\d+), retcode (?P<retcode>\d+)",
+    ),
     # src/proxy.cc: "[Service thread] Error encountered progressing operation=%s, res=%d, closing connection"
-    ("nccl.proxy_failed", S, "Error encountered progressing", r"progressing operation=(?P<op>\w+), res=(?P<retcode>\d+)"),
+    (
+        "nccl.proxy_failed",
+        S,
+        "Error encountered progressing",
+        r"progressing operation=(?P<op>\w+), res=(?P<retcode>\d+)",
+    ),
     # src/proxy.cc: "[Service thread] Could not receive type from localRank %d, res=%u, closed=%d"
-    ("nccl.proxy_closed", S, "Could not receive type from localRank", r"localRank (?P<local>\d+), res=(?P<retcode>\d+)"),
+    (
+        "nccl.proxy_closed",
+        S,
+        "Could not receive type from localRank",
+        r"localRank (?P<local>\d+), res=(?P<retcode>\d+)",
+    ),
     # src/misc/socket.cc: "socketProgress: Connection closed by remote peer %s"; "Net : Connection closed by remote peer"
-    ("nccl.peer_closed", S, "Connection closed by remote peer", r"Connection closed by remote peer (?P<peer>\S+?)(?:<(?P<port>\d+)>)?$"),
+    (
+        "nccl.peer_closed",
+        S,
+        "Connection closed by remote peer",
+        r"Connection closed by remote peer (?P<peer>\S+?)(?:<(?P<port>\d+)>)?$",
+    ),
     # src/misc/socket.cc ncclSocketProgressOpt: "Call to %s %s failed : %s" ("recv from" | "send to")
-    ("nccl.peer_io", S, "Call to ", r"Call to (?:recv from|send to) (?P<peer>\S+?)(?:<(?P<port>\d+)>)? failed ?: ?(?P<why>.*)"),
+    (
+        "nccl.peer_io",
+        S,
+        "Call to ",
+        r"Call to (?:recv from|send to) (?P<peer>\S+?)(?:<(?P<port>\d+)>)? failed ?: ?(?P<why>.*)",
+    ),
     # src/misc/socket.cc: "%s: connect to %s returned %s, exceeded error retry count after %d attempts",
     # "%s: connect to %s failed : %s", "ncclOsSocketPollConnect to %s failed with error %s";
     # include/socket.h (<= 2.10): "Connect to %s failed : %s"; bootstrap: return code 2 (system)
-    ("nccl.connect_failed", S, "onnect to",
-     r"[Cc]onnect to (?P<peer>\S+?)(?:<(?P<port>\d+)>)? (?:returned (?P<ret>[^,]+)|failed(?: with error)? ?:? ?(?P<why>[^,]*))"),
+    (
+        "nccl.connect_failed",
+        S,
+        "onnect to",
+        r"[Cc]onnect to (?P<peer>\S+?)(?:<(?P<port>\d+)>)? (?:returned (?P<ret>[^,]+)|failed(?: with error)? ?:? ?(?P<why>[^,]*))",
+    ),
     # src/transport/net_ib (p2p.cc, common.cc): "NET/IB : Got completion from peer %s with status=%d opcode=%d
     # len=%u vendor err %u (%s)" (older: "with error %d, opcode %d, len %d, vendor err %d"); code 6
-    ("nccl.ib_error", S, "Got completion from peer",
-     r"Got completion from peer (?P<peer>\S+?)(?:<(?P<port>\d+)>)? with (?:status=|error )(?P<status>\d+)"),
+    (
+        "nccl.ib_error",
+        S,
+        "Got completion from peer",
+        r"Got completion from peer (?P<peer>\S+?)(?:<(?P<port>\d+)>)? with (?:status=|error )(?P<status>\d+)",
+    ),
     # src/transport/net_ib/common.cc: "NET/IB : %s:%d async fatal event: %s"
     ("nccl.ib_error", S, "async fatal event", r"NET/IB : (?P<dev>\S+?):(?P<port>\d+) async fatal event(?P<what>.*)"),
     # aws-ofi-nccl: "NET/OFI Request %p completed with error. RC: %d. Error: %d (%s)"
-    ("nccl.ib_error", S, "completed with error", r"NET/OFI .*completed with error.*?Error: (?P<status>\d+) \((?P<what>\w+)\)"),
+    (
+        "nccl.ib_error",
+        S,
+        "completed with error",
+        r"NET/OFI .*completed with error.*?Error: (?P<status>\d+) \((?P<what>\w+)\)",
+    ),
     # src/include/ibvwrap.h, src/misc/ibvwrap.cc: "Call to ibv_... failed", "ibv_post_send() failed with error %s";
     # src/include/checks.h SYSCHECK: "Call to %s failed : %s" (system, code 2)
-    ("nccl.syscall_failed", S, "NCCL WARN", r"NCCL WARN .*?(?:Call to (?P<call>\w+)(?:\(\))? (?:failed|returned)|(?P<ibv>ibv_\w+)\(\) failed)"),
+    (
+        "nccl.syscall_failed",
+        S,
+        "NCCL WARN",
+        r"NCCL WARN .*?(?:Call to (?P<call>\w+)(?:\(\))? (?:failed|returned)|(?P<ibv>ibv_\w+)\(\) failed)",
+    ),
     # src/misc/socket.cc: "Net : error encountered when getting address info : %s" / "No valid ... pair found"
     ("nccl.syscall_failed", S, "Net : ", r"Net : (?:error encountered when getting address info|No valid)"),
     # NCCL RAS (src/ras/client_support.cc, 2.24+): INCOMPLETE communicators list
     # "  Rank %d -- GPU %s managed by process %d on node %s" / "  Rank %d -- [process information not found]";
     # DEAD: "  Process %d on node %s managing GPU%s %s"
-    ("nccl.ras_missing", S, "managed by process",
-     r"Rank (?P<comm_rank>\d+) -- GPU \S+ managed by process (?P<pid>\d+) on node (?P<node>\S+)"),
-    ("nccl.ras_missing", S, "process information not found", r"Rank (?P<comm_rank>\d+) -- \[process information not found\]"),
+    (
+        "nccl.ras_missing",
+        S,
+        "managed by process",
+        r"Rank (?P<comm_rank>\d+) -- GPU \S+ managed by process (?P<pid>\d+) on node (?P<node>\S+)",
+    ),
+    (
+        "nccl.ras_missing",
+        S,
+        "process information not found",
+        r"Rank (?P<comm_rank>\d+) -- \[process information not found\]",
+    ),
     ("nccl.ras_dead", S, "managing GPU", r"Process (?P<pid>\d+) on node (?P<node>\S+) managing GPU"),
     # PyTorch distributed_c10d.py _store_based_barrier: "Timed out initializing process group in store based
     # barrier on rank: {rank}, for key: {key} (world_size={n}, worker_count={c}, timeout={t})", newer
     # "... on rank {rank}, for key: {key} (world_size={n}, num_workers_joined={c}, timeout={t} error={e})", and
     # the INFO line "Waiting in store based barrier to initialize process group for rank: {rank}, key: {key} (...)"
-    ("rdzv.store_barrier", S, "store based barrier",
-     r"store based barrier (?:on|to initialize process group for) rank:? (?P<reporter>\d+),? (?:for )?key: ?(?P<key>\S+?),? "
-     r"\(world_size=(?P<world>\d+), (?:worker_count|num_workers_joined)=(?P<count>\d+)"),
+    (
+        "rdzv.store_barrier",
+        S,
+        "store based barrier",
+        r"store based barrier (?:on|to initialize process group for) rank:? (?P<reporter>\d+),? (?:for )?key: ?(?P<key>\S+?),? "
+        r"\(world_size=(?P<world>\d+), (?:worker_count|num_workers_joined)=(?P<count>\d+)",
+    ),
     # ProcessGroupGloo.cpp monitoredBarrier, on ranks != 0: "Rank {r} successfully reached monitoredBarrier,
     # but received errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank."
     ("coll.monitored_peer", S, "successfully reached monitoredBarrier", r"Rank (?P<reporter>\d+) successfully reached"),
     # gloo/transport/tcp/pair.cc (<= 2023): GLOO_ERROR_MSG("connect ", peer_.str(), ": ", strerror(errno)); older
     # GLOO_ENFORCE_EQ(optval, 0, "SO_ERROR: ", strerror(optval)); newer tcp/socket.cc: "Connect timeout " peer
-    ("gloo.connect_refused", S, "onnection refused",
-     r"pair\.cc:\d+\] (?:connect \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+): |.*SO_ERROR: )Connection refused"),
+    (
+        "gloo.connect_refused",
+        S,
+        "onnection refused",
+        r"pair\.cc:\d+\] (?:connect \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+): |.*SO_ERROR: )Connection refused",
+    ),
     ("gloo.connect_refused", S, "Connect timeout", r"Connect timeout \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+)"),
     # gloo pair.cc: "Socket unexpectedly closed " peer / "Socket closed " peer / "Read timeout " / "Write timeout "
     ("gloo.peer_closed", S, "ocket", r"Socket (?:unexpectedly )?closed \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+)"),
     ("coll.gloo_timeout", S, "timeout [", r"(?:Read|Write) timeout \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+)"),
     # c10d socket.cpp: "The client socket has failed to connect to any network address of ({}, {})." and
     # "The client socket has failed to connect to {} (errno: {} - {})." (a W line per retry)
-    ("rdzv.connect_failed", S, "failed to connect to",
-     r"client socket has failed to connect to (?:any network address of \((?P<host>[^,]+), (?P<port>\d+)\)|"
-     r"\[?(?P<addr>[^\s\]]+?)\]?:(?P<aport>\d+) \(errno: (?P<errno>\d+))"),
+    (
+        "rdzv.connect_failed",
+        S,
+        "failed to connect to",
+        r"client socket has failed to connect to (?:any network address of \((?P<host>[^,]+), (?P<port>\d+)\)|"
+        r"\[?(?P<addr>[^\s\]]+?)\]?:(?P<aport>\d+) \(errno: (?P<errno>\d+))",
+    ),
     # older c10d: socket.cpp "connect() timed out. Original timeout was {} ms.", Utils.hpp "Socket Timeout",
     # FileStore.cpp / TCPStore.cpp "Wait timeout"
-    ("rdzv.store_timeout", S, "imeout", r"(?:connect\(\) timed out\. Original timeout was (?P<ms>\d+) ms|Error: Socket Timeout$|: Socket Timeout$|: Wait timeout\b)"),
+    (
+        "rdzv.store_timeout",
+        S,
+        "imeout",
+        r"(?:connect\(\) timed out\. Original timeout was (?P<ms>\d+) ms|Error: Socket Timeout$|: Socket Timeout$|: Wait timeout\b)",
+    ),
     # NCCL src/misc/socket.cc ncclSocketInit: "connecting to address %s with family %d is neither AF_INET(%d) nor
     # AF_INET6(%d)": an address that was never set, i.e. no interface matched NCCL_SOCKET_IFNAME
-    ("nccl.no_interface", ORG, "is neither AF_INET", r"connecting to address (?P<addr>\S*) ?with family (?P<family>\d+)"),
+    (
+        "nccl.no_interface",
+        ORG,
+        "is neither AF_INET",
+        r"connecting to address (?P<addr>\S*) ?with family (?P<family>\d+)",
+    ),
     # accelerate's launcher pre-check (commands/launch.py): "Tried to launch distributed communication on port
     # `{port}`, but another process is utilizing it."
     ("net.addr_in_use", ORG, "another process is utilizing it", r"on port `?(?P<port>\d+)`?, but another process"),
@@ -138,17 +216,28 @@ def nccl_class(kind: str, data: dict[str, object], text: str) -> tuple[str, bool
 
 def nccl_vocab(classes: list[tuple[str, bool]]) -> str:
     """The corpus class of NCCL errors in log order: a remote result anywhere wins (the internal or
-    system errors of the other ranks echo it), else the first result NCCL states, else the first
-    family's usual result."""
+    system errors of the other ranks echo it), else the first system/usage result NCCL states;
+    "internal error" is NCCL's catch-all (older releases wrap a closed peer in it), so the usual
+    result of the message family underneath decides before it."""
     explicit = [c for c, sure in classes if sure]
     if "remote" in explicit:
         return VOCAB["remote"]
-    if explicit:
-        return VOCAB[explicit[0]]
-    return VOCAB[classes[0][0]] if classes else VOCAB["remote"]
+    for c in explicit:
+        if c != "internal":
+            return VOCAB[c]
+    guessed = [c for c, sure in classes if not sure]
+    return VOCAB[guessed[0]] if guessed else VOCAB["internal" if explicit else "remote"]
 
 
 # Lines that report an error but match no family: kept (a few per rank) for the "unrecognised
 # failure" finding, never used to attribute.
 UNKNOWN_ERROR = re.compile(r"(?:\b[A-Z]\w*(?:Error|Exception)\b|\bERROR\b|\bFATAL\b|\b[Ee]rror:|NCCL WARN|\bfailed\b)")
-NOT_AN_ERROR = ("warnings.warn", "Warning:", "UserWarning", "FutureWarning", "DeprecationWarning", "deprecated", "NCCL INFO")
+NOT_AN_ERROR = (
+    "warnings.warn",
+    "Warning:",
+    "UserWarning",
+    "FutureWarning",
+    "DeprecationWarning",
+    "deprecated",
+    "NCCL INFO",
+)

@@ -44,7 +44,8 @@ class _State:
         self.skip: dict[bytes, int] = {}  # stream -> skip hits up to this line (inside a block)
 
     def add(self, ev: Event) -> None:
-        who = ev.ident.rank if ev.ident.rank is not None else (ev.ident.node, ev.ident.local_rank, ev.ident.pid)
+        i = ev.ident
+        who = i.rank if i.rank is not None else (ev.data.get("msg_rank"), i.node, i.local_rank, i.pid)
         key = (ev.kind, who)
         self.kept[key] += 1
         if self.kept[key] > PER_KEY and ev.role != Role.FACT:

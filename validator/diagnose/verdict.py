@@ -163,7 +163,7 @@ def _fallbacks(events: list[Event]) -> list[Cause]:
     out = []
     nccl = causes.by_kind(events, *causes_net.NCCL_KINDS, "gloo.peer_closed")
     cuda = [e for e in nccl if "cuda" in str(e.data.get("what", "")).lower()]
-    if cuda:
+    if cuda and not causes.by_kind(events, "cuda.error", "cuda.oom"):
         ranks = sorted({e.rank for e in cuda if e.rank is not None})
         out.append(Cause("DGN008", f"NCCL reports a CUDA failure on {causes._who(ranks)}", ranks, "medium" if len(ranks) == 1 else "low",
                          "NCCL's own error names a CUDA failure on these ranks", [causes.ev(e) for e in cuda[:3]], strength=45))  # fmt: skip

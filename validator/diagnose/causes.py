@@ -37,13 +37,17 @@ def detail_mismatch(events: list[Event]) -> Cause | None:
     for e in seen:
         if e.kind == "coll.detail_mismatch":
             fp.setdefault(int(e.data["a"]), fingerprint(e.data["fa"]))
-            fp.setdefault(int(e.data["b"]), fingerprint(e.data["fb"]))
+            if "b" in e.data:
+                fp.setdefault(int(e.data["b"]), fingerprint(e.data["fb"]))
     if not fp:
         return Cause("COL001", "ranks called mismatched collectives (shape check)", _ranks(e.rank for e in seen),
                      "low", "older shape verification names only the reporting ranks", [ev(e) for e in seen[:3]], strength=30)  # fmt: skip
     counts = Counter(fp.values())
     (top, n), *rest = counts.most_common()
     odd = sorted(r for r, f in fp.items() if f != top)
+    if len(fp) < 2:
+        return Cause("COL001", f"a DETAIL mismatch report (cut short) names {_who(sorted(fp))} running {top}", [], "unknown",
+                     "only one side of the DETAIL report is in the log", [ev(e) for e in seen[:3]], strength=30)  # fmt: skip
     if not odd:  # same op and shapes at different sequence numbers: one side is a collective ahead
         return Cause("COL001", f"ranks {fold_ranks(sorted(fp))} ran {top} at different sequence numbers", [], "unknown",
                      "the DETAIL fingerprints differ only in their sequence numbers: no majority names a side",

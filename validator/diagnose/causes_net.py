@@ -13,7 +13,7 @@ from collections import defaultdict
 
 from validator.diagnose.causes import _who, by_kind, ev
 from validator.diagnose.events import Cause, Event, Evidence, Role
-from validator.diagnose.families import LOOPBACK, nccl_class, nccl_vocab
+from validator.diagnose.families import INFO_KINDS, LOOPBACK, nccl_class, nccl_vocab
 
 NCCL_KINDS = ("nccl.error", "nccl.result", "nccl.last_error", "nccl.ib_error", "nccl.peer_closed", "nccl.peer_io",
               "nccl.connect_failed", "nccl.proxy_failed", "nccl.proxy_closed", "nccl.syscall_failed", "nccl.warn",
@@ -103,24 +103,76 @@ def network(events: list[Event]) -> list[Cause]:
 
 
 def ras(events: list[Event]) -> Cause | None:
-    """NCCL RAS (2.24+) status: ranks whose communicator data is missing, processes considered dead."""
-    seen = by_kind(events, "nccl.ras_missing", "nccl.ras_dead")
+    """NCCL RAS (2.24+) status: ranks whose communicator data is missing or processes considered
+    dead (missing_rank), or ranks whose operation counts differ (MISMATCH: a hang, not a crash).
+    Its ranks are communicator ranks: pointers with their nodes, never named as global ranks."""
+    seen = by_kind(events, "nccl.ras_missing")
     if not seen:
         return None
-    nodes = sorted({str(e.data["node"]) for e in seen if "node" in e.data})
-    ranks = sorted({int(e.data["comm_rank"]) for e in seen if "comm_rank" in e.data})
+    mismatch = [e for e in seen if "MISMATCH" in str(e.data.get("section", ""))]
+    pick = [e for e in seen if e not in mismatch] or mismatch
+    nodes = sorted({str(e.data["node"]) for e in pick if "node" in e.data})
+    ranks = sorted({int(e.data["comm_rank"]) for e in pick if "comm_rank" in e.data})
     what = (
         f"communicator rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks[:16]))}" if ranks else "processes"
     )
-    return Cause("COL002", f"NCCL RAS reports {what} missing or unresponsive on node{'s' if len(nodes) != 1 else ''} "
-                 f"{', '.join(nodes[:8]) or '?'}", [], "low",
+    where = f" on node{'s' if len(nodes) != 1 else ''} {', '.join(nodes[:8])}" if nodes else ""
+    if pick is mismatch:
+        return Cause("COL003", f"NCCL RAS: {what}{where} are at a different operation count than the rest of their "
+                     "communicator (a hang in a collective)", [], "unknown",
+                     "RAS compares operation counts; the odd ranks may be ahead or behind, the report does not say who "
+                     "stopped", [ev(e) for e in pick[:3]], hosts=nodes[:8], strength=57)  # fmt: skip
+    return Cause("COL002", f"NCCL RAS reports {what} missing or unresponsive{where}", [], "low",
                  "RAS lists communicator ranks (not global ranks) that did not answer; their nodes are the suspects",
-                 [ev(e) for e in seen[:3]], hosts=nodes[:8], strength=57, family="missing_rank")  # fmt: skip
+                 [ev(e) for e in pick[:3]], hosts=nodes[:8], strength=57, family="missing_rank")  # fmt: skip
+
+
+def horovod(events: list[Event]) -> Cause | None:
+    """Horovod's stall inspector names the ranks that have not submitted a tensor (the initiators,
+    like a monitored barrier); with only "ready ranks", disjoint ready sets mean different ranks
+    submitted different collectives."""
+    seen = by_kind(events, "hvd.stall", "hvd.missing_block")
+    if not seen:
+        return None
+    sets = {x for e in seen for x in str(e.data.get("sets", "")).split("|") if x}
+    missing = {
+        int(r) for e in seen if e.kind == "hvd.missing_block" for r in str(e.data.get("ranks", "")).split(",") if r
+    }
+    missing |= {int(r) for x in sets if x.startswith("missing:") for r in x[8:].split(",") if r}
+    evidence = [ev(e) for e in seen[:3]]
+    if missing:
+        culprits = sorted(missing)
+        return Cause("COL002", f"{_who(culprits)} never submitted the tensors the other ranks wait for (Horovod stall "
+                     "inspector)", culprits, "high", "Horovod's stall inspector names the missing ranks", evidence,
+                     strength=84, family="missing_rank")  # fmt: skip
+    ready = sorted({x[6:] for x in sets if x.startswith("ready:")})
+    groups = [set(r.split(",")) for r in ready]
+    if len(groups) > 1 and any(not (a & b) for a in groups for b in groups if a is not b):
+        return Cause("COL001", f"different ranks wait on different tensors (ready ranks {'; '.join(ready[:4])}): they "
+                     "submitted different collectives", [], "unknown",
+                     "disjoint ready sets in Horovod's stall report: no side is the majority by itself", evidence,
+                     strength=70)  # fmt: skip
+    return Cause("COL002", f"only ranks {'; '.join(ready[:2]) or '?'} submitted the stalled tensors; the others have not "
+                 "(the world size is not in these lines)", [], "unknown",
+                 "Horovod lists the ready ranks; the missing ones follow only with the world size", evidence, strength=70,
+                 family="missing_rank")  # fmt: skip
+
+
+def versions(events: list[Event]) -> Cause | None:
+    """NCCL version banners that differ within one log (nodes run different NCCL builds)."""
+    seen = by_kind(events, "misc.nccl_version")
+    found = sorted({str(e.data["version"]) for e in seen if "version" in e.data})
+    if len(found) < 2:
+        return None
+    first = [next(e for e in seen if e.data.get("version") == v) for v in found]
+    return Cause("DGN006", f"the log shows NCCL versions {', '.join(found)}: nodes run different NCCL builds", [], "unknown",
+                 "NCCL's version banners differ between processes of the job", [ev(e) for e in first[:3]],
+                 strength=44)  # fmt: skip
 
 
 def unrecognised(events: list[Event]) -> Cause | None:
     """No family fits: quote the first error lines in time per rank (or per file without ranks)."""
-    seen = [e for e in events if e.role != Role.FACT]
+    seen = [e for e in events if e.role != Role.FACT and e.kind not in INFO_KINDS]
     if not seen:
         return None
     per: dict[object, list[Event]] = defaultdict(list)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from validator.diagnose.events import Role
-from validator.diagnose.families import FAMILIES, NOT_AN_ERROR, UNKNOWN_ERROR
+from validator.diagnose.families import FAMILIES, NOT_AN_ERROR, UNKNOWN_ERROR, enrich
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,12 @@ RULES: tuple[Rule, ...] = (
         ORG,
         "Detected mismatch between collectives",
         r"Rank (?P<a>\d+) is running collective: (?P<fa>.*?), but Rank (?P<b>\d+) is running collective: (?P<fb>.*)",
+    ),
+    _r(  # an excerpt cut before ", but Rank B ..."
+        "coll.detail_mismatch",
+        ORG,
+        "Detected mismatch between collectives",
+        r"Rank (?P<a>\d+) is running collective: (?P<fa>.*)",
     ),
     _r(
         "coll.shape_verify",
@@ -85,6 +91,9 @@ RULES: tuple[Rule, ...] = (
     _r("coll.blocking_wait", S, "timed out in blocking wait", r"timed out in blocking wait"),
     _r("coll.heartbeat", S, "watchdog got stuck", r"got stuck for (?P<s>\d+) seconds"),
     _r("coll.heartbeat", S, "Heartbeat monitor timed out", r"Heartbeat monitor timed out"),
+    # ProcessGroupNCCL.cpp: "Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA
+    # kernels, subsequent GPU operations might run on corrupted/incomplete data." (the watchdog's teardown)
+    _r("coll.watchdog_teardown", S, "Some NCCL operations have failed or timed out", r"Some NCCL operations"),
     # --- CUDA, memory (before the NCCL/watchdog wrappers that quote them)
     _r(
         "cuda.oom",
@@ -250,13 +259,15 @@ _NOISE = ('File "', "Exception raised from", "frame #", "During handling", "The 
 
 def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
     """The event in one message, or None for a line that reports nothing."""
-    if text.startswith(_NOISE) or text.startswith("NCCL INFO"):  # INFO: retries and chatter, never the failure
+    # a traceback frame is noise unless a paste flattened more lines into it; NCCL INFO is retries and chatter
+    if (text.startswith(_NOISE) and len(text) < 300) or text.startswith("NCCL INFO"):
         return None
     for rule in RULES:
         if rule.guard in text and (m := rule.pattern.search(text)):
             data: dict[str, Any] = {k: v for k, v in m.groupdict().items() if v is not None}
             if "reporter" in data:  # the rank that printed it (store barrier, monitored barrier peers)
                 data["msg_rank"] = int(data["reporter"])
+            enrich(rule.kind, text, data)
             return rule.kind, rule.role, data
     if m := _EXC.match(text):
         cls = m.group("cls")

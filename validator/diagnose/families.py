@@ -20,6 +20,18 @@ ORG, S = Role.ORIGIN, Role.SYMPTOM
 
 # (kind, role, guard, pattern); see classify.Rule
 FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
+    # EADDRINUSE wherever it surfaces first: c10d TCPStore ("[errno: 98 - Address already in use]"), NCCL
+    # checks.h SYSCHECK "Call to bind failed : Address already in use", gloo "bind: Address already in use"
+    ("net.addr_in_use", ORG, "EADDRINUSE", r"port: (?P<port>\d+)"),
+    ("net.addr_in_use", ORG, "ddress already in use", r"(?:\[[^\]]*\]:(?P<port>\d+))?.*?ddress already in use"),
+    # NCCL src/init.cc: WARN("Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx"), also bare as
+    # PyTorch's "Last error:" text
+    (
+        "nccl.duplicate_gpu",
+        ORG,
+        "Duplicate GPU detected",
+        r"rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device (?P<dev>\w+)",
+    ),
     # NCCL src/init.cc (2.4-2.7): WARN("Mismatched collective detected, please check your collective
     # calls at and around rank %d. ..."). A pointer into the ring, not the initiator.
     (
@@ -73,6 +85,8 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "onnect to",
         r"[Cc]onnect to (?P<peer>\S+?)(?:<(?P<port>\d+)>)? (?:returned (?P<ret>[^,]+)|failed(?: with error)? ?:? ?(?P<why>[^,]*))",
     ),
+    # src/misc/socket.cc: "ncclOsSocketTryAccept: Accept failed: %s" (older "socketTryAccept: Accept failed: %s")
+    ("nccl.connect_failed", S, "Accept failed", r"[Aa]ccept failed ?: ?(?P<why>.*)"),
     # src/transport/net_ib (p2p.cc, common.cc): "NET/IB : Got completion from peer %s with status=%d opcode=%d
     # len=%u vendor err %u (%s)" (older: "with error %d, opcode %d, len %d, vendor err %d"); code 6
     (
@@ -115,7 +129,7 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "process information not found",
         r"Rank (?P<comm_rank>\d+) -- \[process information not found\]",
     ),
-    ("nccl.ras_dead", S, "managing GPU", r"Process (?P<pid>\d+) on node (?P<node>\S+) managing GPU"),
+    ("nccl.ras_missing", S, "managing GPU", r"Process (?P<pid>\d+) on node (?P<node>\S+) managing GPU"),
     # PyTorch distributed_c10d.py _store_based_barrier: "Timed out initializing process group in store based
     # barrier on rank: {rank}, for key: {key} (world_size={n}, worker_count={c}, timeout={t})", newer
     # "... on rank {rank}, for key: {key} (world_size={n}, num_workers_joined={c}, timeout={t} error={e})", and
@@ -167,6 +181,24 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "is neither AF_INET",
         r"connecting to address (?P<addr>\S*) ?with family (?P<family>\d+)",
     ),
+    # gloo/transport/tcp/device.cc: GLOO_ENFORCE(ifa != nullptr, "Unable to find address for: ", iface) and the
+    # hostname lookup beside it; an excerpt may keep only the "[enforce fail at .../device.cc:84]" line
+    (
+        "nccl.no_interface",
+        ORG,
+        "device.cc",
+        r"enforce fail at \S*gloo/transport/tcp/device\.cc:\d+\](?:.*Unable to find address for: ?(?P<iface>\S+))?",
+    ),
+    # NCCL src/init.cc showVersion: "NCCL version %d.%d.%d+cuda%d.%d" (once per process): versions compared across
+    # the log; a different one on some node is the version mismatch NCCL itself may never report
+    ("misc.nccl_version", S, "NCCL version", r"^NCCL version (?P<version>\d+\.\d+\.\d+)\S*$"),
+    # Horovod horovod/common/stall_inspector.cc: "One or more tensors were submitted to be reduced, gathered or
+    # broadcasted by subset of ranks and are waiting for remainder of ranks for more than %d seconds. ..." then per
+    # tensor "NAME [missing ranks: 0, 2]" (older "[ready ranks: 1, 3]"), newer a "Missing ranks:" block of "R: [...]"
+    ("hvd.stall", S, "ranks: ", r"(?P<name>[\w./:-]+) \[(?P<which>missing|ready) ranks: (?P<ranks>[\d, ]+)\]"),
+    ("hvd.missing_block", S, "Missing ranks:", r"^Missing ranks:\s*$"),
+    # NCCL RAS status (src/ras/client_support.cc): the section a rank line belongs to is read from the lines above
+    # it ("#0-0 (hash) INCOMPLETE" / "MISMATCH") by blocks.ras_section
     # accelerate's launcher pre-check (commands/launch.py): "Tried to launch distributed communication on port
     # `{port}`, but another process is utilizing it."
     ("net.addr_in_use", ORG, "another process is utilizing it", r"on port `?(?P<port>\d+)`?, but another process"),
@@ -227,6 +259,18 @@ def nccl_vocab(classes: list[tuple[str, bool]]) -> str:
             return VOCAB[c]
     guessed = [c for c, sure in classes if not sure]
     return VOCAB[guessed[0]] if guessed else VOCAB["internal" if explicit else "remote"]
+
+
+_HVD = re.compile(r"\[(missing|ready) ranks: ([\d, ]+)\]")
+INFO_KINDS = frozenset({"misc.nccl_version"})  # recognised lines that are not errors
+
+
+def enrich(kind: str, text: str, data: dict[str, object]) -> None:
+    """Fields that need the whole line: every tensor's rank list of a Horovod stall line (pastes
+    glue dozens of them into one line)."""
+    if kind == "hvd.stall":
+        sets = {f"{w}:{','.join(sorted(r.replace(' ', '').split(','), key=int))}" for w, r in _HVD.findall(text)}
+        data["sets"] = "|".join(sorted(sets)[:32])
 
 
 # Lines that report an error but match no family: kept (a few per rank) for the "unrecognised

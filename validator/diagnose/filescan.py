@@ -110,6 +110,10 @@ def _handle(st: _State, hit: Hit) -> bool:
     if got is None:
         return True
     kind, role, data = got
+    if kind == "hvd.missing_block":
+        data["ranks"] = blocks.missing_ranks(hit.following(64)[0], stream)
+    elif kind == "nccl.ras_missing":
+        data["section"] = blocks.ras_section(hit.buf, hit.start)
     ev = _event(st, kind, role, data, text, hit.line, line)
     pending = st.stacks.get(stream)
     if pending and pending[0] == hit.line:

@@ -35,6 +35,10 @@ ANCHORS: tuple[bytes, ...] = (
     b"death signal",  # torchelastic agent stopped from outside
     b"refused",  # Connection refused: gloo pair.cc connect, c10d clients, uncaught gloo::IoException what()
     b"Root Cause",  # torchrun's failure summary in an excerpt cut above ChildFailedError
+    b"Duplicate GPU",  # NCCL's duplicate-GPU text pasted bare (without WARN or Last error:)
+    b"ranks:",  # Horovod stall inspector: [missing ranks: 0], [ready ranks: ...], Missing ranks:
+    b" on node ",  # NCCL RAS: ... managed by process P on node H; mpirun: ... on node H exited on signal
+    b"NCCL version",  # NCCL's version banner, compared across nodes
 )
 
 

@@ -107,7 +107,7 @@ def decide(
         if e.role in (Role.SYMPTOM, Role.SUMMARY) and e.rank is not None and not e.kind.startswith(("summary", "misc")):
             symptoms[e.rank].append(e)
     for build in (causes.detail_mismatch, causes.desync, causes.stopped, causes.uniqueid, causes_net.mismatch_pointer,
-                  causes_net.store_barrier, causes_net.ras):  # fmt: skip
+                  causes_net.store_barrier, causes_net.ras, causes_net.horovod, causes_net.versions):  # fmt: skip
         if (c := build(events)) is not None:
             cands.append(c)
     cands += causes.nccl_init(events) + causes.store(events)
@@ -169,9 +169,8 @@ def _fallbacks(events: list[Event]) -> list[Cause]:
                          "NCCL's own error names a CUDA failure on these ranks", [causes.ev(e) for e in cuda[:3]], strength=45))  # fmt: skip
     net = causes_net.network(events)
     out += net
-    timeouts = causes.by_kind(
-        events, "coll.watchdog_timeout", "coll.gloo_timeout", "coll.blocking_wait", "coll.heartbeat"
-    )
+    timeouts = causes.by_kind(events, "coll.watchdog_timeout", "coll.gloo_timeout", "coll.blocking_wait", "coll.heartbeat",
+                              "coll.watchdog_status", "coll.watchdog_teardown")  # fmt: skip
     if timeouts:
         ranks = sorted({e.rank for e in timeouts if e.rank is not None})
         out.append(Cause("COL003", f"{causes._who(ranks)} timed out in a collective; no rank failed differently", [], "unknown",

@@ -44,8 +44,7 @@ class _State:
         self.skip: dict[bytes, int] = {}  # stream -> skip hits up to this line (inside a block)
 
     def add(self, ev: Event) -> None:
-        i = ev.ident
-        who = i.rank if i.rank is not None else (ev.data.get("msg_rank"), i.node, i.local_rank, i.pid)
+        who = ev.ident.rank if ev.ident.rank is not None else (ev.ident.node, ev.ident.local_rank, ev.ident.pid)
         key = (ev.kind, who)
         self.kept[key] += 1
         if self.kept[key] > PER_KEY and ev.role != Role.FACT:
@@ -56,6 +55,8 @@ class _State:
 
 def _event(st: _State, kind: str, role: Role, data: dict[str, Any], text: str, line_no: int, line: Any) -> Event:
     ident = line.ident
+    if "reporter" in data and ident.rank is None:  # a message that names the rank printing it
+        ident.rank = int(data["reporter"])
     msg_rank, pg = rank_in_message(text)
     if msg_rank is not None:
         data.setdefault("msg_rank", msg_rank)

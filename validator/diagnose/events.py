@@ -71,6 +71,7 @@ class Cause:
     time: float | None = None
     strength: int = 0  # ordering among candidates: higher wins
     family: str = ""  # failure class in the corpus vocabulary (codes.VOCAB); "" = the code's default
+    fix: str = ""  # a fix that fits this run (its backend); "" = the code's fix
 
 
 CONFIDENCE = {"high": 3, "medium": 2, "low": 1, "unknown": 0}

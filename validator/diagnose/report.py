@@ -13,7 +13,7 @@ from validator.targets import fold_hosts, fold_ranks
 def _finding(c: Cause, severity: Severity | None = None) -> Finding:
     sure = f" [confidence {c.confidence}: {c.reason}]"
     return CODES[c.code].finding(c.summary + sure, ranks=c.culprits, hosts=c.hosts, expected=c.expected,
-                                 actual=c.actual, fix=FIX[c.code], verify=VERIFY[c.code], severity=severity)  # fmt: skip
+                                 actual=c.actual, fix=c.fix or FIX[c.code], verify=VERIFY[c.code], severity=severity)  # fmt: skip
 
 
 def to_report(
@@ -85,7 +85,7 @@ def explain(diag: Diagnosis) -> str:
             "stopped taking part, the others waited in their collectives until they timed out or lost the connection."
         )
     text.append(f"{chk.doc['why']}")
-    text.append(f"What to do: {chk.doc['fix']}")
+    text.append(f"What to do: {p.fix or chk.doc['fix']}")
     if VERIFY[p.code]:
         text.append(f"To check the fix: {VERIFY[p.code]}.")
     for c in diag.others:

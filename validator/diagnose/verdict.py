@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from validator.diagnose import causes, causes_net
+from validator.diagnose import causes, causes_net, causes_ranks
+from validator.diagnose.classify import classify
 from validator.diagnose.codes import CLASS, VOCAB
 from validator.diagnose.events import CONFIDENCE, Cause, Diagnosis, Event, Evidence, Role
 from validator.diagnose.flightrec import DumpAnalysis
@@ -49,6 +50,10 @@ def from_divergence(d: Divergence, members: list[int], source: str, strength: in
                 r0,
             )
         )
+    expected = d.expected.detail if d.expected else None
+    actual = culprit_call.detail if culprit_call else ("no call" if d.culprits else None)
+    if expected and actual == expected and d.expected and culprit_call and d.expected.site != culprit_call.site:
+        expected, actual = f"{expected} at {d.expected.site}", f"{actual} at {culprit_call.site}"
     return Cause(
         _KIND_CODE[d.kind],
         describe(d) + (f" (process group {d.group})" if d.group != "0" else ""),
@@ -56,8 +61,8 @@ def from_divergence(d: Divergence, members: list[int], source: str, strength: in
         confidence,
         f"{source}: collective #{d.index} compared across ranks {fold_ranks(members)}, {how}",
         evidence,
-        expected=d.expected.detail if d.expected else None,
-        actual=culprit_call.detail if culprit_call else ("no call" if d.culprits else None),
+        expected=expected,
+        actual=actual if actual != expected else None,
         stack=stack,
         strength=strength if confidence in ("high", "medium") else 45 if d.kind == "split" else 30,
     )
@@ -66,6 +71,9 @@ def from_divergence(d: Divergence, members: list[int], source: str, strength: in
 def _trace_endings(tr: TraceAnalysis | None, endings: dict[int, dict[str, object]]) -> list[Cause]:
     out = []
     for r, end in sorted(endings.items()):
+        got = classify(f"{end.get('type')}: {end.get('msg')}")
+        if got is not None and got[1] != Role.ORIGIN:
+            continue  # a timeout or lost peer: collateral of another rank's failure, not a warning of its own
         if end.get("kind") == "exception":
             site = f" at {end.get('site')}" if end.get("site") else ""
             out.append(Cause("DGN010", f"rank {r} raised {end.get('type')}: {str(end.get('msg'))[:160]}{site}", [r], "high",
@@ -116,6 +124,9 @@ def decide(
     if (c := causes.summaries(events, symptoms)) is not None:
         cands.append(c)
     cands += causes.watchdog(events, file_ranks or [])
+    for c in (causes_ranks.different_waits(events), causes_ranks.silent_ranks(events, file_ranks or [])):
+        if c is not None:
+            cands.append(c)
     cands += _fallbacks(events)
     if not cands and (c := causes_net.unrecognised(events)) is not None:
         cands.append(c)
@@ -125,6 +136,9 @@ def decide(
     primary = cands[0] if cands else None
     if primary is not None:
         _corroborate(primary, cands[1:])
+        if causes_ranks.backend(events) == "gloo":
+            for c in cands:
+                c.fix = causes_ranks.GLOO_FIX.get(c.code, c.fix)
     others = _distinct(primary, cands[1:]) if primary else []
     culprits = set(primary.culprits) if primary else set()
     failing = {e.rank for e in events if e.role != Role.FACT and e.rank is not None and not e.kind.startswith("misc")}

@@ -88,9 +88,8 @@ def silent_ranks(events: list[Event], file_ranks: list[int]) -> Cause | None:
                      "torchrun reports the signal that ended it, and every rank that printed an error only lost its peer",
                      [ev(summary[r]) for r in silent[:2]], strength=60)  # fmt: skip
     ended = "; ".join(f"rank {r} ended by {h}" for r, h in how.items())
-    evidence = [ev(summary[r]) for r in silent if r in summary][:2] + [
-        ev(next(e for e in events if e.kind in WAIT_KINDS and e.rank is not None))
-    ]
+    first_wait = next(e for e in events if e.kind in WAIT_KINDS and e.rank is not None)
+    evidence = [*[ev(summary[r]) for r in silent if r in summary][:2], ev(first_wait)]
     return Cause("COL002", f"{_who(silent)} never reported the timeout or lost peer that {_who(sorted(reporting))} hit: "
                  f"it hung, stopped or exited before the collective{' (' + ended + ')' if ended else ''}", silent, "medium",
                  "every other rank of the job waited in a collective or lost its peer; the silent rank is the one they "

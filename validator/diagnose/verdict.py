@@ -125,7 +125,8 @@ def decide(
         cands.append(c)
     cands += causes.watchdog(events, file_ranks or [])
     for c in (causes_ranks.different_waits(events), causes_ranks.silent_ranks(events, file_ranks or [])):
-        if c is not None:
+        # the watchdog's silent-rank rule reads the same evidence: one cause, not a corroboration
+        if c is not None and not any(x.code == c.code and x.culprits == c.culprits for x in cands):
             cands.append(c)
     cands += _fallbacks(events)
     if not cands and (c := causes_net.unrecognised(events)) is not None:

@@ -36,6 +36,30 @@ def mismatch_pointer(events: list[Event]) -> Cause | None:
                  strength=78)  # fmt: skip
 
 
+def size_mismatch(events: list[Event]) -> Cause | None:
+    """NCCL's IB transport: the sender and receiver of one transfer disagree on its size."""
+    seen = by_kind(events, "nccl.size_mismatch")
+    if not seen:
+        return None
+    e = seen[0]
+    return Cause("COL001", f"NCCL found a collective size mismatch with peer {e.data['peer']}: local size "
+                 f"{e.data['local']}, remote size {e.data['remote']} (ranks called collectives of different sizes or counts)",
+                 [], "unknown", "the transfer's two ends disagree; which rank diverged is not in the message",
+                 [ev(x) for x in seen[:3]], expected=f"size {e.data['remote']}", actual=f"size {e.data['local']}",
+                 strength=77)  # fmt: skip
+
+
+def monitored_peer(events: list[Event]) -> Cause | None:
+    """monitoredBarrier on a rank other than 0: it reached the barrier and defers to rank 0's log."""
+    seen = by_kind(events, "coll.monitored_peer")
+    if not seen:
+        return None
+    return Cause("COL002", f"{_who(sorted({e.rank for e in seen if e.rank is not None}))} reached the monitored barrier but "
+                 "could not hear from rank 0; rank 0's log names the ranks that never arrived", [], "unknown",
+                 "PyTorch's monitored barrier reports the faulty ranks only on rank 0; this log is a reporter's",
+                 [ev(e) for e in seen[:3]], strength=56, family="missing_rank")  # fmt: skip
+
+
 def store_barrier(events: list[Event]) -> Cause | None:
     """distributed_c10d._store_based_barrier: worker_count of world_size arrived. Fewer: ranks
     never reached the group creation (which ones the store does not say); more: two jobs or a

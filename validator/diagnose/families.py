@@ -40,6 +40,14 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "Mismatched collective",
         r"Mismatched collective detected.*?around rank (?P<around>\d+)",
     ),
+    # NCCL src/transport/net_ib.cc (2.3-2.19): WARN("NET/IB : req %d/%d tag %x peer %s collective mismatch error,
+    # local size %d remote size %d"): the two ends of a transfer disagree on its size (invalid usage, code 5)
+    (
+        "nccl.size_mismatch",
+        ORG,
+        "collective mismatch error",
+        r"peer (?P<peer>\S+?)(?:<\d+>)? collective mismatch error, local size (?P<local>\d+) remote size (?P<remote>\d+)",
+    ),
     # NCCL src/proxy.cc: WARN("[Proxy Service %d] Failed to execute operation %s from rank %d, retcode %d");
     # "from rank" is the communicator rank that asked, a victim
     (
@@ -241,6 +249,8 @@ def nccl_class(kind: str, data: dict[str, object], text: str) -> tuple[str, bool
     for phrase, cls in NCCL_CLASS:
         if phrase in text:
             return cls, True
+    if kind == "nccl.connect_failed" and "reset by peer" in text:
+        return "remote", False  # the peer side closed the socket
     if kind in KIND_CLASS:
         return KIND_CLASS[kind], False
     return None

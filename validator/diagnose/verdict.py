@@ -115,7 +115,8 @@ def decide(
         if e.role in (Role.SYMPTOM, Role.SUMMARY) and e.rank is not None and not e.kind.startswith(("summary", "misc")):
             symptoms[e.rank].append(e)
     for build in (causes.detail_mismatch, causes.desync, causes.stopped, causes.uniqueid, causes_net.mismatch_pointer,
-                  causes_net.store_barrier, causes_net.ras, causes_net.horovod, causes_net.versions):  # fmt: skip
+                  causes_net.store_barrier, causes_net.ras, causes_net.horovod, causes_net.versions,
+                  causes_net.size_mismatch, causes_net.monitored_peer):  # fmt: skip
         if (c := build(events)) is not None:
             cands.append(c)
     cands += causes.nccl_init(events) + causes.store(events)

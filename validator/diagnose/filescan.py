@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from validator.diagnose import blocks
+from validator.diagnose import blocks, collseq
 from validator.diagnose.classify import classify
 from validator.diagnose.events import Event, Ident, Role
 from validator.diagnose.inputs import open_binary
@@ -103,6 +103,10 @@ def _handle(st: _State, hit: Hit) -> bool:
         if "local_ranks" in info and "global_ranks" in info:
             st.res.facts.append(("rdzv", line.ident.node, info["local_ranks"], info["global_ranks"]))
         return True
+    if line.nccl == "INFO" and collseq.record(
+        st.res.facts, line.ident.host, line.ident.pid, text, f"{st.name}:{hit.line}"
+    ):
+        return True  # a NCCL_DEBUG_SUBSYS=COLL line: kept in this file's per-rank sequences
     if line.nccl == "INFO" and " nranks " in text:
         if m := _INIT.search(text):
             st.res.facts.append(("nccl_init", line.ident.host, line.ident.pid, int(m["rank"]), int(m["n"]), m["bus"]))

@@ -39,6 +39,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"ranks:",  # Horovod stall inspector: [missing ranks: 0], [ready ranks: ...], Missing ranks:
     b" on node ",  # NCCL RAS: ... managed by process P on node H; mpirun: ... on node H exited on signal
     b"NCCL version",  # NCCL's version banner, compared across nodes
+    b"opCount",  # NCCL_DEBUG_SUBSYS=COLL: one line per collective (collseq.py)
     b"nforce fail",  # gloo GLOO_ENFORCE: "[enforce fail at .../device.cc:84] ..." (also bare in what():)
 )
 

@@ -8,8 +8,9 @@ desync report, NCCL's own init checks) outranks inference from who failed first,
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
-from validator.diagnose import causes, causes_net, causes_ranks
+from validator.diagnose import causes, causes_net, causes_ranks, collseq
 from validator.diagnose.classify import classify
 from validator.diagnose.codes import CLASS, VOCAB
 from validator.diagnose.events import CONFIDENCE, Cause, Diagnosis, Event, Evidence, Role
@@ -102,6 +103,7 @@ def decide(
     hosts: dict[int, str] | None = None,
     files: dict[int, str] | None = None,
     file_ranks: list[int] | None = None,
+    coll: list[dict[str, Any]] | None = None,
 ) -> Diagnosis:
     hosts = hosts or {}
     cands: list[Cause] = []
@@ -110,6 +112,8 @@ def decide(
     if dumps:
         cands += [from_divergence(d, m, "Flight Recorder", 90, files or {}) for d, m in dumps.divergences[:2]]
     cands += _trace_endings(traces, trace_endings or {})
+    if coll and (c := collseq.first_divergence(coll)) is not None:
+        cands.append(c)
     symptoms: dict[int, list[Event]] = defaultdict(list)
     for e in events:
         if e.role in (Role.SYMPTOM, Role.SUMMARY) and e.rank is not None and not e.kind.startswith(("summary", "misc")):

@@ -30,7 +30,7 @@ STEP = [("AllReduce", 18816), ("AllReduce", 1), ("Broadcast", 513)] * 6
 
 
 def test_different_collective_at_one_opcount(tmp_path: Path) -> None:
-    bad = STEP[:10] + [("AllGather", 2052)] + STEP[11:]
+    bad = [*STEP[:10], ("AllGather", 2052), *STEP[11:]]
     _, d = diagnose_paths([str(job(tmp_path, {0: STEP, 1: STEP, 2: bad, 3: STEP}))])
     p = d.primary
     assert p is not None and (p.code, p.culprits, p.confidence) == ("COL001", [2], "high")

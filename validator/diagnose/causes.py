@@ -194,7 +194,7 @@ def store(events: list[Event]) -> list[Cause]:
     waits = by_kind(events, "rdzv.wait_keys")
     missing = _ranks(int(m.group(1)) for e in waits for k in re.split(r"[,\s]+", e.data.get("keys", ""))
                      if "/torchelastic/" not in k and (m := _KEY_RANK.search(k)))  # fmt: skip
-    joined = by_kind(events, "rdzv.clients_joined", "rdzv.timeout")
+    joined = by_kind(events, "rdzv.clients_joined", "rdzv.timeout", "rdzv.closed")
     if missing or joined or waits:
         counts = next((f" ({e.data['joined']}/{e.data['expected']} joined)" for e in joined if "joined" in e.data), "")
         evidence = [ev(e) for e in (waits + joined)[:3]]

@@ -8,6 +8,7 @@ matches wins, so specific rules come before the generic exception rule.
 from __future__ import annotations
 
 import re
+import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -268,6 +269,9 @@ def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
             if "reporter" in data:  # the rank that printed it (store barrier, monitored barrier peers)
                 data["msg_rank"] = int(data["reporter"])
             enrich(rule.kind, text, data)
+            if rule.kind == "agent.spawn_signal":  # mp.spawn: the signal's exit code, as torchrun reports it
+                sig = getattr(signal, str(data["sig"]), None)
+                return "agent.child_failed", rule.role, {**data, "exit": str(-int(sig)) if sig else "-1"}
             return rule.kind, rule.role, data
     if m := _EXC.match(text):
         cls = m.group("cls")

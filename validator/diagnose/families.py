@@ -207,6 +207,35 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     ("hvd.missing_block", S, "Missing ranks:", r"^Missing ranks:\s*$"),
     # NCCL RAS status (src/ras/client_support.cc): the section a rank line belongs to is read from the lines above
     # it ("#0-0 (hash) INCOMPLETE" / "MISMATCH") by blocks.ras_section
+    # NCCL src/include/alloc.h: WARN("Failed to CUDA calloc %ld bytes") / "Failed to CUDA malloc" / "Failed to CUDA host
+    # alloc" / "Failed to CUDA calloc async": NCCL could not get GPU memory for its buffers
+    (
+        "cuda.oom",
+        ORG,
+        "Failed to CUDA",
+        r"Failed to CUDA (?:host alloc|calloc async|calloc|malloc) (?P<bytes>\d+) bytes",
+    ),
+    # launchers that wrap the workers (accelerate, deepspeed, mp.spawn): the worker's exit as the launcher sees it.
+    # subprocess.py: "Command '%s' returned non-zero exit status %d." (negative: died of signal -N);
+    # torch/multiprocessing/spawn.py: "process %d terminated with signal %s" / "process %d terminated with exit code %d"
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "returned non-zero exit status",
+        r"returned non-zero exit status (?P<exit>-?\d+)",
+    ),
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "terminated with exit code",
+        r"process (?P<local>\d+) terminated with exit code (?P<exit>-?\d+)",
+    ),
+    (
+        "agent.spawn_signal",
+        Role.SUMMARY,
+        "terminated with signal",
+        r"process (?P<local>\d+) terminated with signal (?P<sig>SIG\w+)",
+    ),
     # accelerate's launcher pre-check (commands/launch.py): "Tried to launch distributed communication on port
     # `{port}`, but another process is utilizing it."
     ("net.addr_in_use", ORG, "another process is utilizing it", r"on port `?(?P<port>\d+)`?, but another process"),

@@ -97,10 +97,10 @@ def test_mismatch_names_both_sides(runs: dict[str, Path]) -> None:
 def test_hang_the_silent_rank_is_the_suspect(runs: dict[str, Path]) -> None:
     for shape, diag in verdicts(runs["hang"]).items():
         p = diag.primary
-        assert p is not None and (p.code, p.culprits, p.confidence) == ("COL002", [BAD], "medium"), (
-            shape,
-            p and p.summary,
-        )
+        # known from torchrun's summary only (its lines could be outside an excerpt): low; with its own
+        # log file that shows no timeout: medium
+        assert p is not None and (p.code, p.culprits) == ("COL002", [BAD]), (shape, p and p.summary)
+        assert p.confidence in ("low", "medium"), shape
         assert set(diag.collateral) == {0, 1, 3}, shape
 
 

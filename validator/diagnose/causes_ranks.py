@@ -57,9 +57,10 @@ def different_waits(events: list[Event]) -> Cause | None:
     what = "; ".join(side(op, rs) for op, rs in ordered)
     evidence = [ev(waits[r][2]) for r in minor[:2]] + [ev(waits[major[0]][2])]
     named = len(major) >= 2 * len(minor)
+    sure = named and len(major) >= 3 and len(minor) == 1
     odd = sorted({op for op, _ in rest})
     return Cause("COL001", f"ranks waited in different collectives when they timed out: {what}", minor if named else [],
-                 "medium" if named else "unknown",
+                 "medium" if sure else "low" if named else "unknown",
                  "the timeouts' stacks show the collective each rank was in; "
                  + ("the smaller side is the one that diverged (majority)" if named else "no clear majority, both sides shown"),
                  evidence, expected=top, actual=", ".join(odd), strength=64)  # fmt: skip
@@ -90,10 +91,15 @@ def silent_ranks(events: list[Event], file_ranks: list[int]) -> Cause | None:
     ended = "; ".join(f"rank {r} ended by {h}" for r, h in how.items())
     first_wait = next(e for e in events if e.kind in WAIT_KINDS and e.rank is not None)
     evidence = [*[ev(summary[r]) for r in silent if r in summary][:2], ev(first_wait)]
+    # its own log file without a timeout is evidence; known only from torchrun's summary, the rank's
+    # lines may just be outside an excerpt
+    own_file = all(r in file_ranks for r in silent)
     return Cause("COL002", f"{_who(silent)} never reported the timeout or lost peer that {_who(sorted(reporting))} hit: "
-                 f"it hung, stopped or exited before the collective{' (' + ended + ')' if ended else ''}", silent, "medium",
+                 f"it hung, stopped or exited before the collective{' (' + ended + ')' if ended else ''}", silent,
+                 "medium" if own_file else "low",
                  "every other rank of the job waited in a collective or lost its peer; the silent rank is the one they "
-                 "waited for", evidence, strength=59)  # fmt: skip
+                 "waited for" + ("" if own_file else " (its lines may also be outside these logs)"), evidence,
+                 strength=59)  # fmt: skip
 
 
 def backend(events: list[Event]) -> str | None:

@@ -255,6 +255,11 @@ COMM_EXCEPTIONS = frozenset(
 _EXC = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*(?P<cls>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure))(?::\s?(?P<msg>.*))?$"
 )
+# an exception whose message reports a communication symptom (a wait that ran out, a peer that went
+# away) is a victim's, whatever its class
+_COMM_MSG = re.compile(
+    r"(?i:timed out|timeout)|Connection (?:reset|closed)|Broken pipe|closed by (?:remote )?peer|communicator was aborted"
+)
 _NOISE = ('File "', "Exception raised from", "frame #", "During handling", "The above exception", "warnings.warn")
 
 
@@ -276,7 +281,7 @@ def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
     if m := _EXC.match(text):
         cls = m.group("cls")
         data = {"cls": cls, "msg": (m.group("msg") or "").strip()}
-        if cls in COMM_EXCEPTIONS or cls in ("SystemExit", "KeyboardInterrupt"):
+        if cls in COMM_EXCEPTIONS or cls in ("SystemExit", "KeyboardInterrupt") or _COMM_MSG.search(data["msg"]):
             return "py.comm_exception", Role.SYMPTOM, data
         return "py.exception", Role.ORIGIN, data
     if "NCCL WARN" in text:

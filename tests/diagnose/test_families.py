@@ -4,9 +4,13 @@ fields; NCCL results map to the corpus classes by return code."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from validator.diagnose.classify import classify
+from validator.diagnose.run import diagnose_paths
+from validator.docs import explain_text
 from validator.diagnose.families import nccl_class, nccl_vocab
 
 CASES = [
@@ -134,3 +138,20 @@ def test_ordinary_lines_are_not_errors() -> None:
     for text in ("step 10 | loss 2.3 | lr 3e-4", "NCCL INFO Call to connect returned Connection refused, retrying",
                  "UserWarning: TypedStorage is deprecated", "NCCL INFO comm 0x1 rank 0 nranks 4 cudaDev 0 busId 1000 - Init COMPLETE"):  # fmt: skip
         assert classify(text) is None, text
+
+
+def test_unrecognised_failure_quotes_first_error_lines_per_rank(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(
+        "[rank0]:[E1201 10:00:01.000 foo.cpp:1] widget error: something odd happened\n"
+        "step 3 loss 2.0\n"
+        "[rank1]:[E1201 10:00:02.000 foo.cpp:1] Error in widget: exploded at stage 3\n"
+        "[rank0]:[E1201 10:00:03.000 foo.cpp:9] widget error: second line\n"
+    )
+    _, d = diagnose_paths([str(log)])
+    p = d.primary
+    assert p is not None and (p.code, p.culprits, d.vocab_class) == ("DGN013", [], "unrecognised")
+    assert "rank 0: widget error: something odd happened; rank 1: Error in widget" in p.summary
+    assert [e.source.rsplit("/", 1)[-1] for e in p.evidence] == ["job.log:1", "job.log:4", "job.log:3"]
+    assert d.collateral == []
+    assert "share the log" in explain_text("DGN013")

@@ -202,10 +202,11 @@ def unrecognised(events: list[Event]) -> Cause | None:
     per: dict[object, list[Event]] = defaultdict(list)
     for e in sorted(seen, key=lambda e: (e.time is None, e.time or 0.0)):
         per[e.rank if e.rank is not None else e.file].append(e)
-    lines: list[Evidence] = []
-    for group in sorted(per.values(), key=lambda g: (g[0].time is None, g[0].time or 0.0))[:6]:
-        lines += [ev(e) for e in group[:2]]
-    first = "; ".join(f"{'rank ' + str(x.rank) + ': ' if x.rank is not None else ''}{x.text[:120]}" for x in lines[:3])
+    groups = sorted(per.values(), key=lambda g: (g[0].time is None, g[0].time or 0.0))[:6]
+    lines = [ev(e) for g in groups for e in g[:2]]
+    first = "; ".join(
+        f"{'rank ' + str(g[0].rank) + ': ' if g[0].rank is not None else ''}{g[0].text[:120]}" for g in groups[:4]
+    )
     return Cause("DGN013", f"errors that match no known failure family; first error lines: {first}", [], "unknown",
                  "no recognised family; these are the earliest error lines of each rank (see `validator explain DGN013` "
                  "to share the log for a new rule)", lines[:8], strength=5)  # fmt: skip

@@ -314,7 +314,7 @@ def enrich(kind: str, text: str, data: dict[str, object]) -> None:
 
 # Lines that report an error but match no family: kept (a few per rank) for the "unrecognised
 # failure" finding, never used to attribute.
-UNKNOWN_ERROR = re.compile(r"(?:\b[A-Z]\w*(?:Error|Exception)\b|\bERROR\b|\bFATAL\b|\b[Ee]rror:|NCCL WARN|\bfailed\b)")
+UNKNOWN_ERROR = re.compile(r"(?:\b\w*(?:Error|Exception)\b|\bERROR\b|\bFATAL\b|\b[Ee]rror\b|NCCL WARN|\bfailed\b)")
 NOT_AN_ERROR = (
     "warnings.warn",
     "Warning:",

@@ -147,7 +147,12 @@ def decide(
                 c.fix = causes_ranks.GLOO_FIX.get(c.code, c.fix)
     others = _distinct(primary, cands[1:]) if primary else []
     culprits = set(primary.culprits) if primary else set()
-    failing = {e.rank for e in events if e.role != Role.FACT and e.rank is not None and not e.kind.startswith("misc")}
+    if primary is not None and primary.code == "DGN013":
+        failing = set()  # nothing known failed first, so nothing is a consequence either
+    else:
+        failing = {
+            e.rank for e in events if e.role != Role.FACT and e.rank is not None and not e.kind.startswith("misc")
+        }
     seen = sorted({e.rank for e in events if e.rank is not None} | set(file_ranks or []))
     klass = CLASS.get(primary.code, primary.code) if primary else "no failure found"
     vocab = (primary.family or VOCAB.get(primary.code, "unrecognised")) if primary else "none"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from validator.diagnose.classify import classify
+from validator.diagnose.families import nccl_class, nccl_vocab
 from validator.diagnose.run import diagnose_paths
 from validator.docs import explain_text
-from validator.diagnose.families import nccl_class, nccl_vocab
 
 CASES = [
     # NCCL init.cc (2.4-2.7)

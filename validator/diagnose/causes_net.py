@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from validator.diagnose.causes import _who, by_kind, ev
-from validator.diagnose.events import Cause, Event, Evidence, Role
+from validator.diagnose.events import Cause, Event, Role
 from validator.diagnose.families import INFO_KINDS, LOOPBACK, nccl_class, nccl_vocab
 
 NCCL_KINDS = ("nccl.error", "nccl.result", "nccl.last_error", "nccl.ib_error", "nccl.peer_closed", "nccl.peer_io",

@@ -6,11 +6,13 @@ Diagnoses every case on its own and compares with its label: the failure class (
 line per case that is wrong, then the totals; the last line is one JSON object:
 {"cases": N, "class_ok": .., "rank_ok": .., "rank_determined": .., "false_attributions": ..}
 
-usage: python benchmarks/diagnose_accuracy.py [-v]
+usage: python benchmarks/diagnose_accuracy.py [-v] [--corpus DIR]   (DIR holds cases/ and labels.jsonl;
+default tests/corpus/diagnose)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -19,13 +21,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.diagnose.corpus import labels, score, totals  # noqa: E402
+from tests.diagnose.corpus import CORPUS, labels, score, totals  # noqa: E402
 
 
 def main() -> int:
-    verbose = "-v" in sys.argv[1:]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-v", "--verbose", action="store_true", help="one line per case, right or wrong")
+    ap.add_argument("--corpus", type=Path, default=CORPUS, help="a directory with cases/ and labels.jsonl")
+    args = ap.parse_args()
+    verbose = args.verbose
     t0 = time.monotonic()
-    scores = [score(lb) for lb in labels()]
+    scores = [score(lb, args.corpus) for lb in labels(args.corpus)]
     for s in scores:
         if s.problems or verbose:
             print(f"{s.label.file}: {s.code} {s.klass} ranks={s.ranks} ({s.confidence}) {'; '.join(s.problems)}")

@@ -66,9 +66,9 @@ class Score:
         return not set(self.ranks) <= set(truth) if self.confidence == "low" else self.ranks != truth
 
 
-def labels() -> list[Label]:
+def labels(corpus: Path = CORPUS) -> list[Label]:
     out = []
-    for line in (CORPUS / "labels.jsonl").read_text().splitlines():
+    for line in (corpus / "labels.jsonl").read_text().splitlines():
         if line.strip():
             d: dict[str, Any] = json.loads(line)
             out.append(Label(d["file"], d["class"], d.get("initiating_rank"), d.get("rank_set"), d.get("evidence", ""),
@@ -76,10 +76,10 @@ def labels() -> list[Label]:
     return out
 
 
-def score(label: Label) -> Score:
+def score(label: Label, corpus: Path = CORPUS) -> Score:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "case.log"
-        shutil.copyfile(CORPUS / "cases" / label.file, path)
+        shutil.copyfile(corpus / "cases" / label.file, path)
         _, diag = diagnose_paths([str(path)], jobs=1)
     p = diag.primary
     s = Score(label, diag.vocab_class, list(p.culprits) if p else [], p.confidence if p else "unknown",

@@ -131,11 +131,16 @@ def nccl_init(events: list[Event]) -> list[Cause]:
         vers: dict[int, str] = {}
         for e in seen:
             vers[int(e.data["a"])], vers[int(e.data["b"])] = e.data["va"], e.data["vb"]
-        top, _n = Counter(vers.values()).most_common(1)[0]
-        odd = sorted(r for r, v in vers.items() if v != top) or sorted(vers)
-        out.append(Cause("DGN006", f"{_who(odd)} run NCCL {', '.join(sorted({vers[r] for r in odd}))}, the others {top}", odd,
-                         "high" if len(vers) > 2 else "medium", "NCCL compares versions at init; the odd version is the outlier",
-                         [ev(e) for e in seen[:3]], strength=90))  # fmt: skip
+        (top, n), *rest = Counter(vers.values()).most_common()
+        if rest and rest[0][1] == n:  # rank A vs rank B and nothing else: no side is the odd one
+            out.append(Cause("DGN006", f"ranks run different NCCL versions ({'; '.join(f'rank {r}: {v}' for r, v in sorted(vers.items()))})",
+                             [], "unknown", "NCCL compares versions at init; without a majority neither side is the outlier",
+                             [ev(e) for e in seen[:3]], strength=90))  # fmt: skip
+        else:
+            odd = sorted(r for r, v in vers.items() if v != top)
+            out.append(Cause("DGN006", f"{_who(odd)} run NCCL {', '.join(sorted({vers[r] for r in odd}))}, the others {top}", odd,
+                             "high" if n >= 2 else "medium", "NCCL compares versions at init; the odd version is the outlier",
+                             [ev(e) for e in seen[:3]], strength=90))  # fmt: skip
     if seen := by_kind(events, "nccl.no_interface"):
         ranks = _ranks(e.rank for e in seen)
         hosts = sorted({e.ident.host for e in seen if e.ident.host})
@@ -386,9 +391,10 @@ def uniqueid(events: list[Event]) -> Cause | None:
         return None
     root = roots.most_common(1)[0][0]
     waiting = _ranks(int(e.data["rank"]) for e in seen)
-    return Cause("COL002", f"rank {root} never published its NCCL unique id; {_who(waiting)} waited for it", [root], "medium",
-                 "the ranks setting up the communicator were waiting for this rank's store key", [ev(e) for e in seen[:3]],
-                 strength=60)  # fmt: skip
+    return Cause("COL002", f"rank {root} never published its NCCL unique id; {_who(waiting)} waited for it", [root], "low",
+                 "the ranks setting up the communicator waited for this rank's store key (it may have failed elsewhere or "
+                 "be slow to reach the collective)", [ev(e) for e in seen[:3]], strength=60,
+                 family="rendezvous_timeout")  # fmt: skip
 
 
 def watchdog(events: list[Event], world: list[int]) -> list[Cause]:

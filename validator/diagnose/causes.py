@@ -263,11 +263,8 @@ def origins(events: list[Event], symptoms_by_rank: dict[int, list[Event]]) -> Ca
         texts = {e.data.get("msg") or e.text for e in ranked}
         timed = [e for e in ranked if e.time is not None]
         if len(texts) == 1 and len(per) > 2:
-            culprits, conf, reason = (
-                sorted(per),
-                "high",
-                "every failing rank raised the same error: not a divergence between ranks",
-            )
+            # a bug (or a shortage) on every rank, not a divergence: no rank is the one that started it
+            culprits, conf, reason = [], "unknown", f"ranks {fold_ranks(sorted(per))} all raised the same error"
         elif timed:
             first = min(timed, key=lambda e: e.time or 0.0)
             culprits, conf = [int(first.rank)], "medium"  # type: ignore[arg-type]
@@ -280,9 +277,10 @@ def origins(events: list[Event], symptoms_by_rank: dict[int, list[Event]]) -> Ca
                 "several ranks failed on their own and nothing orders them in time",
             )
     site = f" at {stack[-1].split(' in ')[0]}" if stack else ""
-    return Cause(code, f"{_who(culprits)} failed first: {msg}{site}", culprits, conf, reason,
+    head = f"{_who(culprits)} failed first" if culprits or len(per) <= 1 else f"ranks {fold_ranks(sorted(per))} all failed"
+    return Cause(code, f"{head}: {msg}{site}", culprits, conf, reason,
                  [ev(e) for e in sorted(pool, key=lambda e: e.rank not in culprits)[:3]], stack=stack, time=first.time,
-                 strength={"high": 70, "medium": 60, "low": 35}[conf])  # fmt: skip
+                 strength={"high": 70, "medium": 60, "low": 35, "unknown": 35}[conf])  # fmt: skip
 
 
 def _aborted(e: Event) -> bool:

@@ -277,7 +277,9 @@ def origins(events: list[Event], symptoms_by_rank: dict[int, list[Event]]) -> Ca
                 "several ranks failed on their own and nothing orders them in time",
             )
     site = f" at {stack[-1].split(' in ')[0]}" if stack else ""
-    head = f"{_who(culprits)} failed first" if culprits or len(per) <= 1 else f"ranks {fold_ranks(sorted(per))} all failed"
+    head = (
+        f"{_who(culprits)} failed first" if culprits or len(per) <= 1 else f"ranks {fold_ranks(sorted(per))} all failed"
+    )
     return Cause(code, f"{head}: {msg}{site}", culprits, conf, reason,
                  [ev(e) for e in sorted(pool, key=lambda e: e.rank not in culprits)[:3]], stack=stack, time=first.time,
                  strength={"high": 70, "medium": 60, "low": 35, "unknown": 35}[conf])  # fmt: skip

@@ -153,6 +153,8 @@ def decide(
         failing = {
             e.rank for e in events if e.role != Role.FACT and e.rank is not None and not e.kind.startswith("misc")
         }
+        if primary is not None and not primary.culprits:  # ranks failing on their own are not consequences
+            failing -= {e.rank for e in events if e.role == Role.ORIGIN}
     seen = sorted({e.rank for e in events if e.rank is not None} | set(file_ranks or []))
     klass = CLASS.get(primary.code, primary.code) if primary else "no failure found"
     vocab = (primary.family or VOCAB.get(primary.code, "unrecognised")) if primary else "none"

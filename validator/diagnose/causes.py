@@ -251,11 +251,13 @@ def origins(events: list[Event], symptoms_by_rank: dict[int, list[Event]]) -> Ca
     stack = first.stack
     if len(per) <= 1:
         culprits = sorted(per)
-        others = [r for r in symptoms_by_rank if r not in per]
+        # victims: ranks that only timed out or lost a peer, or that torchrun stopped (SIGTERM) after it
+        stopped = [e.data.get("rank") for e in by_kind(events, "summary.failure") if e.data.get("signal") == "SIGTERM"]
+        others = [r for r in [*symptoms_by_rank, *stopped] if isinstance(r, int) and r not in per]
         # alone in the log, it is only the first visible failure: nothing shows the others waited for it
         conf = "high" if culprits and others else "low"
         reason = (
-            "the only rank that failed on its own; the others only report timeouts or lost peers"
+            "the only rank that failed on its own; the others only report timeouts or lost peers, or were stopped"
             if others
             else "the only rank with an error of its own in these lines; no other rank shows it waited for this one"
         )

@@ -113,9 +113,14 @@ def test_kill_names_the_killed_rank(runs: dict[str, Path]) -> None:
 
 def test_skip_without_dumps_names_nobody_and_gives_gloo_advice(runs: dict[str, Path]) -> None:
     """Every rank times out, the skipping one too (its next all_reduce pairs with the others'
-    first): logs alone cannot tell, so nobody is named, not the earliest by timestamp; the fix
-    fits gloo (no TORCH_NCCL_* variables)."""
+    first): logs alone cannot tell, so nobody is named with confidence (a rank torchrun stopped
+    before it printed is at most a low-confidence suspect), never the earliest by timestamp; the
+    fix fits gloo (no TORCH_NCCL_* variables)."""
+    assert "TORCH_NCCL" in FIX["COL003"]
     for shape, diag in verdicts(runs["skip"]).items():
         p = diag.primary
-        assert p is not None and (p.code, p.culprits, p.confidence) == ("COL003", [], "unknown"), shape
-        assert "TORCH_NCCL" not in p.fix and "TORCH_NCCL" in FIX["COL003"] and "gloo" in p.fix, shape
+        assert p is not None and p.code in ("COL003", "COL002") and p.confidence in ("unknown", "low"), (shape, p)
+        assert "timestamp" not in p.reason, shape
+        assert "TORCH_NCCL" not in (p.fix or FIX[p.code]), shape
+        if p.code == "COL003":
+            assert p.culprits == [] and "gloo" in p.fix, shape

@@ -193,9 +193,12 @@ def store(events: list[Event]) -> list[Cause]:
                              "the TCPStore server is created by rank 0 (or node 0's agent); the rank that times out "
                              "connecting is the victim", [ev(e) for e in conn[:2]], strength=62))  # fmt: skip
         else:
-            out.append(Cause("DGN002", f"{_who(ranks)} could not reach the store at {target or 'MASTER_ADDR:MASTER_PORT'}",
+            refused = all(e.data.get("errno") == "111" or "refused" in e.text for e in conn)
+            out.append(Cause("DGN002", f"{_who(ranks)} could not reach the store at {target or 'MASTER_ADDR:MASTER_PORT'}"
+                             + (" (connection refused: nothing listened there)" if refused else ""),
                              [], "low", "the rank timed out connecting; either its address is wrong or the store host "
-                             "was not up", [ev(e) for e in conn[:2]], strength=62))  # fmt: skip
+                             "was not up", [ev(e) for e in conn[:2]], strength=62,
+                             family="connection_refused" if refused else ""))  # fmt: skip
     waits = by_kind(events, "rdzv.wait_keys")
     missing = _ranks(int(m.group(1)) for e in waits for k in re.split(r"[,\s]+", e.data.get("keys", ""))
                      if "/torchelastic/" not in k and (m := _KEY_RANK.search(k)))  # fmt: skip

@@ -215,6 +215,21 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "Failed to CUDA",
         r"Failed to CUDA (?:host alloc|calloc async|calloc|malloc) (?P<bytes>\d+) bytes",
     ),
+    # ProcessGroupNCCL.cpp: "Received a dump signal due to a collective timeout from {rank} and we will try our best
+    # to dump the debug info": the rank that noticed the timeout first, not its cause
+    (
+        "coll.dump_signal",
+        S,
+        "dump signal",
+        r"dump signal (?:due to a collective timeout )?from (?:rank\s*)?(?P<from>\d+)",
+    ),
+    # c10d/CPUAllocator: "DefaultCPUAllocator: can't allocate memory: you tried to allocate %d bytes" (older "not
+    # enough memory"); ROCm builds print "HIP out of memory" / "HIP error: %s" where CUDA builds print "CUDA ..."
+    ("host.oom", ORG, "DefaultCPUAllocator", r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)"),
+    ("cuda.oom", ORG, "HIP out of memory", r"HIP out of memory"),
+    ("cuda.error", ORG, "HIP error", r"HIP error: (?P<what>[^.\n]+)"),
+    # cuDNN/cuBLAS status errors surface as "cuDNN error: CUDNN_STATUS_%s" / "CUBLAS_STATUS_%s"
+    ("cuda.error", ORG, "cuDNN error", r"cuDNN error: (?P<what>\w+)"),
     # launchers that wrap the workers (accelerate, deepspeed, mp.spawn): the worker's exit as the launcher sees it.
     # subprocess.py: "Command '%s' returned non-zero exit status %d." (negative: died of signal -N);
     # torch/multiprocessing/spawn.py: "process %d terminated with signal %s" / "process %d terminated with exit code %d"

@@ -197,7 +197,7 @@ def _fallbacks(events: list[Event]) -> list[Cause]:
     net = causes_net.network(events)
     out += net
     timeouts = causes.by_kind(events, "coll.watchdog_timeout", "coll.gloo_timeout", "coll.blocking_wait", "coll.heartbeat",
-                              "coll.watchdog_status", "coll.watchdog_teardown")  # fmt: skip
+                              "coll.watchdog_status", "coll.watchdog_teardown", "coll.dump_signal")  # fmt: skip
     if timeouts:
         ranks = sorted({e.rank for e in timeouts if e.rank is not None})
         out.append(Cause("COL003", f"{causes._who(ranks)} timed out in a collective; no rank failed differently", [], "unknown",

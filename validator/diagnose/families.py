@@ -221,7 +221,7 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "coll.dump_signal",
         S,
         "dump signal",
-        r"dump signal (?:due to a collective timeout )?from (?:rank\s*)?(?P<from>\d+)",
+        r"dump signal (?:due to a collective timeout )?from\s+(?:rank\s*)?(?P<from>\d+)",
     ),
     # c10d/CPUAllocator: "DefaultCPUAllocator: can't allocate memory: you tried to allocate %d bytes" (older "not
     # enough memory"); ROCm builds print "HIP out of memory" / "HIP error: %s" where CUDA builds print "CUDA ..."

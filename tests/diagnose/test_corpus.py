@@ -23,6 +23,7 @@ def test_corpus_is_consistent() -> None:
     files = [lb.file for lb in LABELS]
     assert len(files) == len(set(files)), "a case is labelled twice"
     assert sorted(files) == sorted(p.name for p in (CORPUS / "cases").iterdir()), "cases and labels differ"
+    assert len({lb.source for lb in LABELS}) == len(LABELS), "two cases from one thread"
     for lb in LABELS:
         assert lb.evidence in (CORPUS / "cases" / lb.file).read_text(encoding="utf-8", errors="replace"), lb.file
     assert set(XFAIL) <= set(files), "an excused case is not in the corpus"

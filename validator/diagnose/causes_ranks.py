@@ -58,9 +58,12 @@ def different_waits(events: list[Event]) -> Cause | None:
     evidence = [ev(waits[r][2]) for r in minor[:2]] + [ev(waits[major[0]][2])]
     named = len(major) >= 2 * len(minor)
     sure = named and len(major) >= 3 and len(minor) == 1
+    # the op a rank waits in says where it is, not that it diverged there (a rank ahead by one collective
+    # waits in the next op): named with low confidence unless the minority's call site is its own too
+    by_signature = sure and {waits[r][1] for r in minor}.isdisjoint({waits[r][1] for r in major})
     odd = sorted({op for op, _ in rest})
     return Cause("COL001", f"ranks waited in different collectives when they timed out: {what}", minor if named else [],
-                 "medium" if sure else "low" if named else "unknown",
+                 "medium" if sure and by_signature else "low" if named else "unknown",
                  "the timeouts' stacks show the collective each rank was in; "
                  + ("the smaller side is the one that diverged (majority)" if named else "no clear majority, both sides shown"),
                  evidence, expected=top, actual=", ".join(odd), strength=64)  # fmt: skip

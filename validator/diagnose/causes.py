@@ -197,7 +197,9 @@ def store(events: list[Event]) -> list[Cause]:
             out.append(Cause("DGN002", f"{_who(ranks)} could not reach the store at {target or 'MASTER_ADDR:MASTER_PORT'}"
                              + (" (connection refused: nothing listened there)" if refused else ""),
                              [], "low", "the rank timed out connecting; either its address is wrong or the store host "
-                             "was not up", [ev(e) for e in conn[:2]], strength=62,
+                             "was not up", [ev(e) for e in conn[:2]],
+                             # c10d's per-retry warnings alone also appear in runs that then connect (Windows, macOS)
+                             strength=30 if {e.kind for e in conn} == {"rdzv.connect_failed"} else 62,
                              family="connection_refused" if refused else ""))  # fmt: skip
     waits = by_kind(events, "rdzv.wait_keys")
     missing = _ranks(int(m.group(1)) for e in waits for k in re.split(r"[,\s]+", e.data.get("keys", ""))

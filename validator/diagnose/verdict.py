@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from validator.diagnose import causes, causes_net, causes_ranks, collseq
+from validator.diagnose import causes, causes_launch, causes_net, causes_ranks, collseq
 from validator.diagnose.classify import classify
 from validator.diagnose.codes import CLASS, VOCAB
 from validator.diagnose.events import CONFIDENCE, Cause, Diagnosis, Event, Evidence, Role
@@ -126,7 +126,7 @@ def decide(
     cands += causes.nccl_init(events) + causes.store(events)
     if (c := causes.origins(events, symptoms)) is not None:
         cands.append(c)
-    if (c := causes.summaries(events, symptoms)) is not None:
+    if (c := causes_launch.summaries(events, symptoms)) is not None:
         cands.append(c)
     cands += causes.watchdog(events, file_ranks or [])
     for c in (causes_ranks.different_waits(events), causes_ranks.silent_ranks(events, file_ranks or [])):

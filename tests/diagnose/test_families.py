@@ -172,3 +172,38 @@ def test_unrecognised_failure_quotes_first_error_lines_per_rank(tmp_path: Path) 
     assert [e.source.rsplit("/", 1)[-1] for e in p.evidence] == ["job.log:1", "job.log:4", "job.log:3"]
     assert d.collateral == []
     assert "share the log" in explain_text("DGN013")
+
+
+SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_10:00:{sec}
+  host      : {host}
+  rank      : {rank} (local_rank: {local})
+  exitcode  : {exit} (pid: 4{rank}00)
+  error_file: <N/A>
+  traceback : {tb}
+============================================================
+"""
+
+
+def test_several_agents_in_one_log_earliest_root_cause_wins(tmp_path: Path) -> None:
+    """Two nodes' torchrun summaries in one log (srun output): node1's rank 5 failed at :02, node0's
+    rank 3 only at :09 (after losing its peer); the summaries are compared by time, not by order."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        SUMMARY.format(sec="09", host="node0", rank=3, local=3, exit=1, tb="To enable traceback see: https://x")
+        + SUMMARY.format(
+            sec="02", host="node1", rank=5, local=1, exit=-11, tb="Signal 11 (SIGSEGV) received by PID 4500"
+        )
+    )
+    _, d = diagnose_paths([str(log)])
+    p = d.primary
+    assert p is not None and (p.code, p.culprits) == ("DGN011", [5]) and p.hosts == ["node1"]
+    assert "across nodes, by time" in p.reason

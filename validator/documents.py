@@ -64,22 +64,27 @@ class OtherCauseDoc(TypedDict):
     ranks: list[int]
 
 
-class DiagnosisDoc(TypedDict):
-    """The verdict of `validator diagnose` (docs/diagnose.md)."""
-
-    failure_class: str
-    code: str | None
-    initiating_ranks: list[int]
-    initiating_hosts: list[str]
-    confidence: str  # high | medium | low | unknown
-    reason: str
-    summary: str
-    stack: list[str]
-    collateral_ranks: list[int]
-    ranks_seen: list[int]
-    evidence: list[EvidenceDoc]
-    other_causes: list[OtherCauseDoc]
-    notes: list[str]
+# functional form: "class" (the failure class in the corpus vocabulary) is a Python keyword
+DiagnosisDoc = TypedDict(
+    "DiagnosisDoc",
+    {
+        "failure_class": str,
+        "class": str,  # codes.VOCAB: collective_timeout, oom, ... unrecognised, none
+        "code": "str | None",
+        "initiating_ranks": "list[int]",
+        "initiating_hosts": "list[str]",
+        "confidence": str,  # high | medium | low | unknown
+        "reason": str,
+        "summary": str,
+        "stack": "list[str]",
+        "collateral_ranks": "list[int]",
+        "ranks_seen": "list[int]",
+        "evidence": "list[EvidenceDoc]",
+        "other_causes": "list[OtherCauseDoc]",
+        "notes": "list[str]",
+    },
+)
+DiagnosisDoc.__doc__ = """The verdict of `validator diagnose` (docs/diagnose.md)."""
 
 
 class ReportDoc(TypedDict):

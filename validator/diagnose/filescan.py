@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from validator.diagnose import blocks
+from validator.diagnose import blocks, collseq
 from validator.diagnose.classify import classify
 from validator.diagnose.events import Event, Ident, Role
 from validator.diagnose.inputs import local_rank_from_path, open_binary
@@ -91,6 +91,8 @@ class _State:
 
 def _event(st: _State, kind: str, role: Role, data: dict[str, Any], text: str, line_no: int, line: Any) -> Event:
     ident = line.ident
+    if "reporter" in data and ident.rank is None:  # a message that names the rank printing it
+        ident.rank = int(data["reporter"])
     msg_rank, pg = rank_in_message(text)
     if msg_rank is not None:
         data.setdefault("msg_rank", msg_rank)
@@ -130,7 +132,7 @@ def _handle(st: _State, hit: Hit) -> bool:
         st.stacks[stream] = (hit.line + 1 + _nth_line(follow, stream, tb.span), tb.frames)
         st.skip[stream] = hit.line + 1 + _nth_line(follow, stream, tb.span)
         return True
-    if "ChildFailedError" in text:
+    if "ChildFailedError" in text or text.startswith("Root Cause (first observed failure)"):
         return _summary(st, hit, stream, line)
     if text.rstrip().endswith("Last error:"):
         follow, more = hit.following(8)
@@ -152,6 +154,10 @@ def _handle(st: _State, hit: Hit) -> bool:
         if "local_ranks" in info and "global_ranks" in info:
             st.res.facts.append(("rdzv", line.ident.node, info["local_ranks"], info["global_ranks"]))
         return True
+    if line.nccl == "INFO" and collseq.record(
+        st.res.facts, line.ident.host, line.ident.pid, text, f"{st.name}:{hit.line}"
+    ):
+        return True  # a NCCL_DEBUG_SUBSYS=COLL line: kept in this file's per-rank sequences
     if line.nccl == "INFO" and " nranks " in text:
         if m := _INIT.search(text):
             st.res.facts.append(("nccl_init", line.ident.host, line.ident.pid, int(m["rank"]), int(m["n"]), m["bus"]))
@@ -161,6 +167,10 @@ def _handle(st: _State, hit: Hit) -> bool:
         st.learn(shape, None)
         return True
     kind, role, data = got
+    if kind == "hvd.missing_block":
+        data["ranks"] = blocks.missing_ranks(hit.following(64)[0], stream)
+    elif kind == "nccl.ras_missing":
+        data["section"] = blocks.ras_section(hit.buf, hit.start)
     ev = _event(st, kind, role, data, text, hit.line, line)
     pending = st.stacks.get(stream)
     if pending and pending[0] == hit.line:
@@ -233,7 +243,9 @@ def _nth_line(follow: list[bytes], stream: bytes, n: int) -> int:
 
 def _summary(st: _State, hit: Hit, stream: bytes, line: Any) -> bool:
     follow, more = _following(hit, 600)
-    failures, span, complete = blocks.read_summary(follow, stream)
+    lead = [hit.raw] if "ChildFailedError" not in line.text else []  # an excerpt that starts at Root Cause
+    failures, span, complete = blocks.read_summary(lead + follow, stream)
+    span -= len(lead)
     if not complete and more and hit.defer():
         return False
     st.skip[stream] = hit.line + 1 + _nth_line(follow, stream, span)

@@ -15,7 +15,7 @@ def _finding(c: Cause, severity: Severity | None = None) -> Finding:
     same = c.expected is not None and c.expected == c.actual  # "expected X, got X" says nothing
     return CODES[c.code].finding(c.summary + sure, ranks=c.culprits, hosts=c.hosts,
                                  expected=None if same else c.expected, actual=None if same else c.actual,
-                                 fix=FIX[c.code], verify=VERIFY[c.code], severity=severity)  # fmt: skip
+                                 fix=c.fix or FIX[c.code], verify=VERIFY[c.code], severity=severity)  # fmt: skip
 
 
 def to_report(
@@ -91,7 +91,7 @@ def explain(diag: Diagnosis) -> str:
             "stopped taking part, the others waited in their collectives until they timed out or lost the connection."
         )
     text.append(f"{chk.doc['why']}")
-    text.append(f"What to do: {chk.doc['fix']}")
+    text.append(f"What to do: {p.fix or chk.doc['fix']}")
     if VERIFY[p.code]:
         text.append(f"To check the fix: {VERIFY[p.code]}.")
     for c in diag.others:

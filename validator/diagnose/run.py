@@ -132,7 +132,8 @@ def diagnose_paths(
     files = {d.rank: got.names.get(d.path, d.path) for d in got.dumps} | {
         t.rank: got.names.get(t.path, t.path) for t in got.traces
     }
-    diag = decide(events, dumps, traces, endings, hosts, files, sorted(file_ranks))
+    coll = [f[1] for res in results for f in res.facts if f[0] == "coll_seq"]
+    diag = decide(events, dumps, traces, endings, hosts, files, sorted(file_ranks), coll)
     notes = (dumps.notes if dumps else []) + (traces.notes if traces else [])
     diag.notes += notes
     written = sorted({str(e.data["path"]) for e in events if e.kind == "rdzv.dump_written" and "path" in e.data})

@@ -24,17 +24,23 @@ ANCHORS: tuple[bytes, ...] = (
     b"exits with return code",  # DeepSpeed launcher: a worker died
     b"WARN",  # NCCL WARN
     b"imeout",  # Watchdog ... timeout, desync "caused this timeout" (Timed out ... lines are exceptions: rror)
-    b"ailed",  # failed (exitcode), failed to pass monitoredBarrier, connect failed
+    b"fail",  # failed (exitcode), failed to pass monitoredBarrier, connect failed, gloo "enforce fail at",
+    # torchrun's "Root Cause (first observed failure)" in an excerpt cut above ChildFailedError
     b"xception",  # SignalException, generic Exception lines
     b"collective #",  # desync report lines
     b"ast enqueued",  # watchdog PG status: last enqueued / last completed work
     b"Traceback",  # Python tracebacks (call sites of exceptions)
-    b" nranks ",  # NCCL Init lines: pid -> rank
+    b"ranks",  # NCCL Init "rank R nranks N" (pid -> rank), COLL "[nranks=N]" opCount lines, Horovod "[missing
+    # ranks: 0]" / "Missing ranks:"; one anchor for three families (each anchor is one pass over the data)
     b"Rendezvous complete",  # torchelastic INFO: local -> global ranks
     b"debug info",  # Flight Recorder dump written to ...
     b"OOMKilled",  # Kubernetes; oom_kill lines come with "slurmstepd: error:"
     b"ation fault",  # Segmentation fault (Bus error has "rror")
     b"death signal",  # torchelastic agent stopped from outside
+    b"refused",  # Connection refused: gloo pair.cc connect, c10d clients, uncaught gloo::IoException what()
+    b"Duplicate GPU",  # NCCL's duplicate-GPU text pasted bare (without WARN or Last error:)
+    b" on node ",  # NCCL RAS: ... managed by process P on node H; mpirun: ... on node H exited on signal
+    b"NCCL version",  # NCCL's version banner, compared across nodes
 )
 
 

@@ -136,7 +136,7 @@ class IbPort(TypedDict):
     rate: str | None  # as sysfs says: "200 Gb/sec (4X HDR)"
     rate_gbps: float | None
     link_layer: str | None  # InfiniBand | Ethernet (RoCE)
-    netdev: str | None  # RoCE: the netdev behind the port's GIDs
+    netdev: str | None  # the netdev behind the port (RoCE: of its GIDs; else the device's first)
     roce_v2: bool | None  # RoCE: a RoCE v2 GID with a routable address exists; null on InfiniBand
     gid_ok: bool | None  # RoCE: NCCL_IB_GID_INDEX names a populated GID (null: unset or InfiniBand)
     selected: bool  # NCCL_IB_HCA matches it (whatever its state)

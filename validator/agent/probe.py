@@ -439,6 +439,12 @@ IB_MAX = {"devices": 64, "ports": 4, "gid_slots": 128, "gids": 16, "files": 4096
 ZERO_GIDS = ("0000:0000:0000:0000:0000:0000:0000:0000", "fe80:0000:0000:0000:0000:0000:0000:0000")
 
 
+def _natural(name: str) -> tuple[str, int]:
+    """``mlx5_2`` before ``mlx5_10``, ``2`` before ``10``."""
+    stem = name.rstrip("0123456789")
+    return stem, int(name[len(stem) :] or -1)
+
+
 def ib_sysfs(root: str = IB_ROOT, budget_s: float = 1.0) -> dict[str, Any]:
     """RDMA devices and ports as sysfs shows them (what `ibstat`/`ibstatus`/`show_gids` print):
     each port's state, phys_state, rate, link_layer and its populated GIDs with their RoCE type
@@ -468,9 +474,7 @@ def ib_sysfs(root: str = IB_ROOT, budget_s: float = 1.0) -> dict[str, Any]:
         except OSError as e:
             errors[os.path.relpath(path, root)] = (e.strerror or type(e).__name__)[:80]
             return []
-        return sorted(found, key=lambda n: (n.rstrip("0123456789"), int(n[len(n.rstrip("0123456789")) :] or -1)))[
-            :limit
-        ]
+        return sorted(found, key=_natural)[:limit]
 
     devices = []
     for dev in names(root, IB_MAX["devices"]):

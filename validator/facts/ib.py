@@ -94,8 +94,8 @@ def _valid_gid(gid: str) -> bool:
     return not gid.lower().startswith("fe80:") and gid.strip("0:") != ""
 
 
-def _port(dev: str, raw: dict[str, Any], hca: tuple[bool, bool, list[tuple[str, int]]], gid_index: int | None,
-          ib_on: bool) -> IbPort:  # fmt: skip
+def _port(dev: str, netdevs: list[str], raw: dict[str, Any], hca: tuple[bool, bool, list[tuple[str, int]]],
+          gid_index: int | None, ib_on: bool) -> IbPort:  # fmt: skip
     num = _atoi(str(raw.get("port", "0")))
     state, link = _word(raw.get("state")), raw.get("link_layer") or None
     gids = [g for g in raw.get("gids") or [] if isinstance(g, list) and len(g) == 4]
@@ -111,7 +111,7 @@ def _port(dev: str, raw: dict[str, Any], hca: tuple[bool, bool, list[tuple[str, 
         "rate": raw.get("rate") or None,
         "rate_gbps": _gbps(raw.get("rate")),
         "link_layer": link,
-        "netdev": next((str(g[3]) for g in gids if g[3]), None) if roce else None,
+        "netdev": next((str(g[3]) for g in gids if g[3]), None) or (netdevs[0] if netdevs else None),
         "roce_v2": any(g[2] == "RoCE v2" and _valid_gid(str(g[1])) for g in gids) if roce else None,
         "gid_ok": any(g[0] == gid_index for g in gids) if roce and gid_index is not None and gid_index >= 0 else None,
         "selected": selected,
@@ -132,7 +132,8 @@ def parse_ib(raw: dict[str, Any] | None, env: dict[str, str]) -> IbFacts | None:
     devices: list[IbDevice] = []
     for d in raw.get("devices") or []:
         name = str(d.get("name", ""))
-        ports = [_port(name, p, hca, gid_index, ib_on) for p in d.get("ports") or []]
+        netdevs = [str(n) for n in d.get("netdevs") or []]
+        ports = [_port(name, netdevs, p, hca, gid_index, ib_on) for p in d.get("ports") or []]
         devices.append({"name": name, "node_guid": d.get("node_guid"), "fw_ver": d.get("fw_ver"), "ports": ports})
     used = [p["name"] for d in devices for p in d["ports"] if p["used"]]
     error = None

@@ -485,7 +485,7 @@ def ib_sysfs(root: str = IB_ROOT, budget_s: float = 1.0) -> dict[str, Any]:
             port: dict[str, Any] = {"port": p}
             port.update({k: text(os.path.join(pd, k)) for k in ("state", "phys_state", "rate", "link_layer")})
             gids: list[list[Any]] = []
-            slots = IB_MAX["gid_slots"] if port["link_layer"] == "Ethernet" else 2  # IB: NCCL uses index 0 (or 1)
+            slots = 2 if port["link_layer"] == "InfiniBand" else IB_MAX["gid_slots"]  # IB: NCCL uses index 0 (or 1)
             for g in names(os.path.join(pd, "gids"), slots):
                 gid = text(os.path.join(pd, "gids", g), quiet=True)
                 if gid and gid not in ZERO_GIDS and len(gids) < IB_MAX["gids"]:

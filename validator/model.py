@@ -138,7 +138,7 @@ class IbPort(TypedDict):
     link_layer: str | None  # InfiniBand | Ethernet (RoCE)
     netdev: str | None  # the netdev behind the port (RoCE: of its GIDs; else the device's first)
     roce_v2: bool | None  # RoCE: a RoCE v2 GID with a routable address exists; null on InfiniBand
-    gid_ok: bool | None  # RoCE: NCCL_IB_GID_INDEX names a populated GID (null: unset or InfiniBand)
+    gid_ok: bool | None  # RoCE: NCCL would find its GID (NCCL_IB_GID_INDEX's, or one of its own choice); null on IB
     selected: bool  # NCCL_IB_HCA matches it (whatever its state)
     used: bool  # NCCL would use it: selected, ACTIVE, InfiniBand or Ethernet, IB not disabled
 

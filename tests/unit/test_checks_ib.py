@@ -10,6 +10,7 @@ from tests.ibtree import ib_facts
 from validator.model import Facts, Severity
 
 HDR, ROCE = "ibstat-ib-hdr.txt", "ibstat-roce-200.txt"  # HDR: mlx5_0 up, mlx5_1 down; RoCE: both up
+POD = "show_gids-pod-macvlan.txt"  # RoCE GIDs of mlx5_0 and mlx5_1 at indices 4-7 (net1, net2)
 Node = tuple[str, dict[str, str], dict[str, str | None]]  # fixture, NCCL env, sysfs changes
 
 
@@ -17,12 +18,12 @@ def node(fixture: str = ROCE, env: dict[str, str] | None = None, **change: str |
     return fixture, env or {}, {k.replace("__", "/"): v for k, v in change.items()}
 
 
-def job_of(tmp_path: Path, *nodes: Node, cpu: bool = False) -> list[Facts]:
+def job_of(tmp_path: Path, *nodes: Node, cpu: bool = False, gids: tuple[str, ...] = ()) -> list[Facts]:
     """One wrapper agent per node (node001, node002, ...), each with its own sysfs tree."""
     base = cpu_job(len(nodes), 1) if cpu else node_job(len(nodes))
     out = []
     for n, (f, (fixture, env, change)) in enumerate(zip(base, nodes, strict=True)):
-        ib = ib_facts(tmp_path / f"n{n}", fixture, env=env, change=change)
+        ib = ib_facts(tmp_path / f"n{n}", fixture, *gids, env=env, change=change)
         out.append(tweak([f], 0, ib=ib, env=env)[0])
     return out
 
@@ -137,5 +138,26 @@ def test_a_faster_port_is_not_a_slow_one(tmp_path: Path) -> None:
 
 
 def test_healthy_rdma_job_is_silent(tmp_path: Path) -> None:
-    job = job_of(tmp_path, node(), node(), node())
-    assert [c for c in ("IB001", "IB002", "IB003", "IB004", "IB005") if check(job, c)] == []
+    job = job_of(tmp_path, node(), node(), node(), gids=(POD,))
+    assert [c for c in ("IB001", "IB002", "IB003", "IB004", "IB005", "IB006") if check(job, c)] == []
+
+
+@fires("IB006")
+def test_fixed_gid_index_names_an_empty_slot_in_pods(tmp_path: Path) -> None:
+    env = {"NCCL_IB_GID_INDEX": "3"}
+    f = only(check(job_of(tmp_path, node(env=env), node(env=env), gids=(POD,)), "IB006"))
+    assert f.severity == Severity.ERROR and f.hosts == ["node001", "node002"]
+    assert f.message == "NCCL_IB_GID_INDEX=3 names no GID on mlx5_0:1 (net1),mlx5_1:1 (net2)"
+
+
+@fires("IB006")
+def test_roce_port_with_only_link_local_gids(tmp_path: Path) -> None:
+    no_v4 = {f"mlx5_1/ports/1/gids/{g}": "0000:0000:0000:0000:0000:0000:0000:0000" for g in (6, 7)}
+    f = only(check(job_of(tmp_path, node(), (ROCE, {}, no_v4), gids=(POD,)), "IB006"))
+    assert f.severity == Severity.WARNING and f.hosts == ["node002"]
+    assert "mlx5_1:1 (net2)" in f.message and "mlx5_0" not in f.message
+
+
+def test_gid_index_that_exists_is_silent(tmp_path: Path) -> None:
+    env = {"NCCL_IB_GID_INDEX": "7"}
+    assert check(job_of(tmp_path, node(env=env), node(env=env), gids=(POD,)), "IB006") == []

@@ -44,9 +44,29 @@ def test_pod_gid_table_from_index_4_names_the_netdev_and_roce_v2(tmp_path: Path)
     ib = ib_facts(tmp_path, ROCE, POD, env={"NCCL_IB_GID_INDEX": "7"})
     ports = [p for d in ib["devices"] for p in d["ports"]]
     assert [(p["netdev"], p["roce_v2"], p["gid_ok"]) for p in ports] == [("net1", True, True), ("net2", True, True)]
-    assert (
-        ib_facts(tmp_path / "b", ROCE, POD, env={"NCCL_IB_GID_INDEX": "3"})["devices"][0]["ports"][0]["gid_ok"] is False
-    )
+
+
+def gid_ok(tmp_path: Path, *fixtures: str, **env: str) -> list[bool | None]:
+    return [p["gid_ok"] for d in ib_facts(tmp_path, *fixtures, env=env)["devices"] for p in d["ports"]]
+
+
+@pytest.mark.parametrize(
+    ("env", "want"),
+    [
+        ({}, [True, True]),  # NCCL's own choice: index 7, RoCE v2, IPv4-mapped
+        ({"NCCL_IB_GID_INDEX": "3"}, [False, False]),  # the usual bare-metal index: empty in this pod
+        ({"NCCL_IB_GID_INDEX": "200"}, [None, None]),  # beyond the slots the agent reads: unknown
+        ({"NCCL_IB_ADDR_FAMILY": "AF_INET6"}, [False, False]),  # only link-local IPv6 GIDs here
+        ({"NCCL_IB_ROCE_VERSION_NUM": "1"}, [True, True]),
+    ],
+)
+def test_gid_nccl_would_take_in_a_pod(tmp_path: Path, env: dict[str, str], want: list[bool | None]) -> None:
+    assert gid_ok(tmp_path, ROCE, POD, **env) == want
+
+
+def test_only_a_link_local_gid_is_no_usable_gid(tmp_path: Path) -> None:
+    assert gid_ok(tmp_path, EDR) == [False, False]
+    assert gid_ok(tmp_path / "hdr", HDR) == [None, None]  # InfiniBand: GID 0, nothing to choose
 
 
 def test_bond_gids_keep_the_first_netdev_and_every_populated_slot(tmp_path: Path) -> None:

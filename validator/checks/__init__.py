@@ -52,6 +52,7 @@ CHECKS: dict[str, Check] = {
         ib.hca_set,
         ib.port_down,
         ib.rate_link,
+        ib.roce_gid,
         software.torch_version,
         software.nccl_version,
         software.cuda_version,

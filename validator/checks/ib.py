@@ -236,3 +236,45 @@ def rate_link(job: Job) -> Iterator[Hit]:
             fix="reseat or replace the cable of the slow port; check it with `ibstat` / `mlxlink`",
             verify=VERIFY,
         )
+
+
+@check("IB006", Severity.WARNING, "RoCE port without a GID NCCL can use")
+def roce_gid(job: Job) -> Iterator[Hit]:
+    """Every RoCE port NCCL would use has the GID NCCL will take: the slot NCCL_IB_GID_INDEX
+    names is populated, or, unset, a RoCE v2 GID with an IPv4 address exists (NCCL's own choice,
+    after NCCL_IB_ROCE_VERSION_NUM and NCCL_IB_ADDR_FAMILY).
+
+    Without one NCCL takes GID 0, a link-local RoCE v1 address that does not cross a router:
+    connections fail ("Call to ibv_modify_qp failed with error Network is unreachable") or hang.
+    A fixed NCCL_IB_GID_INDEX that names an empty slot (pods see their GIDs at other indices,
+    NVIDIA/nccl#1573) fails the same way: an error.
+
+    Give the port's netdev an IPv4 address (`show_gids` lists the GIDs), or unset
+    NCCL_IB_GID_INDEX so NCCL picks the RoCE v2 GID itself.
+    """
+    groups: dict[tuple[str, bool], list[int]] = {}
+    for i in job.node_reps:
+        ib = _ib(job, i)
+        if not ib or ib["transport"] != "IB":
+            continue
+        bad = [p for p in _used(ib) if p["link_layer"] == "Ethernet" and p["gid_ok"] is False]
+        if not bad:
+            continue
+        named = ib["gid_index"] is not None and ib["gid_index"] >= 0
+        ports = _list([f"{p['name']} ({p['netdev'] or 'no netdev'})" for p in bad])
+        msg = (
+            f"NCCL_IB_GID_INDEX={ib['gid_index']} names no GID on {ports}"
+            if named
+            else f"no RoCE v2 GID with an IPv4 address on {ports}: NCCL falls back to GID 0 (link-local)"
+        )
+        groups.setdefault((msg, named), []).extend(job.node_of(i))
+    for (msg, named), members in groups.items():
+        yield Hit(
+            msg,
+            members,
+            expected="a populated RoCE v2 GID",
+            actual="none",
+            fix="unset NCCL_IB_GID_INDEX, or give the RoCE netdev an IPv4 address",
+            verify="show_gids   # on each named host",
+            severity=Severity.ERROR if named else None,
+        )

@@ -16,9 +16,11 @@ Sources (NVIDIA/nccl master, 5067397c):
   ``Socket``), those whose name differs from ``NCCL_NET`` (``strcasecmp``) skipped; a net with
   no device is passed over, so IB without a usable port falls back to sockets silently; none
   left: ``Failed to initialize any NET plugin``.
-- ``src/transport/net_ib/connect.cc::ncclIbGetGidIndex``: RoCE uses ``NCCL_IB_GID_INDEX`` when
-  set, else picks a GID of ``NCCL_IB_ROCE_VERSION_NUM`` (default 2) that is configured and not
-  link-local; InfiniBand uses index 0.
+- ``src/transport/net_ib/connect.cc::ncclIbGetGidIndex``/``ncclUpdateGidIndex``: RoCE uses
+  ``NCCL_IB_GID_INDEX`` when set, else a GID of ``NCCL_IB_ROCE_VERSION_NUM`` (default 2, the
+  type read from ``gid_attrs/types``) in ``NCCL_IB_ADDR_FAMILY`` (default AF_INET: an
+  IPv4-mapped GID) that is configured and not link-local (``validGid``); none: index 0.
+  ``NCCL_IB_ADDR_RANGE`` is not modelled. InfiniBand uses index 0.
 External net plugins (``NCCL_NET_PLUGIN``, ``libnccl-net.so``) are tried before IB; whether one
 loads cannot be told from sysfs, so the transport here is the internal one's.
 """
@@ -31,6 +33,7 @@ from typing import Any
 from validator.model import IbDevice, IbFacts, IbPort
 
 MAX_IB_DEVS = 32  # NCCL's MAX_IB_DEVS: the most HCA list entries it parses
+IB_GID_SLOTS, IB_GIDS_KEPT = 128, 16  # the agent's IB_MAX["gid_slots"] and ["gids"]
 
 
 def strtoll(value: str | None) -> int | None:
@@ -94,11 +97,32 @@ def _valid_gid(gid: str) -> bool:
     return not gid.lower().startswith("fe80:") and gid.strip("0:") != ""
 
 
+def _ipv4_mapped(gid: str) -> bool:
+    """``::ffff:a.b.c.d`` (NCCL's ``getGidAddrFamily`` says AF_INET)."""
+    return re.fullmatch(r"(0000:){5}ffff:[0-9a-f]{4}:[0-9a-f]{4}", gid.lower()) is not None
+
+
+def _gid_ok(gids: list[list[Any]], env: dict[str, str], gid_index: int | None) -> bool | None:
+    """RoCE: would NCCL find a GID? NCCL_IB_GID_INDEX set: that slot is populated (None when the
+    agent did not look that far). Unset: ``ncclIbGetGidIndex`` wants a configured, not link-local
+    GID of NCCL_IB_ROCE_VERSION_NUM (default 2) in NCCL_IB_ADDR_FAMILY (default AF_INET)."""
+    if gid_index is not None and gid_index >= 0:
+        if any(g[0] == gid_index for g in gids):
+            return True
+        scanned = gid_index < IB_GID_SLOTS and (len(gids) < IB_GIDS_KEPT or gid_index < max(g[0] for g in gids))
+        return False if scanned else None
+    version = strtoll(env.get("NCCL_IB_ROCE_VERSION_NUM"))
+    kind = "IB/RoCE v1" if version == 1 else "RoCE v2"
+    v4 = env.get("NCCL_IB_ADDR_FAMILY", "AF_INET") != "AF_INET6"
+    return any(g[2] == kind and _valid_gid(str(g[1])) and _ipv4_mapped(str(g[1])) == v4 for g in gids)
+
+
 def _port(dev: str, netdevs: list[str], raw: dict[str, Any], hca: tuple[bool, bool, list[tuple[str, int]]],
-          gid_index: int | None, ib_on: bool) -> IbPort:  # fmt: skip
+          env: dict[str, str], ib_on: bool) -> IbPort:  # fmt: skip
     num = _atoi(str(raw.get("port", "0")))
     state, link = _word(raw.get("state")), raw.get("link_layer") or None
-    gids = [g for g in raw.get("gids") or [] if isinstance(g, list) and len(g) == 4]
+    gids = [g for g in raw.get("gids") or [] if isinstance(g, list) and len(g) == 4 and isinstance(g[0], int)]
+    gid_index = strtoll(env.get("NCCL_IB_GID_INDEX"))
     roce = link == "Ethernet"
     exclude, exact, entries = hca
     selected = hca_matches(dev, num, entries, exact) != exclude
@@ -113,7 +137,7 @@ def _port(dev: str, netdevs: list[str], raw: dict[str, Any], hca: tuple[bool, bo
         "link_layer": link,
         "netdev": next((str(g[3]) for g in gids if g[3]), None) or (netdevs[0] if netdevs else None),
         "roce_v2": any(g[2] == "RoCE v2" and _valid_gid(str(g[1])) for g in gids) if roce else None,
-        "gid_ok": any(g[0] == gid_index for g in gids) if roce and gid_index is not None and gid_index >= 0 else None,
+        "gid_ok": _gid_ok(gids, env, gid_index) if roce else None,
         "selected": selected,
         "used": ib_on and selected and state == "ACTIVE" and link in ("InfiniBand", "Ethernet"),
     }
@@ -133,7 +157,7 @@ def parse_ib(raw: dict[str, Any] | None, env: dict[str, str]) -> IbFacts | None:
     for d in raw.get("devices") or []:
         name = str(d.get("name", ""))
         netdevs = [str(n) for n in d.get("netdevs") or []]
-        ports = [_port(name, netdevs, p, hca, gid_index, ib_on) for p in d.get("ports") or []]
+        ports = [_port(name, netdevs, p, hca, env, ib_on) for p in d.get("ports") or []]
         devices.append({"name": name, "node_guid": d.get("node_guid"), "fw_ver": d.get("fw_ver"), "ports": ports})
     used = [p["name"] for d in devices for p in d["ports"] if p["used"]]
     error = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from validator.checks.base import Hit, Job, check, outliers
 from validator.model import IbFacts, IbPort, Severity
@@ -20,7 +21,9 @@ VERIFY = (
 
 
 def _ib(job: Job, i: int) -> IbFacts | None:
-    return job.facts[i]["ib"] if job.uses_gpus else None
+    """The node's ib facts; None for a CPU job, and for documents built without validation that
+    lack the section (validate_facts sets it null)."""
+    return job.facts[i].get("ib") if job.uses_gpus else None
 
 
 def _ports(ib: IbFacts) -> Iterator[IbPort]:
@@ -28,8 +31,33 @@ def _ports(ib: IbFacts) -> Iterator[IbPort]:
         yield from d["ports"]
 
 
-def _used(ib: IbFacts) -> list[IbPort]:
-    return [p for p in _ports(ib) if p["used"]]
+class Node(NamedTuple):
+    ib: IbFacts
+    used: list[IbPort]  # the ports NCCL would use
+    down: list[IbPort]  # selected by NCCL_IB_HCA but not ACTIVE/LinkUp
+
+
+def _nodes(job: Job) -> dict[int, Node]:
+    """Node representative -> its ib facts and ports, in one pass over every node's ports (the
+    checks share it: 12,500 nodes x 8 ports)."""
+
+    def compute() -> dict[int, Node]:
+        out: dict[int, Node] = {}
+        for i in job.node_reps:
+            ib = _ib(job, i)
+            if ib is None:
+                continue
+            used, down = [], []
+            for d in ib["devices"]:
+                for p in d["ports"]:
+                    if p["used"]:
+                        used.append(p)
+                    elif p["selected"] and not (p["state"] == "ACTIVE" and p["phys_state"] in (None, "LinkUp")):
+                        down.append(p)
+            out[i] = Node(ib, used, down)
+        return out
+
+    return job.memo("ib.nodes", compute)
 
 
 def _list(names: list[str], limit: int = 8) -> str:
@@ -52,15 +80,19 @@ def transport(job: Job) -> Iterator[Hit]:
     if not job.multi_node:
         return
 
+    nodes = _nodes(job)
+    if not nodes:
+        return
+
     def key(i: int) -> str | None:
-        ib = _ib(job, i)
-        return ib["transport"] if ib else None
+        n = nodes.get(i)
+        return n.ib["transport"] if n else None
 
     expected, groups = job.node_majority(key)
     if "IB" not in groups:
         return
     for value, members in outliers(groups, expected):
-        rules = Counter(ib["rule"] for i in members if (ib := _ib(job, i)))
+        rules = Counter(n.ib["rule"] for i in members if (n := nodes.get(i)))
         yield Hit(
             f"NCCL would use {value} ({'; '.join(rules)}) where the other nodes use {expected}",
             members,
@@ -84,9 +116,9 @@ def hca_selects_nothing(job: Job) -> Iterator[Hit]:
     prefix such as `mlx5`.
     """
     groups: dict[tuple[str, bool], list[int]] = {}
-    for i in job.node_reps:
-        ib = _ib(job, i)
-        if ib and ib["rule"].endswith("matches no active port"):
+    for i, n in _nodes(job).items():
+        ib = n.ib
+        if ib["rule"].endswith("matches no active port"):
             active = [p["name"] for p in _ports(ib) if p["state"] == "ACTIVE"]
             msg = f"{ib['rule']} (active: {_list(active)}): " + (
                 ib["error"] or "NCCL falls back to sockets ('NET/IB : No device found.')"
@@ -120,15 +152,19 @@ def hca_set(job: Job) -> Iterator[Hit]:
     if not job.multi_node:
         return
 
+    nodes = _nodes(job)
+    if not nodes:
+        return
+
     def key(i: int) -> tuple[str, ...] | None:
-        ib = _ib(job, i)
-        return tuple(ib["used"]) if ib and ib["transport"] == "IB" else None
+        n = nodes.get(i)
+        return tuple(n.ib["used"]) if n and n.ib["transport"] == "IB" else None
 
     expected, groups = job.node_majority(key)
     for value, members in outliers(groups, expected):
         want = set(expected or ())
-        ib = _ib(job, members[0])
-        down = {p["name"] for p in _ports(ib) if p["selected"] and p["state"] != "ACTIVE"} if ib else set()
+        n = nodes.get(job.node_of(members[0])[0])
+        down = {p["name"] for p in n.down} if n else set()
         if set(value) <= want and want - set(value) <= down:
             continue  # only ports that are down here: IB004 names them
         yield Hit(
@@ -155,22 +191,20 @@ def port_down(job: Job) -> Iterator[Hit]:
     out of NCCL_IB_HCA on every node.
     """
     peers: Counter[str] = Counter()
-    nodes = 0
-    for i in job.node_reps:
-        if (ib := _ib(job, i)) and ib["transport"] == "IB":
-            nodes += 1
-            peers.update(ib["used"])
+    count = 0
+    for n in _nodes(job).values():
+        if n.ib["transport"] == "IB":
+            count += 1
+            peers.update(n.ib["used"])
     groups: dict[str, list[int]] = {}
-    for i in job.node_reps:
-        ib = _ib(job, i)
-        if not ib or ib["transport"] not in ("IB", "none"):
+    for i, n in _nodes(job).items():
+        hca = n.ib["hca"]
+        if not n.down or n.ib["transport"] not in ("IB", "none"):
             continue
-        named = ib["hca"] is not None and not ib["hca"].startswith("^") and ib["hca"].strip(",") != ""
-        for p in _ports(ib):
-            if not p["selected"] or (p["state"] == "ACTIVE" and p["phys_state"] in (None, "LinkUp")):
-                continue
-            if named or peers[p["name"]] * 2 > nodes:
-                why = "named by NCCL_IB_HCA" if named else f"used on {peers[p['name']]} of {nodes} nodes"
+        named = hca is not None and not hca.startswith("^") and hca.strip(",") != ""
+        for p in n.down:
+            if named or peers[p["name"]] * 2 > count:
+                why = "named by NCCL_IB_HCA" if named else f"used on {peers[p['name']]} of {count} nodes"
                 msg = f"{p['name']} is {p['state']}/{p['phys_state']} ({why}): NCCL skips it"
                 groups.setdefault(msg, []).extend(job.node_of(i))
     for msg, members in groups.items():
@@ -200,9 +234,13 @@ def rate_link(job: Job) -> Iterator[Hit]:
     if not job.multi_node:
         return
 
+    nodes = _nodes(job)
+    if not nodes:
+        return
+
     def ports(i: int) -> list[IbPort]:
-        ib = _ib(job, i)
-        return _used(ib) if ib and ib["transport"] == "IB" else []
+        n = nodes.get(i)
+        return n.used if n and n.ib["transport"] == "IB" else []
 
     def link(i: int) -> str | None:
         return "/".join(sorted({str(p["link_layer"]) for p in ports(i)})) or None
@@ -253,11 +291,11 @@ def roce_gid(job: Job) -> Iterator[Hit]:
     NCCL_IB_GID_INDEX so NCCL picks the RoCE v2 GID itself.
     """
     groups: dict[tuple[str, bool], list[int]] = {}
-    for i in job.node_reps:
-        ib = _ib(job, i)
-        if not ib or ib["transport"] != "IB":
+    for i, n in _nodes(job).items():
+        ib = n.ib
+        if ib["transport"] != "IB":
             continue
-        bad = [p for p in _used(ib) if p["link_layer"] == "Ethernet" and p["gid_ok"] is False]
+        bad = [p for p in n.used if p["link_layer"] == "Ethernet" and p["gid_ok"] is False]
         if not bad:
             continue
         named = ib["gid_index"] is not None and ib["gid_index"] >= 0

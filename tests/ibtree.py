@@ -1,5 +1,5 @@
 """Build /sys/class/infiniband trees under a test's tmp_path from the public ``ibstat``,
-``ibstatus`` and ``show_gids`` outputs in tests/fixtures/ib/ (see its README), so the agent's real
+``ibstatus``, ``ibv_devinfo`` and ``show_gids`` outputs in tests/fixtures/ib/ (see its README), so the agent's real
 collector reads them; and the facts the parser makes of them."""
 
 from __future__ import annotations
@@ -55,6 +55,32 @@ def sysfs_files(name: str) -> dict[str, str]:
                 files[f"{port}/{m.group(1).replace(' ', '_')}"] = m.group(2).strip()
             elif m := re.match(r"\s+default gid:\s+(\S+)", line):
                 files[f"{port}/gids/0"] = m.group(1)
+    elif name.startswith("ibv_devinfo-"):
+        dev = port = ""
+        width = speed = 0.0
+        for line in text.splitlines():
+            if m := re.match(r"hca_id:\s+(\S+)", line):
+                dev = m.group(1)
+            elif m := re.match(r"\s+(fw_ver|node_guid):\s+(\S+)", line):
+                files[f"{dev}/{m.group(1)}"] = m.group(2)
+            elif m := re.match(r"\s+port:\s+(\d+)", line):
+                port = f"{dev}/ports/{m.group(1)}"
+            elif m := re.match(r"\s+state:\s+PORT_(\w+) \((\d)\)", line):
+                files[f"{port}/state"] = f"{m.group(2)}: {m.group(1)}"
+            elif m := re.match(r"\s+phys_state:\s+(\w+) \((\d)\)", line):
+                word = {"LINK_UP": "LinkUp", "POLLING": "Polling", "DISABLED": "Disabled", "SLEEP": "Sleep"}
+                files[f"{port}/phys_state"] = f"{m.group(2)}: {word.get(m.group(1), m.group(1))}"
+            elif m := re.match(r"\s+link_layer:\s+(\S+)", line):
+                files[f"{port}/link_layer"] = m.group(1)
+            elif m := re.match(r"\s+active_width:\s+(\d+)X", line):
+                width = float(m.group(1))
+            elif m := re.match(r"\s+active_speed:\s+([\d.]+) Gbps", line):
+                speed = float(m.group(1))
+                files[f"{port}/rate"] = f"{width * speed:g} Gb/sec ({width:g}X)"
+            elif m := re.match(r"\s+GID\[\s*(\d+)\]:\s+(\S+)", line):
+                for g in range(int(m.group(1))):
+                    files.setdefault(f"{port}/gids/{g}", ZERO)
+                files[f"{port}/gids/{m.group(1)}"] = m.group(2)
     elif name.startswith("show_gids-"):
         for line in text.splitlines()[2:]:
             f = line.split("\t")

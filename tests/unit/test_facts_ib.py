@@ -15,6 +15,7 @@ from validator.facts.ib import hca_matches, parse_hca_list, parse_ib, strtoll
 
 HDR, ROCE, MLX4 = "ibstat-ib-hdr.txt", "ibstat-roce-200.txt", "ibstat-mlx4-two-ports.txt"
 EDR, POD, BOND = "ibstatus-roce-edr.txt", "show_gids-pod-macvlan.txt", "show_gids-bond-vxlan.txt"
+DEVINFO_DOWN, DEVINFO_POD = "ibv_devinfo-ib-down.txt", "ibv_devinfo-roce-pod.txt"
 
 
 def used(tmp_path: Path, *fixtures: str, **env: str) -> list[str]:
@@ -183,3 +184,18 @@ def test_facts_of_an_older_validator_without_ib_load_with_ib_null() -> None:
     doc = dict(facts("node001"))
     doc.pop("ib")
     assert load_facts(doc, "old.json")["ib"] is None
+
+
+def test_ibv_devinfo_port_down_is_no_active_port(tmp_path: Path) -> None:
+    ib = ib_facts(tmp_path, DEVINFO_DOWN)
+    port = ib["devices"][0]["ports"][0]
+    assert (port["state"], port["link_layer"], port["used"]) == ("DOWN", "InfiniBand", False)
+    assert ib["devices"][0]["node_guid"] == "58a2:e103:002a:09b8"
+    assert (ib["transport"], ib["rule"]) == ("Socket", "no active RDMA port")
+
+
+def test_ibv_devinfo_roce_port_in_a_pod(tmp_path: Path) -> None:
+    port = ib_facts(tmp_path, DEVINFO_POD)["devices"][0]["ports"][0]
+    assert (port["state"], port["phys_state"], port["rate_gbps"], port["used"]) == ("ACTIVE", "LinkUp", 25.0, True)
+    assert gid_ok(tmp_path / "a", DEVINFO_POD, NCCL_IB_GID_INDEX="15") == [True]
+    assert gid_ok(tmp_path / "b", DEVINFO_POD, NCCL_IB_GID_INDEX="3") == [False]  # the usual index, empty here

@@ -47,6 +47,15 @@ def test_node_whose_only_port_is_down_falls_back_to_sockets(tmp_path: Path) -> N
     assert "no active RDMA port" in f.message
 
 
+@fires("IB001")
+def test_nccl_net_ib_on_a_node_without_an_active_port_fails_there(tmp_path: Path) -> None:
+    env = {"NCCL_NET": "IB"}
+    job = job_of(tmp_path, node(HDR, env), (HDR, env, {"mlx5_0/ports/1/state": "1: DOWN"}), node(HDR, env))
+    f = only(check(job, "IB001"))
+    assert f.hosts == ["node002"] and f.actual == "none"
+    assert f.message == "NCCL would fail (no active RDMA port) where the other nodes use IB"
+
+
 def test_ib_disabled_everywhere_is_consistent(tmp_path: Path) -> None:
     env = {"NCCL_IB_DISABLE": "1"}
     assert check(job_of(tmp_path, node(env=env), node(env=env)), "IB001") == []

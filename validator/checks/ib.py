@@ -92,9 +92,10 @@ def transport(job: Job) -> Iterator[Hit]:
     if "IB" not in groups:
         return
     for value, members in outliers(groups, expected):
-        rules = Counter(n.ib["rule"] for i in members if (n := nodes.get(i)))
+        rules = "; ".join(Counter(n.ib["rule"] for i in members if (n := nodes.get(i))))
+        what = f"NCCL would fail ({rules})" if value == "none" else f"NCCL would use {value} ({rules})"
         yield Hit(
-            f"NCCL would use {value} ({'; '.join(rules)}) where the other nodes use {expected}",
+            f"{what} where the other nodes use {expected}",
             members,
             expected=str(expected),
             actual=str(value),
@@ -161,12 +162,18 @@ def hca_set(job: Job) -> Iterator[Hit]:
         return tuple(n.ib["used"]) if n and n.ib["transport"] == "IB" else None
 
     expected, groups = job.node_majority(key)
-    for value, members in outliers(groups, expected):
-        want = set(expected or ())
-        n = nodes.get(job.node_of(members[0])[0])
-        down = {p["name"] for p in n.down} if n else set()
-        if set(value) <= want and want - set(value) <= down:
-            continue  # only ports that are down here: IB004 names them
+    want = set(expected or ())
+
+    def only_down(i: int) -> bool:
+        """The node lacks only ports that are down there: IB004 names them."""
+        n = nodes[job.node_of(i)[0]]
+        return set(n.ib["used"]) <= want and want - set(n.ib["used"]) <= {p["name"] for p in n.down}
+
+    for value, group in outliers(groups, expected):
+        members = [m for rep in dict.fromkeys(job.node_of(m)[0] for m in group) if not only_down(rep)
+                   for m in job.node_of(rep)]  # fmt: skip
+        if not members:
+            continue
         yield Hit(
             f"NCCL would use {_list(list(value))} ({len(value)}) where the other nodes use "
             f"{_list(list(expected or ()))} ({len(want)})",

@@ -47,8 +47,11 @@ def test_pod_gid_table_from_index_4_names_the_netdev_and_roce_v2(tmp_path: Path)
     assert [(p["netdev"], p["roce_v2"], p["gid_ok"]) for p in ports] == [("net1", True, True), ("net2", True, True)]
 
 
-def gid_ok(tmp_path: Path, *fixtures: str, **env: str) -> list[bool | None]:
-    return [p["gid_ok"] for d in ib_facts(tmp_path, *fixtures, env=env)["devices"] for p in d["ports"]]
+def gid_ok(
+    tmp_path: Path, *fixtures: str, change: dict[str, str | None] | None = None, **env: str
+) -> list[bool | None]:
+    ib = ib_facts(tmp_path, *fixtures, env=env, change=change)
+    return [p["gid_ok"] for d in ib["devices"] for p in d["ports"]]
 
 
 @pytest.mark.parametrize(
@@ -199,3 +202,13 @@ def test_ibv_devinfo_roce_port_in_a_pod(tmp_path: Path) -> None:
     assert (port["state"], port["phys_state"], port["rate_gbps"], port["used"]) == ("ACTIVE", "LinkUp", 25.0, True)
     assert gid_ok(tmp_path / "a", DEVINFO_POD, NCCL_IB_GID_INDEX="15") == [True]
     assert gid_ok(tmp_path / "b", DEVINFO_POD, NCCL_IB_GID_INDEX="3") == [False]  # the usual index, empty here
+
+
+def test_gid_scan_stops_after_a_run_of_empty_slots(tmp_path: Path) -> None:
+    far = {"mlx5_0/ports/1/gids/40": "0000:0000:0000:0000:0000:ffff:0a98:000c"}
+    far |= {f"mlx5_0/ports/1/gids/{g}": "0000:0000:0000:0000:0000:0000:0000:0000" for g in range(40)}
+    port = raw(tmp_path, ROCE, change=far)["devices"][0]["ports"][0]
+    assert (port["gids"], port["gid_slots"]) == ([], IB_MAX["gap"])
+    assert gid_ok(tmp_path / "a", ROCE, change=far, NCCL_IB_GID_INDEX="40")[0] is None  # not read: unknown
+    assert gid_ok(tmp_path / "b", ROCE, change=far, NCCL_IB_GID_INDEX="3")[0] is False
+    assert gid_ok(tmp_path / "c", ROCE, change=far)[0] is None  # nothing found: unknown, not "no GID"

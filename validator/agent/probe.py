@@ -435,7 +435,7 @@ def ib_devices() -> list[str]:
 
 
 IB_ROOT = "/sys/class/infiniband"
-IB_MAX = {"devices": 64, "ports": 4, "gid_slots": 128, "gids": 16, "files": 4096}
+IB_MAX = {"devices": 64, "ports": 4, "gid_slots": 128, "gap": 16, "gids": 16, "files": 4096}
 ZERO_GIDS = ("0000:0000:0000:0000:0000:0000:0000:0000", "fe80:0000:0000:0000:0000:0000:0000:0000")
 
 
@@ -486,12 +486,17 @@ def ib_sysfs(root: str = IB_ROOT, budget_s: float = 1.0) -> dict[str, Any]:
             port.update({k: text(os.path.join(pd, k)) for k in ("state", "phys_state", "rate", "link_layer")})
             gids: list[list[Any]] = []
             slots = 2 if port["link_layer"] == "InfiniBand" else IB_MAX["gid_slots"]  # IB: NCCL uses index 0 (or 1)
+            seen = gap = 0  # stop after IB_MAX["gap"] empty slots in a row: tables fill from the start
             for g in names(os.path.join(pd, "gids"), slots):
+                if gap >= IB_MAX["gap"] or len(gids) >= IB_MAX["gids"]:
+                    break
+                seen += 1
                 gid = text(os.path.join(pd, "gids", g), quiet=True)
-                if gid and gid not in ZERO_GIDS and len(gids) < IB_MAX["gids"]:
+                gap = gap + 1 if not gid or gid in ZERO_GIDS else 0
+                if not gap:
                     attrs = [text(os.path.join(pd, "gid_attrs", a, g), quiet=True) for a in ("types", "ndevs")]
                     gids.append([int(g) if g.isdigit() else g, gid, *attrs])
-            port["gids"] = gids
+            port["gids"], port["gid_slots"] = gids, seen
             ports.append(port)
         devices.append({
             "name": dev,

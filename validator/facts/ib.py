@@ -33,7 +33,7 @@ from typing import Any
 from validator.model import IbDevice, IbFacts, IbPort
 
 MAX_IB_DEVS = 32  # NCCL's MAX_IB_DEVS: the most HCA list entries it parses
-IB_GID_SLOTS, IB_GIDS_KEPT = 128, 16  # the agent's IB_MAX["gid_slots"] and ["gids"]
+IB_GID_SLOTS = 128  # the agent's IB_MAX["gid_slots"]: slots read when a reading does not say
 
 
 def strtoll(value: str | None) -> int | None:
@@ -102,15 +102,16 @@ def _ipv4_mapped(gid: str) -> bool:
     return re.fullmatch(r"(0000:){5}ffff:[0-9a-f]{4}:[0-9a-f]{4}", gid.lower()) is not None
 
 
-def _gid_ok(gids: list[list[Any]], env: dict[str, str], gid_index: int | None) -> bool | None:
+def _gid_ok(gids: list[list[Any]], slots: int, env: dict[str, str], gid_index: int | None) -> bool | None:
     """RoCE: would NCCL find a GID? NCCL_IB_GID_INDEX set: that slot is populated (None when the
-    agent did not look that far). Unset: ``ncclIbGetGidIndex`` wants a configured, not link-local
-    GID of NCCL_IB_ROCE_VERSION_NUM (default 2) in NCCL_IB_ADDR_FAMILY (default AF_INET)."""
+    agent did not read that far: ``slots``). Unset: ``ncclIbGetGidIndex`` wants a configured, not
+    link-local GID of NCCL_IB_ROCE_VERSION_NUM (default 2) in NCCL_IB_ADDR_FAMILY (default AF_INET)."""
     if gid_index is not None and gid_index >= 0:
         if any(g[0] == gid_index for g in gids):
             return True
-        scanned = gid_index < IB_GID_SLOTS and (len(gids) < IB_GIDS_KEPT or gid_index < max(g[0] for g in gids))
-        return False if scanned else None
+        return False if gid_index < slots else None
+    if not gids:
+        return None  # nothing read (all empty as far as the agent looked, or unreadable): unknown
     version = strtoll(env.get("NCCL_IB_ROCE_VERSION_NUM"))
     kind = "IB/RoCE v1" if version == 1 else "RoCE v2"
     v4 = env.get("NCCL_IB_ADDR_FAMILY", "AF_INET") != "AF_INET6"
@@ -123,6 +124,8 @@ def _port(dev: str, netdevs: list[str], raw: dict[str, Any], hca: tuple[bool, bo
     state, link = _word(raw.get("state")), raw.get("link_layer") or None
     gids = [g for g in raw.get("gids") or [] if isinstance(g, list) and len(g) == 4 and isinstance(g[0], int)]
     gid_index = strtoll(env.get("NCCL_IB_GID_INDEX"))
+    slots = raw.get("gid_slots")
+    slots = slots if isinstance(slots, int) else IB_GID_SLOTS
     roce = link == "Ethernet"
     exclude, exact, entries = hca
     selected = hca_matches(dev, num, entries, exact) != exclude
@@ -137,7 +140,7 @@ def _port(dev: str, netdevs: list[str], raw: dict[str, Any], hca: tuple[bool, bo
         "link_layer": link,
         "netdev": next((str(g[3]) for g in gids if g[3]), None) or (netdevs[0] if netdevs else None),
         "roce_v2": any(g[2] == "RoCE v2" and _valid_gid(str(g[1])) for g in gids) if roce else None,
-        "gid_ok": _gid_ok(gids, env, gid_index) if roce else None,
+        "gid_ok": _gid_ok(gids, slots, env, gid_index) if roce else None,
         "selected": selected,
         "used": ib_on and selected and state == "ACTIVE" and link in ("InfiniBand", "Ethernet"),
     }

@@ -28,7 +28,9 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     port = {k.split("/", 1)[1]: v for k, v in sysfs_files("ibstat-roce-200.txt").items() if k.startswith("mlx5_0/")}
-    gids = {k.split("/", 1)[1]: v for k, v in sysfs_files("show_gids-pod-macvlan.txt").items() if k.startswith("mlx5_0/")}
+    gids = {
+        k.split("/", 1)[1]: v for k, v in sysfs_files("show_gids-pod-macvlan.txt").items() if k.startswith("mlx5_0/")
+    }
     change: dict[str, str | None] = {}
     for d in range(args.devices):
         for path, content in {**port, **gids, **{f"ports/1/gids/{g}": ZERO for g in range(8, 256)}}.items():

@@ -170,3 +170,8 @@ def test_roce_port_with_only_link_local_gids(tmp_path: Path) -> None:
 def test_gid_index_that_exists_is_silent(tmp_path: Path) -> None:
     env = {"NCCL_IB_GID_INDEX": "7"}
     assert check(job_of(tmp_path, node(env=env), node(env=env), gids=(POD,)), "IB006") == []
+
+
+def test_down_ports_do_not_matter_where_ib_is_disabled(tmp_path: Path) -> None:
+    env = {"NCCL_IB_DISABLE": "1", "NCCL_IB_HCA": "=mlx5_0,mlx5_1"}
+    assert check(job_of(tmp_path, node(HDR, env), node(HDR, env)), "IB004") == []

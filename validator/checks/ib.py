@@ -206,8 +206,8 @@ def port_down(job: Job) -> Iterator[Hit]:
     groups: dict[str, list[int]] = {}
     for i, n in _nodes(job).items():
         hca = n.ib["hca"]
-        if not n.down or n.ib["transport"] not in ("IB", "none"):
-            continue
+        if not n.down or n.ib["rule"].startswith(("NCCL_IB_DISABLE=", "NCCL_NET=")):
+            continue  # IB is off by the settings here: its ports do not matter
         named = hca is not None and not hca.startswith("^") and hca.strip(",") != ""
         for p in n.down:
             if named or peers[p["name"]] * 2 > count:

@@ -212,3 +212,21 @@ def test_gid_scan_stops_after_a_run_of_empty_slots(tmp_path: Path) -> None:
     assert gid_ok(tmp_path / "a", ROCE, change=far, NCCL_IB_GID_INDEX="40")[0] is None  # not read: unknown
     assert gid_ok(tmp_path / "b", ROCE, change=far, NCCL_IB_GID_INDEX="3")[0] is False
     assert gid_ok(tmp_path / "c", ROCE, change=far)[0] is None  # nothing found: unknown, not "no GID"
+
+
+def test_published_json_schema_takes_ib_and_documents_without_it(tmp_path: Path) -> None:
+    import json
+
+    import jsonschema
+
+    from tests.factories import facts
+    from validator import schema
+
+    published = json.loads((Path(schema.__file__).parent.parent / "docs/schema/facts-v1.schema.json").read_text())
+    check = jsonschema.Draft202012Validator(published)
+    doc = dict(facts("node001", ib=ib_facts(tmp_path, ROCE, POD, env={"NCCL_IB_HCA": "=mlx5_1"})))
+    assert list(check.iter_errors(doc)) == []
+    doc.pop("ib")  # a document of an older validator
+    assert list(check.iter_errors(doc)) == []
+    doc["ib"] = {"transport": "IB"}  # but a section that is there is checked
+    assert list(check.iter_errors(doc)) != []

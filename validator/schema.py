@@ -118,6 +118,9 @@ def main(argv: list[str]) -> int:
 
     check = "--check" in argv
     paths = [a for a in argv if a != "--check"]
+    if len(paths) > 1 or any(a.startswith("-") for a in paths):
+        print("usage: python -m validator.schema [--check] [DIR]   (default docs/schema)", file=sys.stderr)
+        return 2
     directory = Path(paths[0] if paths else "docs/schema")
     drift = []
     for name, content in expected_files().items():

@@ -15,6 +15,7 @@ from typing import Any
 
 from validator import model
 from validator.errors import UserError
+from validator.targets import MAX_RANKS
 
 Validator = Callable[[Any], None]
 LEAVES: dict[Any, tuple[tuple[type, ...], str]] = {
@@ -129,6 +130,19 @@ def _dotted(path: tuple[str, ...]) -> str:
     return "".join(p if p.startswith("[") else f".{p}" for p in path).lstrip(".")
 
 
+SIZES = ("rank", "local_rank", "world_size", "local_world_size", "node_rank", "nnodes")
+
+
+def _bounded(launch: dict[str, Any]) -> None:
+    """Ranks and sizes within MAX_RANKS: checks iterate over them, so a tiny file saying
+    WORLD_SIZE=10^9 must not reach them."""
+    for name in SIZES:
+        value = launch[name]
+        if value is not None and not -MAX_RANKS <= value <= MAX_RANKS:
+            raise SchemaError(f"{value:,} is beyond the largest job this validator checks ({MAX_RANKS:,} ranks)",
+                              path=("launch", name))  # fmt: skip
+
+
 def validate_facts(doc: Any, where: str = "") -> model.Facts:
     """Return ``doc`` as Facts, or raise SchemaError naming ``where`` and the field."""
     if not isinstance(doc, dict):
@@ -142,6 +156,7 @@ def validate_facts(doc: Any, where: str = "") -> model.Facts:
         )
     try:
         _facts_validator()(doc)
+        _bounded(doc["launch"])
     except SchemaError as e:
         field = _dotted(e.path)
         host = doc.get("host")

@@ -202,7 +202,7 @@ async def _scan_ssh(
 ) -> tuple[dict[str, int] | None, list[Finding], list[str]]:
     """SSH fan-out of the agent, then (optionally) the net check over the same connections.
     Returns (net-check summary, net-check findings, warnings)."""
-    from validator.transports import agent_source, bootstrap, remote_command
+    from validator.transports import agent_source, bootstrap, remote_command, stdin_payload
     from validator.transports.ssh import Fleet, SshOptions, default_config_paths
 
     ssh = SshOptions(
@@ -214,9 +214,10 @@ async def _scan_ssh(
         accept_new_host_keys=opts.accept_new_host_keys,
     )
     ssh.check()
-    command = remote_command(opts.python, bootstrap(opts.timeout), _agent_args(), opts.env)
+    command = remote_command(opts.python, bootstrap(opts.timeout), _agent_args())
+    stdin = stdin_payload(opts.env, agent_source())  # --env values travel here, never on the command line
     async with Fleet(ssh) as fleet:
-        gathered = await fleet.gather(hosts, command, agent_source(), on_done, opts.python, keep=opts.net_check)
+        gathered = await fleet.gather(hosts, command, stdin, on_done, opts.python, keep=opts.net_check)
         if not opts.net_check:
             return None, [], fleet.warnings
 

@@ -127,7 +127,9 @@ def _facts_validator() -> Validator:
 
 
 def _dotted(path: tuple[str, ...]) -> str:
-    return "".join(p if p.startswith("[") else f".{p}" for p in path).lstrip(".")
+    """``network.interfaces[0].mtu``; a name from the input (a key of ``env``) is cut short."""
+    cut = [p if len(p) <= 60 else f"{p[:40]}...({len(p):,} characters)" for p in path]
+    return "".join(p if p.startswith("[") else f".{p}" for p in cut).lstrip(".")
 
 
 SIZES = ("rank", "local_rank", "world_size", "local_world_size", "node_rank", "nnodes")
@@ -161,6 +163,6 @@ def validate_facts(doc: Any, where: str = "") -> model.Facts:
         field = _dotted(e.path)
         host = doc.get("host")
         if isinstance(host, str) and host:  # a file of many documents: say whose field is bad
-            field = f"host {host}: {field}"
+            field = f"host {host if len(host) <= 60 else host[:40] + '...'}: {field}"
         raise SchemaError(e.message, f"{where}: {field}" if where else field) from None
     return typing.cast(model.Facts, doc)

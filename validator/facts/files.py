@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from validator.errors import UserError
-from validator.safejson import JsonError, clip, decode_utf8, loads, open_regular, size
+from validator.safejson import QUOTE, JsonError, decode_utf8, loads, open_regular, size
 
 MAX_DOC_BYTES = 16 << 20  # a file parsed whole (one document or an array of them)
 MAX_LINE_BYTES = 4 << 20  # one document of JSON Lines (a node's facts are ~4 KB)
@@ -62,7 +62,7 @@ def _stream(path: str, head: bytes, f: IO[bytes]) -> Iterator[Document]:
     """JSON Lines too large to read whole: one line at a time, each bounded."""
     for n, line, whole in _lines(head, f):
         if not whole:
-            shown = clip(line.decode("utf-8", "replace"))
+            shown = repr(line[:QUOTE].decode("utf-8", "replace")) + "..."
             if n == 1:
                 raise UserError(
                     f"larger than {size(MAX_DOC_BYTES)}, and its first line is over {size(MAX_LINE_BYTES)} "

@@ -79,14 +79,16 @@ def partition_nodes(partition: str, timeout: float = 30.0) -> list[str]:
     return list(dict.fromkeys(nodes))
 
 
-def _task_exits(stderr: str) -> dict[int, tuple[str, int | None, str | None]]:
-    """task -> (node, exit code, other reason) from srun's own error lines."""
+def _task_exits(stderr: str, tasks: int) -> dict[int, tuple[str, int | None, str | None]]:
+    """task -> (node, exit code, other reason) from srun's own error lines, for tasks 0 to
+    ``tasks`` - 1 (a range in a line never makes more)."""
     out: dict[int, tuple[str, int | None, str | None]] = {}
     for m in TASK_EXIT.finditer(stderr):
-        node, tasks, code, other = m.group(1), m.group(2), m.group(3), m.group(4)
-        for part in tasks.split(","):
+        node, named, code, other = m.group(1), m.group(2), m.group(3), m.group(4)
+        for part in named.split(","):
             lo, _, hi = part.partition("-")
-            for t in range(int(lo), int(hi or lo) + 1) if lo.isdigit() and (hi or lo).isdigit() else []:
+            ok = lo.isdigit() and (hi or lo).isdigit() and len(lo) <= 9 and len(hi) <= 9
+            for t in range(int(lo), min(int(hi or lo), tasks - 1) + 1) if ok else []:
                 out[t] = (node, int(code) if code else None, other or ("killed" if code is None else None))
     return out
 
@@ -331,7 +333,7 @@ def _collect(
                 sink.setdefault(int(m.group(1)), []).append(m.group(2))
             elif sink is task_err:
                 srun_err.append(line.strip())
-    exits = _task_exits("\n".join(srun_err))
+    exits = _task_exits("\n".join(srun_err), len(nodes))
     results = {
         task: classify(
             exits.get(task, ("", 0, None))[0],

@@ -15,7 +15,7 @@ from validator.agent import probe as agent
 from validator.errors import UserError
 from validator.facts import load_facts, parse
 from validator.facts.command import parse_command
-from validator.facts.files import read_documents
+from validator.facts.files import load_file
 from validator.facts.launch import parse_launch
 from validator.model import Facts, Finding, Outcome, Report, Severity
 from validator.profiles import Profile, load_profile
@@ -38,17 +38,9 @@ def load_inputs(paths: Iterable[str]) -> tuple[list[Facts], list[str]]:
     facts: list[Facts] = []
     errors: list[str] = []
     for path in paths:
-        try:
-            for where, doc in read_documents(path):
-                if isinstance(doc, UserError):
-                    errors.append(str(doc))
-                    continue
-                try:
-                    facts.append(load_facts(doc, where))
-                except UserError as e:
-                    errors.append(str(e))
-        except UserError as e:
-            errors.append(str(e))
+        loaded, bad = load_file(path)
+        facts += loaded
+        errors += bad
     return facts, errors
 
 

@@ -21,7 +21,6 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from itertools import accumulate
 from typing import IO, Any
 
 from validator.errors import UserError
@@ -33,7 +32,7 @@ QUOTE = 40  # characters of a bad value quoted in an error
 
 _LONG_INT = re.compile(rb"\d{%d}" % (MAX_INT_DIGITS + 1))
 _NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
-_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+_PAIRS = bytes.maketrans(b"[{]}", b"(())")
 
 
 class JsonError(UserError):
@@ -105,14 +104,19 @@ def decode_utf8(data: bytes, where: str) -> str:
         raise UserError(f"not a text file (byte {e.start} is not UTF-8)", f"{where}:{line}") from None
 
 
-def depth(data: bytes) -> int:
-    """How deeply ``data``'s brackets nest outside strings, counted without recursion.
-    Quick when there are few brackets; linear (C-speed string operations) otherwise."""
-    if data.count(b"[") + data.count(b"{") <= MAX_DEPTH:
-        return 0  # cannot nest deeper than there are brackets
+def too_deep(data: bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``data``'s brackets nest deeper than ``limit`` outside strings, decided without
+    recursion and at C speed: each round removes every innermost pair, so a text ``limit``
+    deep is empty after ``limit`` rounds. (Unbalanced brackets are left to the parser.)"""
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False  # cannot nest deeper than there are brackets
     unescaped = data.replace(b"\\\\", b"").replace(b'\\"', b"")  # escapes pair left to right, as JSON reads them
-    outside = b"".join(unescaped.split(b'"')[0::2]).translate(None, _NOT_BRACKETS)
-    return max(accumulate(_STEP[c] for c in outside), default=0)
+    brackets = b"".join(unescaped.split(b'"')[0::2]).translate(_PAIRS, _NOT_BRACKETS)
+    for _ in range(limit):
+        brackets = brackets.replace(b"()", b"")
+        if not brackets:
+            return False
+    return b"()" in brackets
 
 
 def _int(text: str) -> int:
@@ -144,28 +148,57 @@ def loads(
     """Parse untrusted JSON within the limits, or raise JsonError naming ``where`` and a line:
     a syntax error's own (``facts.json:4``), else ``line``, where the text starts in its file
     (JSON Lines). ``unit`` names what a truncation would have truncated."""
+    return next(_parse(data, where, line, max_bytes, max_depth, unit, False))
 
+
+def items(data: str | bytes, where: str = "", *, max_bytes: int = MAX_BYTES, unit: str = "document") -> Iterator[Any]:
+    """The elements of a top-level JSON array one at a time (each parsed when it is reached, so
+    a caller can stop early without the whole array in memory), or the one document that is
+    not an array; limits and errors as for ``loads``."""
+    return _parse(data, where, None, max_bytes, MAX_DEPTH, unit, True)
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _parse(
+    data: str | bytes, where: str, line: int | None, max_bytes: int, max_depth: int, unit: str, array: bool
+) -> Iterator[Any]:
     def at(n: int | None) -> str:
         return where if n is None else f"{where}:{n}" if where else f"line {n}"
 
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if len(raw) > max_bytes:
         raise JsonError(f"JSON {unit} larger than {size(max_bytes)} ({size(len(raw))}); refused", at(line))
-    deep = depth(raw)
-    if deep > max_depth:
-        raise JsonError(f"JSON nested {deep:,} levels deep (at most {max_depth}); refused", at(line))
+    if too_deep(raw, max_depth):
+        raise JsonError(f"JSON nested more than {max_depth} levels deep; refused", at(line))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         n = raw.count(b"\n", 0, e.start) + (line or 1)
         raise JsonError(f"not valid JSON: byte {e.start} is not UTF-8", at(n), True, n) from None
+    decoder = json.JSONDecoder(
+        parse_int=_int if _LONG_INT.search(raw) else None, parse_float=_float, parse_constant=_constant
+    )
     try:
-        return json.loads(
-            text,
-            parse_int=_int if _LONG_INT.search(raw) else None,
-            parse_float=_float,
-            parse_constant=_constant,
-        )
+        pos = _SPACE.match(text).end()  # type: ignore[union-attr]  # matches the empty string
+        if not (array and text.startswith("[", pos)):
+            yield decoder.decode(text)
+            return
+        pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+        more = not text.startswith("]", pos)
+        if not more:  # []
+            pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+        while more:
+            doc, pos = decoder.raw_decode(text, pos)
+            pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+            more = text.startswith(",", pos)
+            if not more and not text.startswith("]", pos):
+                raise json.JSONDecodeError("Expecting ',' delimiter", text, pos)
+            pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+            yield doc
+        if pos < len(text):
+            raise json.JSONDecodeError("Extra data", text, pos)
     except _Refused as e:
         raise JsonError(f"JSON with {e}; refused", at(line)) from None
     except json.JSONDecodeError as e:

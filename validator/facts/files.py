@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from validator.errors import UserError
-from validator.safejson import QUOTE, JsonError, decode_utf8, loads, open_regular, size
+from validator.facts import load_facts
+from validator.model import Facts
+from validator.safejson import QUOTE, JsonError, decode_utf8, items, loads, open_regular, size
 
 MAX_DOC_BYTES = 16 << 20  # a file parsed whole (one document or an array of them)
 MAX_LINE_BYTES = 4 << 20  # one document of JSON Lines (a node's facts are ~4 KB)
@@ -23,39 +25,52 @@ CHUNK = 1 << 20
 Document = tuple[str, Any]  # (where, document) or (where, UserError) for a bad one
 
 
+def load_file(path: str) -> tuple[list[Facts], list[str]]:
+    """The facts documents of one file that load, and one error line per one that does not;
+    after ``MAX_BAD`` bad ones the rest of the file is not read (one more line says so)."""
+    facts: list[Facts] = []
+    errors: list[str] = []
+    try:
+        for where, doc in read_documents(path):
+            if not isinstance(doc, UserError):
+                try:
+                    facts.append(load_facts(doc, where))
+                    continue
+                except UserError as e:
+                    doc = e
+            errors.append(str(doc))
+            if len(errors) >= MAX_BAD:
+                errors.append(f"{path}: more than {MAX_BAD} bad documents; the rest of the file is not read")
+                break
+    except UserError as e:
+        errors.append(str(e))
+    return facts, errors
+
+
 def read_documents(path: str) -> Iterator[Document]:
     """(where, document) for each JSON document in a file. Errors name the file and line; a bad
     document is yielded as a ``UserError`` in place of its document, so the ones after it are
-    still read (up to ``MAX_BAD`` of them, then the file is abandoned with one more line)."""
-    bad = 0
+    still read."""
     with open_regular(path, "facts file") as f:
         head = f.read(MAX_DOC_BYTES + 1)
-        docs = _whole(path, head) if len(head) <= MAX_DOC_BYTES else _stream(path, head, f)
-        for where, doc in docs:
-            if isinstance(doc, UserError):
-                bad += 1
-                if bad > MAX_BAD:
-                    yield where, UserError(f"more than {MAX_BAD} bad documents; the rest of the file is not read", path)
-                    return
-            yield where, doc
+        yield from _whole(path, head) if len(head) <= MAX_DOC_BYTES else _stream(path, head, f)
 
 
 def _whole(path: str, data: bytes) -> Iterator[Document]:
+    """A document, an array of them (parsed one element at a time), or JSON Lines."""
+    array = data.lstrip().startswith(b"[")
+    read = 0
     try:
-        doc = loads(data, path, max_bytes=MAX_DOC_BYTES, unit="file")
+        for doc in items(data, path, max_bytes=MAX_DOC_BYTES, unit="file"):
+            yield (f"{path}[{read}]" if array else path), doc
+            read += 1
     except JsonError as whole:
-        text = decode_utf8(data, path) if whole.syntax else ""
+        text = decode_utf8(data, path) if whole.syntax and not read else ""
         lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
-        if not whole.syntax or len(lines) <= 1 or not any(_is_object(ln) for _, ln in lines[:MAX_BAD]):
-            raise  # one (pretty-printed) document, or beyond the limits
+        if len(lines) <= 1 or not any(_is_object(ln) for _, ln in lines[:MAX_BAD]):
+            raise  # one (pretty-printed) document or array, or beyond the limits
         for n, line in lines:
             yield _line(path, n, line.encode())
-        return
-    if isinstance(doc, list):
-        for n, d in enumerate(doc):
-            yield f"{path}[{n}]", d
-    else:
-        yield path, doc
 
 
 def _stream(path: str, head: bytes, f: IO[bytes]) -> Iterator[Document]:

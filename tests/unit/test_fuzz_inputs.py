@@ -45,13 +45,18 @@ FUZZ = settings(
 
 @cache
 def real_documents() -> tuple[str, ...]:
-    """Real inputs, serialised: this machine's raw agent document and its facts, and facts of
+    """Real inputs, serialised: this machine's raw agent document and its facts, the same
+    document with each captured launcher environment of tests/fixtures/launch, and facts of
     rank- and node-mode jobs from the factories."""
-    from validator.agent.probe import collect
+    from validator.agent.probe import collect, filtered_env
     from validator.facts import parse
 
     raw = collect(["torchrun", "--nnodes=2", "--nproc-per-node=2", "train.py"], port_check=False)
     docs: list[Any] = [raw, parse(raw), *rank_job(2, 2), *node_job(2, 2)]
+    for path in sorted((ROOT / "tests" / "fixtures" / "launch").glob("*.env")):
+        lines = path.read_text().splitlines()
+        env = dict(ln.split("=", 1) for ln in lines if "=" in ln and not ln.startswith("#"))
+        docs.append({**raw, "env": filtered_env(env), "argv": None})
     return tuple(json.dumps(d) for d in docs)
 
 

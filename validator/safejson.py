@@ -110,13 +110,25 @@ def too_deep(data: bytes, limit: int = MAX_DEPTH) -> bool:
     deep is empty after ``limit`` rounds. (Unbalanced brackets are left to the parser.)"""
     if data.count(b"[") + data.count(b"{") <= limit:
         return False  # cannot nest deeper than there are brackets
-    unescaped = data.replace(b"\\\\", b"").replace(b'\\"', b"")  # escapes pair left to right, as JSON reads them
-    brackets = b"".join(unescaped.split(b'"')[0::2]).translate(_PAIRS, _NOT_BRACKETS)
+    brackets = _brackets(data)
     for _ in range(limit):
         brackets = brackets.replace(b"()", b"")
         if not brackets:
             return False
     return b"()" in brackets
+
+
+def _brackets(data: bytes) -> bytes:
+    """The brackets of ``data`` outside strings, as ``(`` and ``)``; a window at a time, so that
+    the pieces between quotes never all exist at once."""
+    unescaped = data.replace(b"\\\\", b"").replace(b'\\"', b"")  # escapes pair left to right, as JSON reads them
+    out: list[bytes] = []
+    inside = False
+    for start in range(0, len(unescaped), 1 << 20):
+        pieces = unescaped[start : start + (1 << 20)].split(b'"')
+        out.append(b"".join(pieces[inside::2]).translate(_PAIRS, _NOT_BRACKETS))
+        inside ^= len(pieces) % 2 == 0  # an odd number of quotes: the window ends inside a string
+    return b"".join(out)
 
 
 def _int(text: str) -> int:

@@ -96,3 +96,12 @@ def test_non_regular_files_are_refused_without_blocking(tmp_path: Path) -> None:
         read_text(str(big), 100)
     with open_regular(str(big)) as f:
         assert f.read() == b"x" * 101
+
+
+def test_depth_is_right_across_the_scanning_windows() -> None:
+    """Strings that span the 1 MiB windows, with brackets and escaped quotes in them."""
+    filler = '\\"[{' * 400_000  # 1.6 MB of escaped quotes and brackets inside one string
+    shallow = json.dumps(["a", filler, {"b": [filler, "]]]"]}])
+    assert not too_deep(shallow.encode()) and loads(shallow, max_bytes=8 << 20)[2]["b"][1] == "]]]"
+    deep = json.dumps([filler, "x" * 700_000]).rstrip("]") + "," + "[" * 70 + "]" * 70 + "]"
+    assert too_deep(deep.encode())

@@ -9,6 +9,7 @@ the documents that load, whatever the file's size.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -58,7 +59,7 @@ def read_documents(path: str) -> Iterator[Document]:
 
 def _whole(path: str, data: bytes) -> Iterator[Document]:
     """A document, an array of them (parsed one element at a time), or JSON Lines."""
-    array = data.lstrip().startswith(b"[")
+    array = re.match(rb"\s*\[", data) is not None
     read = 0
     try:
         for doc in items(data, path, max_bytes=MAX_DOC_BYTES, unit="file"):

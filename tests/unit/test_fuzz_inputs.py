@@ -40,6 +40,7 @@ FUZZ = settings(
     deadline=timedelta(seconds=20),  # a hang shows as a failure, not a stuck suite
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=not LONG,  # the same examples on every run: no flaky CI
+    database=None,  # nothing written into the checkout
 )
 
 

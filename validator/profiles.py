@@ -199,7 +199,7 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{p}:{mark.line + 1}" if mark else p
-        raise UserError(f"not valid YAML: {clip(str(getattr(e, 'problem', None) or e), 80)}", where) from None
+        raise UserError(f"not valid YAML: {str(getattr(e, 'problem', None) or e)[:100]}", where) from None
     if node is None:
         raise UserError("profile is empty", p)
     data = _validate(p, node, SCHEMA)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,7 @@ from validator.documents import ScanDoc, ScanReportDoc
 from validator.errors import UserError
 from validator.facts import load_facts, parse
 from validator.facts.command import parse_command
+from validator.facts.files import load_file
 from validator.facts.launch import parse_launch
 from validator.model import Facts, Finding, Outcome, Report, Severity
 from validator.profiles import Profile, load_profile
@@ -32,69 +33,15 @@ def probe_local(argv: list[str] | None = None, environ: dict[str, str] | None = 
     return parse(raw)
 
 
-def read_documents(path: str) -> Iterator[tuple[str, Any]]:
-    """(where, document) for each JSON document in a file: one document, a JSON array, or JSON
-    Lines (``srun validator probe --json > facts.jsonl``). Errors name the file and line; a bad
-    line of JSON Lines is yielded as a ``UserError`` in place of its document, so the lines after
-    it are still read."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise UserError(f"cannot read: {e.strerror}", path) from None
-    except UnicodeDecodeError:
-        raise UserError("not a text file", path) from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as whole:
-        lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
-        if len(lines) <= 1 or not any(_is_object(ln) for _, ln in lines):  # one (pretty-printed) document
-            ends_early = whole.pos >= len(text.rstrip()) or whole.msg.startswith("Unterminated")
-            end = "; truncated file?" if ends_early else ""
-            raise UserError(
-                f"not valid JSON: {whole.msg} (column {whole.colno}){end}", f"{path}:{whole.lineno}"
-            ) from None
-        for n, line in lines:
-            try:
-                yield f"{path}:{n}", json.loads(line)
-            except json.JSONDecodeError as e:
-                yield (
-                    f"{path}:{n}",
-                    UserError(f"not valid JSON ({e.msg}, column {e.colno}); truncated line?", f"{path}:{n}"),
-                )
-        return
-    if isinstance(doc, list):
-        for n, d in enumerate(doc):
-            yield f"{path}[{n}]", d
-    else:
-        yield path, doc
-
-
-def _is_object(line: str) -> bool:
-    """A whole JSON object on one line: the mark of JSON Lines."""
-    try:
-        return isinstance(json.loads(line), dict)
-    except json.JSONDecodeError:
-        return False
-
-
 def load_inputs(paths: Iterable[str]) -> tuple[list[Facts], list[str]]:
     """Every readable facts document, and one error line per unreadable one (nothing is lost:
     the good documents are still checked)."""
     facts: list[Facts] = []
     errors: list[str] = []
     for path in paths:
-        try:
-            for where, doc in read_documents(path):
-                if isinstance(doc, UserError):
-                    errors.append(str(doc))
-                    continue
-                try:
-                    facts.append(load_facts(doc, where))
-                except UserError as e:
-                    errors.append(str(e))
-        except UserError as e:
-            errors.append(str(e))
+        loaded, bad = load_file(path)
+        facts += loaded
+        errors += bad
     return facts, errors
 
 
@@ -250,7 +197,7 @@ async def _scan_ssh(
 ) -> tuple[dict[str, int] | None, list[Finding], list[str]]:
     """SSH fan-out of the agent, then (optionally) the net check over the same connections.
     Returns (net-check summary, net-check findings, warnings)."""
-    from validator.transports import agent_source, bootstrap, remote_command
+    from validator.transports import agent_source, bootstrap, remote_command, stdin_payload
     from validator.transports.ssh import Fleet, SshOptions, default_config_paths
 
     ssh = SshOptions(
@@ -262,9 +209,10 @@ async def _scan_ssh(
         accept_new_host_keys=opts.accept_new_host_keys,
     )
     ssh.check()
-    command = remote_command(opts.python, bootstrap(opts.timeout), _agent_args(), opts.env)
+    command = remote_command(opts.python, bootstrap(opts.timeout), _agent_args())
+    stdin = stdin_payload(opts.env, agent_source())  # --env values travel here, never on the command line
     async with Fleet(ssh) as fleet:
-        gathered = await fleet.gather(hosts, command, agent_source(), on_done, opts.python, keep=opts.net_check)
+        gathered = await fleet.gather(hosts, command, stdin, on_done, opts.python, keep=opts.net_check)
         if not opts.net_check:
             return None, [], fleet.warnings
 

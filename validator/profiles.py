@@ -24,6 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from validator.errors import UserError
+from validator.safejson import clip, read_text
+from validator.targets import MAX_HOSTS, MAX_RANKS, expand
+
+MAX_PROFILE_BYTES = 1 << 20  # a profile is a few hundred bytes
+MAX_EVENTS = 10_000  # YAML nodes in a profile (keys, values, env entries)
+MAX_YAML_DEPTH = 16  # a profile nests 2 levels
 
 LAUNCHERS = (
     "torchrun",
@@ -88,14 +94,21 @@ def _type_name(t: Any) -> str:
     return {int: "an integer", str: "a string", dict: "a mapping"}.get(t, "a mapping")
 
 
-RANGES: dict[str, tuple[int, int | None]] = {
-    "nodes": (1, None),
-    "ranks_per_node": (1, None),
-    "gpus_per_node": (0, None),
-    "min_shm_mib": (0, None),
-    "min_nofile": (0, None),
+RANGES: dict[str, tuple[int, int]] = {
+    "nodes": (1, MAX_HOSTS),
+    "ranks_per_node": (1, MAX_RANKS),
+    "gpus_per_node": (0, MAX_RANKS),
+    "min_shm_mib": (0, 1 << 40),
+    "min_nofile": (0, 1 << 40),
     "master_port": (1, 65535),
 }
+
+
+def _bound(key: str, low_side: bool) -> str:
+    low, high = RANGES[key]
+    if key == "master_port":
+        return f"from {low} to {high}"
+    return f"at least {low}" if low_side else f"at most {high:,}"
 
 
 def _validate(path: str, node: Any, schema: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -108,6 +121,8 @@ def _validate(path: str, node: Any, schema: dict[str, Any], prefix: str = "") ->
         raise UserError(f"{prefix.rstrip('.') or 'profile'} must be a mapping", _where(path, node))
     out: dict[str, Any] = {}
     for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise UserError(f"{prefix.rstrip('.') or 'profile'} keys must be plain names", _where(path, key_node))
         key = key_node.value
         if key not in schema:
             close = difflib.get_close_matches(key, list(schema), n=1)
@@ -124,6 +139,8 @@ def _validate(path: str, node: Any, schema: dict[str, Any], prefix: str = "") ->
                 raise UserError(f"{prefix}{key} must be a mapping of NAME: value", _where(path, value_node))
             values = {}
             for k, v in value_node.value:
+                if not isinstance(k, yaml.ScalarNode):
+                    raise UserError(f"{prefix}{key} names must be plain names", _where(path, k))
                 if not isinstance(v, yaml.ScalarNode):
                     raise UserError(f"{prefix}{key}.{k.value} must be a single value", _where(path, v))
                 values[str(k.value)] = str(v.value)
@@ -133,35 +150,60 @@ def _validate(path: str, node: Any, schema: dict[str, Any], prefix: str = "") ->
         ok = (want is int and tag == "int") or (want is str and tag in ("str", "int", "float"))
         if not ok:
             raise UserError(
-                f"{prefix}{key} must be {_type_name(want)}, got {value_node.value!r}", _where(path, value_node)
+                f"{prefix}{key} must be {_type_name(want)}, got {clip(value_node.value)}", _where(path, value_node)
+            )
+        if want is int and len(value_node.value) > 20:  # too long for any count or port: not parsed
+            raise UserError(
+                f"{prefix}{key} must be {_bound(key, value_node.value.startswith('-'))}, got {clip(value_node.value)}",
+                _where(path, value_node),
             )
         value: int | str = yaml.safe_load(value_node.value) if want is int else str(value_node.value)
-        if isinstance(value, int) and key in RANGES:
-            low, high = RANGES[key]
-            if value < low or (high is not None and value > high):
-                bound = f"from {low} to {high}" if high is not None else f"at least {low}"
-                raise UserError(f"{prefix}{key} must be {bound}, got {value}", _where(path, value_node))
+        if isinstance(value, int) and key in RANGES and not RANGES[key][0] <= value <= RANGES[key][1]:
+            raise UserError(
+                f"{prefix}{key} must be {_bound(key, value < RANGES[key][0])}, got {value}", _where(path, value_node)
+            )
+        if key == "hosts":
+            try:
+                expand(str(value))
+            except UserError as e:
+                raise UserError(e.message, _where(path, value_node)) from None
         if key == "launcher" and value not in LAUNCHERS:
-            raise UserError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {value!r}", _where(path, value_node))
+            raise UserError(
+                f"launcher must be one of {', '.join(LAUNCHERS)}, got {clip(value)}", _where(path, value_node)
+            )
         out[key] = value
     return out
+
+
+def _compose(path: str, text: str) -> Any:
+    """The YAML node tree, once the event stream (parsed without recursion) is known to be
+    small, shallow and free of aliases: PyYAML's composer recurses, and aliases can expand a
+    tiny file into billions of nodes."""
+    import yaml
+
+    depth = 0
+    for n, event in enumerate(yaml.parse(text)):
+        if isinstance(event, yaml.AliasEvent):
+            raise UserError("YAML aliases (*name) are not accepted in profiles", _where(path, event))
+        if n > MAX_EVENTS:
+            raise UserError(f"more than {MAX_EVENTS:,} YAML nodes; a profile has a few dozen", _where(path, event))
+        depth += isinstance(event, yaml.CollectionStartEvent) - isinstance(event, yaml.CollectionEndEvent)
+        if depth > MAX_YAML_DEPTH:
+            raise UserError(f"nested deeper than {MAX_YAML_DEPTH} levels; a profile nests 2", _where(path, event))
+    return yaml.compose(text)
 
 
 def load_profile(path: str | os.PathLike[str]) -> Profile:
     import yaml
 
     p = str(path)
+    text = read_text(p, MAX_PROFILE_BYTES, "profile")
     try:
-        with open(p, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise UserError(f"cannot read profile: {e.strerror}", p) from None
-    try:
-        node = yaml.compose(text)
+        node = _compose(p, text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{p}:{mark.line + 1}" if mark else p
-        raise UserError(f"not valid YAML: {getattr(e, 'problem', e)}", where) from None
+        raise UserError(f"not valid YAML: {str(getattr(e, 'problem', None) or e)[:100]}", where) from None
     if node is None:
         raise UserError("profile is empty", p)
     data = _validate(p, node, SCHEMA)

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
-from pathlib import Path
 
 from validator.errors import UserError
+from validator.safejson import clip, read_text
+
+MAX_HOSTS = 1 << 17  # 131,072 nodes: a hostlist naming more is refused before it is expanded
+MAX_RANKS = 1 << 20  # 1,048,576 ranks: larger sizes and ranges from input are refused
+MAX_HOST_FILE = 16 << 20  # bytes of an @file of hosts
+HUGE = 10**12  # counts are capped here: "a trillion or more"
+BRACKET = re.compile(r"\[([^\[\]]*)\]")
 
 
 def _top_level(expr: str) -> list[str]:
@@ -20,12 +27,40 @@ def _top_level(expr: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+def _span(piece: str) -> int:
+    """How many numbers ``7``, ``1-64`` or ``1-64/2`` stands for (a bound: huge when unreadable)."""
+    rng, _, step = piece.partition("/")
+    lo, _, hi = rng.partition("-")
+    ends = [t.strip() for t in (lo, hi or lo, step or "1")]
+    if not all(t.isdigit() for t in ends):
+        return 1  # not a range: ClusterShell says what is wrong with it
+    if any(len(t) > 18 for t in ends):
+        return HUGE
+    first, last, every = (int(t) for t in ends)
+    return max(0, (last - first) // max(every, 1) + 1)
+
+
+def count_hosts(expr: str) -> int:
+    """An upper bound of the hosts a hostlist names, computed without expanding it."""
+    total = 0
+    for element in _top_level(expr):
+        n = 1
+        for body in BRACKET.findall(element):
+            n *= sum(_span(p) for p in body.split(","))
+            n = min(n, HUGE)
+        total += n
+    return total
+
+
 def expand(expr: str) -> list[str]:
     """``gpu-[001-004,7],login1`` -> hosts in the order written (as Slurm lists them, which is what
     SLURM_NODEID indexes), each range expanded by ClusterShell's NodeSet (Slurm's grammar). NodeSet
     alone would sort, putting ``node7`` before ``node001``."""
     from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 
+    if (n := count_hosts(expr)) > MAX_HOSTS:
+        many = f"{n:,}" if n < HUGE else "a trillion or more"
+        raise UserError(f"hostlist {clip(expr)} names {many} hosts; at most {MAX_HOSTS:,} are accepted")
     out: list[str] = []
     try:
         for element in _top_level(expr):
@@ -37,7 +72,7 @@ def expand(expr: str) -> list[str]:
             else:
                 out += list(NodeSet(element))
     except (NodeSetParseError, ValueError) as e:
-        raise UserError(f"bad hostlist {expr!r}: {e}") from None
+        raise UserError(f"bad hostlist {clip(expr)}: {clip(str(e), 80)}") from None
     return list(dict.fromkeys(out))
 
 
@@ -46,21 +81,24 @@ def expand_targets(exprs: Iterable[str]) -> list[str]:
     hosts: list[str] = []
     for expr in exprs:
         if expr.startswith("@"):
-            path = Path(expr[1:])
-            try:
-                lines = path.read_text().splitlines()
-            except OSError as e:
-                raise UserError(f"cannot read host file: {e.strerror}", str(path)) from None
-            for n, line in enumerate(lines, 1):
+            path = expr[1:]
+            for n, line in enumerate(read_text(path, MAX_HOST_FILE, "host file").splitlines(), 1):
                 line = line.split("#", 1)[0].strip()
                 if line:
                     try:
                         hosts += expand(line)
                     except UserError as e:
                         raise UserError(e.message, f"{path}:{n}") from None
+                    _bound(hosts)
         else:
             hosts += expand(expr)
+            _bound(hosts)
     return list(dict.fromkeys(hosts))
+
+
+def _bound(hosts: list[str]) -> None:
+    if len(hosts) > MAX_HOSTS:
+        raise UserError(f"the targets name more than {MAX_HOSTS:,} hosts; scan fewer at a time")
 
 
 def fold_hosts(hosts: Iterable[str]) -> str:
@@ -87,14 +125,17 @@ def fold_ranks(ranks: Iterable[int]) -> str:
 
 
 def expand_ranks(text: str) -> list[int]:
-    """``0-3,5`` -> [0, 1, 2, 3, 5]."""
+    """``0-3,5`` -> [0, 1, 2, 3, 5]; at most ``MAX_RANKS`` ranks."""
     out: list[int] = []
     for part in text.split(","):
         if not part.strip():
             continue
         lo, _, hi = part.partition("-")
-        try:
-            out += list(range(int(lo), int(hi or lo) + 1))
-        except ValueError:
-            raise UserError(f"bad rank range {part!r} in {text!r}") from None
+        ends = [t.strip() for t in (lo, hi or lo)]
+        if not all(t.isdigit() and len(t) <= 18 for t in ends):
+            raise UserError(f"bad rank range {clip(part)} in {clip(text)}")
+        first, last = int(ends[0]), int(ends[1])
+        if len(out) + last - first + 1 > MAX_RANKS:
+            raise UserError(f"rank ranges {clip(text)} name more than {MAX_RANKS:,} ranks")
+        out += range(first, last + 1)
     return out

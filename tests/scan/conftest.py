@@ -33,6 +33,7 @@ from tests.conftest import (
 # Loopback "hosts" of the scenario sshd (all 127/8 reaches one sshd; Match LocalAddress tells
 # them apart).
 HANG, NO_PYTHON, NO_ACCESS, GARBAGE, CLOSED, CHANGED = (f"127.0.3.{i}" for i in (1, 2, 3, 4, 8, 9))
+LOUD, LOUD_ERR, SPY = (f"127.0.3.{i}" for i in (5, 6, 7))  # 50 MB on stdout / stderr; records its command
 GOOD = [f"127.0.3.{i}" for i in range(20, 24)]
 UNKNOWN_KEY = "127.0.5.1"  # no known_hosts entry
 JUMPED = "127.0.6.1"  # reached through ProxyJump (see test_ssh_config)
@@ -113,6 +114,8 @@ def scan_sshd(sshd_loopback: Sshd) -> Iterator[ScanSshd]:
     d = service_dir("scan-sshd")
     for k in ("hk1", "hk2"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / k)], check=True, timeout=30)
+    (d / "spy").mkdir()
+    (d / "spy").chmod(0o1777)  # written by the unprivileged test user's sessions
     base = SSHD_BASE.format(auth=sshd_loopback.dir / "authorized_keys")
     port, changed_port, default_port, closed_port = free_port(), free_port(), free_port(), free_port()
     scenarios = (
@@ -121,6 +124,12 @@ def scan_sshd(sshd_loopback: Sshd) -> Iterator[ScanSshd]:
         f'Match LocalAddress {NO_PYTHON}\n  ForceCommand PATH=/nonexistent; export PATH; eval "$SSH_ORIGINAL_COMMAND"\n'
         f"Match LocalAddress {NO_ACCESS}\n  AuthorizedKeysFile none\n"
         f"Match LocalAddress {GARBAGE}\n  ForceCommand echo 'Welcome to the cluster'; cat >/dev/null\n"
+        # 50 MB of output, then silence: the output must end the session at once, not the timeout
+        f"Match LocalAddress {LOUD}\n  ForceCommand head -c 50000000 /dev/zero; sleep 60\n"
+        f"Match LocalAddress {LOUD_ERR}\n  ForceCommand head -c 50000000 /dev/zero >&2; sleep 60\n"
+        # the command line sshd was asked to run (what `ps` shows of the session), then the command
+        f'Match LocalAddress {SPY}\n  ForceCommand printf %s "$SSH_ORIGINAL_COMMAND" > {d}/spy/command; '
+        'eval "$SSH_ORIGINAL_COMMAND"\n'
     )
     pids = []
     try:

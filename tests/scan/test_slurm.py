@@ -146,3 +146,26 @@ def test_ctrl_c_inside_salloc_reports_the_nodes_that_answered(slurm: Slurm, tmp_
     assert expand_hosts(doc["hosts"]) == ["n1"]
     assert [(o["target"], o["status"]) for o in doc["outcomes"]] == [("n2", "interrupted")]
     assert doc["scan"]["interrupted"] is True
+
+
+def test_a_node_flooding_its_output_stops_the_step_as_too_much_output(slurm: Slurm, tmp_path: Path) -> None:
+    """n2's python3 prints 50 MB on stdout (once n1 has answered) and hangs: the step is stopped
+    when the output goes over its budget, an outcome that says so rather than a timeout after
+    --timeout (200 s); n1's answer is kept."""
+    wrapper = tmp_path / "python3-loud"
+    done = tmp_path / "n1-done"  # n2 floods once n1 has answered (bounded wait: 120 s)
+    wrapper.write_text(
+        f'#!/bin/sh\nif [ "$SLURMD_NODENAME" = n2 ]; then\n  i=0\n'
+        f"  while [ ! -e {done} ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done\n"
+        '  head -c 50000000 /dev/zero | tr "\\0" x\n  exec sleep 300\nfi\n'
+        f'python3 "$@"; rc=$?; touch {done}; exit $rc\n'
+    )
+    wrapper.chmod(0o755)
+    tmp_path.chmod(0o755)
+    rc, doc, err = salloc_scan(slurm, 2, "--python", str(wrapper), "--timeout", "200")
+    assert doc is not None, err
+    assert expand_hosts(doc["hosts"]) == ["n1"]
+    outcomes = {o["target"]: o for o in doc["outcomes"]}
+    assert list(outcomes) == ["n2"] and outcomes["n2"]["status"] == "unparsed", outcomes
+    assert "too much output" in outcomes["n2"]["detail"] and "stdout" in outcomes["n2"]["detail"]
+    assert rc == 3

@@ -13,7 +13,7 @@ import pytest
 
 from validator.agent.probe import filtered_env
 from validator.facts.command import parse_command
-from validator.facts.launch import expand_tasks_per_node, parse_launch, split_endpoint
+from validator.facts.launch import parse_launch, split_endpoint, tasks_on_node
 from validator.model import LaunchFacts
 
 LAUNCH = Path(__file__).resolve().parent.parent / "fixtures" / "launch"
@@ -89,13 +89,17 @@ def test_slurm_compressed_tasks_per_node() -> None:
     ("text", "counts"),
     [("2(x3),1", [2, 2, 2, 1]), ("3,1", [3, 1]), ("8(x64)", [8] * 64), ("72(x2),36", [72, 72, 36]), ("1", [1])],
 )
-def test_expand_tasks_per_node(text: str, counts: list[int]) -> None:
-    assert expand_tasks_per_node(text) == counts
+def test_tasks_on_node(text: str, counts: list[int]) -> None:
+    assert [tasks_on_node(text, i) for i in range(len(counts) + 1)] == [*counts, None]
+
+
+def test_huge_compressed_counts_are_not_expanded() -> None:
+    assert tasks_on_node("1(x999999999),4", 999_999_999) == 4  # a list of 10^9 would not fit in memory
 
 
 def test_bad_tasks_per_node_is_recorded_not_raised() -> None:
     with pytest.raises(ValueError):
-        expand_tasks_per_node("2(x)")
+        tasks_on_node("2(x)", 0)
     lf = launch({**env_of("slurm-sbatch-tasks-2x3-1.env"), "SLURM_STEP_TASKS_PER_NODE": "2(x)"})
     assert lf["invalid"] == {"env:SLURM_STEP_TASKS_PER_NODE": "2(x)"} and lf["local_world_size"] is None
 

@@ -40,6 +40,10 @@ ALLOW_NAMES = {
     "KUBERNETES_SERVICE_PORT", "PYTHONPATH"
 }  # fmt: skip
 SECRET = re.compile(r"TOKEN|SECRET|PASS(WORD|WD)?|KEY|CREDENTIAL|AUTH|PRIVATE|COOKIE", re.I)
+SECRET_OPTION = re.compile(r"^--?[\w.-]*(token|key|secret|password|passwd|credential)[\w.-]*$", re.I)
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # NAME of NAME=VALUE (env HF_TOKEN=x torchrun ...)
+URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")  # scheme://user:pass@
+REDACTED = "<redacted>"
 MASTER_ENV = ("MASTER_ADDR", "PET_MASTER_ADDR", "LWS_LEADER_ADDRESS")
 MASTER_OPTS = ("--master-addr", "--master_addr", "--rdzv-endpoint", "--rdzv_endpoint")
 PORT_ENV = ("MASTER_PORT", "PET_MASTER_PORT")
@@ -53,10 +57,54 @@ RESOLVE_TIMEOUT_S = 2.0
 
 
 def filtered_env(environ: dict[str, str]) -> dict[str, str]:
-    """The environment variables worth comparing across nodes; secrets are never collected."""
+    """The environment variables worth comparing across nodes; secrets are never collected
+    (names that look secret are dropped, URL credentials in values are redacted)."""
     return {
-        k: v for k, v in environ.items() if (k in ALLOW_NAMES or k.startswith(ALLOW_PREFIXES)) and not SECRET.search(k)
+        k: redact(v)
+        for k, v in environ.items()
+        if (k in ALLOW_NAMES or k.startswith(ALLOW_PREFIXES)) and not SECRET.search(k)
     }
+
+
+def redact(text: str) -> str:
+    """``scheme://user:pass@host`` -> ``scheme://<redacted>@host``, anywhere in ``text``."""
+    return URL_CREDENTIALS.sub(r"\1" + REDACTED + "@", text) if "://" in text else text
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """A command line with its secrets hidden, before it leaves the node (docs/facts.md,
+    "Secrets"): the value of every option whose name contains token, key, secret, password,
+    passwd or credential (``--hf-token V`` and ``--db-password=V``; the next word is taken as
+    the value unless it starts with ``--``), of ``NAME=VALUE`` words whose name looks secret
+    (``HF_TOKEN=V``), and URL credentials anywhere. Conservative: ``--key-file PATH`` loses its
+    path too."""
+    out: list[str] = []
+    hide_next = False
+    for word in argv:
+        if hide_next and not word.startswith("--"):
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        name, eq, _ = word.partition("=")
+        if SECRET_OPTION.match(name):
+            hide_next = not eq
+            out.append(f"{name}={REDACTED}" if eq else word)
+        elif eq and ASSIGNMENT.match(name) and SECRET.search(name):
+            hide_next = False
+            out.append(f"{name}={REDACTED}")
+        else:
+            hide_next = False
+            out.append(redact(word))
+    return out
+
+
+def redact_command(text: str) -> str:
+    """``redact_argv`` for a command line quoted as one string, as ``port_owner`` writes it
+    (``pid 7 (python3 own.py --db-password=x)``); words are split at spaces."""
+    inner = re.fullmatch(r"(pid \d+ \()(.*)(\))", text, re.S)
+    if inner:
+        return inner.group(1) + redact_command(inner.group(2)) + inner.group(3)
+    return " ".join(redact_argv(text.split(" ")))
 
 
 def run(cmd: list[str], timeout: float = 10.0) -> str:
@@ -229,8 +277,8 @@ def port_owner(port: int, budget_s: float = 1.0) -> str | None:
         try:
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 if os.readlink(f"/proc/{pid}/fd/{fd}") in targets:
-                    cmd = " ".join(read(f"/proc/{pid}/cmdline").replace("\0", " ").split())
-                    return f"pid {pid} ({cmd[:120]})"
+                    cmd = " ".join(redact_argv(read(f"/proc/{pid}/cmdline").rstrip("\0").split("\0")))
+                    return f"pid {pid} ({' '.join(cmd.split())[:300]})"
         except OSError:
             continue
     return "another user's process (not readable)"
@@ -569,7 +617,7 @@ def collect(
         "time": time.time(),
         "python": sys.version.split()[0],
         "env": filtered_env(env),
-        "argv": argv or None,
+        "argv": redact_argv(argv) or None,  # the raw argv stays here: master names, ports
     }
 
     def attempt(key: str, fn: Callable[[], Any]) -> Any:

@@ -37,6 +37,11 @@ class Hit:
 
 
 CheckFn = Callable[["Job"], Iterable[Hit]]
+MAX_TEXT = 1000  # characters of a finding's message, expected and actual
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else f"{text[: MAX_TEXT - 30]}... ({len(text):,} characters)"
 
 
 @dataclass(frozen=True)
@@ -58,9 +63,10 @@ class Check:
         verify: str = "",
         severity: Severity | None = None,
     ) -> Finding:
-        """A finding of this code: its title and severity, culprits, expected vs actual, fix, verify."""
-        return Finding(self.code, severity or self.severity, self.title, message, list(ranks), list(hosts),
-                       expected, actual, fix, verify)  # fmt: skip
+        """A finding of this code: its title and severity, culprits, expected vs actual, fix, verify.
+        Texts are cut at ``MAX_TEXT`` characters: they may quote values from the input."""
+        return Finding(self.code, severity or self.severity, self.title, _cut(message), list(ranks), list(hosts),
+                       expected and _cut(expected), actual and _cut(actual), fix, verify)  # fmt: skip
 
     @property
     def doc(self) -> dict[str, str]:

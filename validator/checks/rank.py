@@ -5,21 +5,32 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from validator.checks.base import Hit, Job, check, describe, majority_of, outliers
+from validator.errors import UserError
 from validator.model import Severity
 from validator.targets import expand, fold_ranks
 
 RERUN = "validator check FACTS... --select RNK (or rerun the preflight) must report no RNK finding"
 
 
+def _nodelist(job: Job) -> list[str] | None:
+    """The job's nodes, when every participant names the same nodelist and it expands (a bad or
+    oversized one names nobody: the hostlist came from the input)."""
+    nodelists = set(job.column("nodelist")) - {None, ""}
+    if len(nodelists) != 1:
+        return None
+    try:
+        return expand(str(next(iter(nodelists))))
+    except UserError:
+        return None
+
+
 def _expected_hosts(job: Job) -> tuple[list[str], int] | None:
     """The job's nodelist and its ranks per node, when every participant agrees on both: rank r
     should run on nodelist[r // ranks-per-node]. Computed once, whatever the number of ranks."""
-    nodelists = set(job.column("nodelist")) - {None, ""}
     lws = set(job.column("local_world_size"))
     n = next(iter(lws)) if len(lws) == 1 else None
-    if len(nodelists) != 1 or not isinstance(n, int) or n <= 0:
-        return None
-    return expand(next(iter(nodelists))), n
+    names = _nodelist(job) if isinstance(n, int) and n > 0 else None
+    return (names, n) if names is not None and isinstance(n, int) else None
 
 
 @check("RNK001", Severity.ERROR, "Duplicate rank")
@@ -273,11 +284,8 @@ def missing_node_ranks(job: Job) -> Iterator[Hit]:
     missing = [n for n in range(nnodes) if n not in ranks]
     if not missing:
         return
-    nodelists = set(job.column("nodelist")) - {None, ""}
-    hosts: list[str] = []
-    if len(nodelists) == 1:
-        names = expand(next(iter(nodelists)))
-        hosts = [names[n] for n in missing if n < len(names)]
+    names = _nodelist(job) or []
+    hosts = [names[n] for n in missing if n < len(names)]
     yield Hit(
         f"{len(missing)} of {nnodes} nodes are missing: node rank {fold_ranks(missing)}"
         + (f" ({', '.join(hosts[:5])})" if hosts else ""),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from validator.agent.probe import redact_command
 from validator.checks.base import Hit, Job, check, describe, majority_of, outliers
 from validator.model import Severity
 
@@ -205,12 +206,13 @@ def port_busy(job: Job) -> Iterator[Hit]:
         if f["env"].get("TORCHELASTIC_USE_AGENT_STORE") == "True":
             continue  # a torchrun worker: its own agent holds MASTER_PORT by design
         if m:
+            owner = redact_command(m["port_owner"])[:300] if m["port_owner"] else None  # facts of older agents
             yield Hit(
-                f"port {m['port']} on {f['host']} is held by {m['port_owner'] or 'another process'}",
+                f"port {m['port']} on {f['host']} is held by {owner or 'another process'}",
                 [i],
                 expected="free",
-                actual=m["port_owner"] or "in use",
-                fix=f"stop {m['port_owner'] or 'the process holding the port'}, or pick another MASTER_PORT",
+                actual=owner or "in use",
+                fix=f"stop {owner or 'the process holding the port'}, or pick another MASTER_PORT",
                 verify=f"ss -ltnp 'sport = :{m['port']}'   # on {f['host']}: no listener",
             )
 

@@ -10,6 +10,8 @@ from typing import Any
 
 from validator.checks.base import Hit, Job, check, describe, outliers
 from validator.model import Severity
+from validator.safejson import clip
+from validator.targets import MAX_RANKS
 
 VERSIONS = "python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())'   # on each named host"
 
@@ -280,10 +282,11 @@ def invalid_values(job: Job) -> Iterator[Hit]:
     for i in [i for i, bad in enumerate(invalid) if bad]:
         for src, raw in invalid[i].items():
             if "PORT" not in src.upper() and "port" not in src:
-                groups.setdefault(f"{src.removeprefix('env:')}={raw!r}", []).append(i)
+                groups.setdefault(f"{src.removeprefix('env:')}={clip(raw)}", []).append(i)
     for what, members in groups.items():
+        number = what.partition("=")[2].strip("'").lstrip("-").isdigit()
         yield Hit(
-            f"{what} is not an integer",
+            f"{what} is larger than any job ({MAX_RANKS:,} ranks)" if number else f"{what} is not an integer",
             members,
             expected="an integer",
             actual=what,

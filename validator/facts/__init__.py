@@ -15,6 +15,7 @@ from validator.facts.network import gloo_select, master_facts, nccl_select, pars
 from validator.facts.node import parse_software, parse_system
 from validator.facts.schema import validate_facts
 from validator.model import FACTS_SCHEMA, Facts
+from validator.safejson import clip
 
 AGENT_SCHEMA = 1
 
@@ -77,8 +78,10 @@ def load_facts(doc: Any, where: str) -> Facts:
             doc = parse(doc)
         except UserError as e:  # e.g. a newer agent: name the input it came from
             raise UserError(e.message, where) from None
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise UserError(f"agent output could not be parsed: {type(e).__name__}: {e}", where) from None
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+            raise UserError(
+                f"agent output could not be parsed: {type(e).__name__}: {clip(str(e), 80)}", where
+            ) from None
     return validate_facts(doc, where)
 
 

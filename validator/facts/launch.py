@@ -14,6 +14,7 @@ from typing import Any
 
 from validator.facts.k8s import KUBEFLOW_TYPE, pod_contract, pod_hosts
 from validator.model import CommandFacts, LaunchFacts
+from validator.targets import MAX_RANKS
 
 TORCHRUN_DEFAULTS = {
     "nnodes": "1:1",
@@ -27,6 +28,7 @@ TORCHRUN_DEFAULTS = {
 C10D_DEFAULT_PORT = 29400
 NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")  # --nproc-per-node values torchrun resolves at start
 INT_FIELDS = ("rank", "local_rank", "world_size", "local_world_size", "node_rank", "nnodes", "master_port")
+SIZE_FIELDS = INT_FIELDS[:-1]  # ranks and sizes: beyond MAX_RANKS they are refused, never allocated for
 
 
 class Contract:
@@ -47,9 +49,11 @@ class Contract:
             return  # valid, but the count is only known once torchrun starts
         if field in INT_FIELDS:
             try:
-                value = int(value)
+                value = int(value) if len(value) <= 20 else None
             except ValueError:
-                self.invalid[source] = raw
+                value = None
+            if value is None or (field in SIZE_FIELDS and abs(value) > MAX_RANKS):
+                self.invalid[source] = raw[:200]  # not a number, or no job is this large
                 return
         self.values[field] = value
         self.sources[field] = source
@@ -61,15 +65,18 @@ class Contract:
                 return
 
 
-def expand_tasks_per_node(text: str) -> list[int]:
-    """Slurm's compressed counts: ``2(x3),1`` -> [2, 2, 2, 1]."""
-    out: list[int] = []
+def tasks_on_node(text: str, node: int) -> int | None:
+    """The count for node index ``node`` in Slurm's compressed counts (``2(x3),1``: 2, 2, 2, 1),
+    None past the end; found without expanding the list (``1(x1000000000)`` is a short string)."""
     for part in text.split(","):
-        m = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", part)
+        m = re.fullmatch(r"\s*(\d{1,9})(?:\(x(\d{1,9})\))?\s*", part)
         if not m:
-            raise ValueError(f"bad task count {part!r} in {text!r}")
-        out += [int(m.group(1))] * int(m.group(2) or 1)
-    return out
+            raise ValueError(f"bad task count {part[:40]!r}")
+        repeat = int(m.group(2) or 1)
+        if node < repeat:
+            return int(m.group(1))
+        node -= repeat
+    return None
 
 
 def split_endpoint(endpoint: str, default_port: int | None) -> tuple[str, str | None]:
@@ -118,12 +125,12 @@ def _slurm(c: Contract, env: dict[str, str]) -> None:
     for name in ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"):
         if name in env and "node_rank" in c.values:
             try:
-                counts = expand_tasks_per_node(env[name])
+                count = tasks_on_node(env[name], c.values["node_rank"]) if c.values["node_rank"] >= 0 else None
             except ValueError:
-                c.invalid[f"env:{name}"] = env[name]
+                c.invalid[f"env:{name}"] = env[name][:200]
                 break
-            if 0 <= c.values["node_rank"] < len(counts):
-                c.set("local_world_size", str(counts[c.values["node_rank"]]), f"env:{name}")
+            if count is not None:
+                c.set("local_world_size", str(count), f"env:{name}")
             break
 
 

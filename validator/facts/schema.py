@@ -15,6 +15,7 @@ from typing import Any
 
 from validator import model
 from validator.errors import UserError
+from validator.targets import MAX_RANKS
 
 Validator = Callable[[Any], None]
 LEAVES: dict[Any, tuple[tuple[type, ...], str]] = {
@@ -133,7 +134,22 @@ def _facts_validator() -> Validator:
 
 
 def _dotted(path: tuple[str, ...]) -> str:
-    return "".join(p if p.startswith("[") else f".{p}" for p in path).lstrip(".")
+    """``network.interfaces[0].mtu``; a name from the input (a key of ``env``) is cut short."""
+    cut = [p if len(p) <= 60 else f"{p[:40]}...({len(p):,} characters)" for p in path]
+    return "".join(p if p.startswith("[") else f".{p}" for p in cut).lstrip(".")
+
+
+SIZES = ("rank", "local_rank", "world_size", "local_world_size", "node_rank", "nnodes")
+
+
+def _bounded(launch: dict[str, Any]) -> None:
+    """Ranks and sizes within MAX_RANKS: checks iterate over them, so a tiny file saying
+    WORLD_SIZE=10^9 must not reach them."""
+    for name in SIZES:
+        value = launch[name]
+        if value is not None and not -MAX_RANKS <= value <= MAX_RANKS:
+            raise SchemaError(f"{value:,} is beyond the largest job this validator checks ({MAX_RANKS:,} ranks)",
+                              path=("launch", name))  # fmt: skip
 
 
 def validate_facts(doc: Any, where: str = "") -> model.Facts:
@@ -149,10 +165,11 @@ def validate_facts(doc: Any, where: str = "") -> model.Facts:
         )
     try:
         _facts_validator()(doc)
+        _bounded(doc["launch"])
     except SchemaError as e:
         field = _dotted(e.path)
         host = doc.get("host")
         if isinstance(host, str) and host:  # a file of many documents: say whose field is bad
-            field = f"host {host}: {field}"
+            field = f"host {host if len(host) <= 60 else host[:40] + '...'}: {field}"
         raise SchemaError(e.message, f"{where}: {field}" if where else field) from None
     return typing.cast(model.Facts, doc)

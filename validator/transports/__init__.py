@@ -37,8 +37,9 @@ FRAME_WIDTH = 900  # srun --label splits lines at 1024 bytes
 
 def bootstrap(timeout_s: float, source: str | None = None, framed: bool = False, drop: tuple[str, ...] = ()) -> str:
     """A ``python3 -c`` program that arms a watchdog (SIGALRM kills the process even when it is
-    stuck in a C call) and runs the agent, read from stdin or embedded. The agent starts with a
-    ``from __future__`` import, so the watchdog cannot simply be prepended to its source.
+    stuck in a C call) and runs the agent, embedded or read from stdin (``stdin_payload``: the
+    environment to add, then the source). The agent starts with a ``from __future__`` import, so
+    the watchdog cannot simply be prepended to its source.
 
     ``framed``: the agent's output comes back as lines of ``cv:`` + at most 900 characters
     (``unframe`` joins them) and a last ``cv!end`` line, for carriers that split long lines
@@ -46,9 +47,13 @@ def bootstrap(timeout_s: float, source: str | None = None, framed: bool = False,
 
     ``drop``: environment variables the agent must not see (a trailing ``*`` is a prefix): the
     carrier's own, such as the scan step's SLURM_PROCID, which describe no job."""
-    code = "sys.stdin.read()" if source is None else repr(source)
+    # From stdin: the first line is a JSON object of variables to set (values such as tokens
+    # never appear on the remote command line, which `ps` shows to every user of the node).
+    code = "s" if source is None else repr(source)
     alarm = max(1, int(timeout_s + WATCHDOG_SLACK_S))
     run = f"exec(compile({code},'cluster-validator-agent','exec'),{{'__name__':'__main__'}})"
+    if source is None:
+        run = f"e,_,s=sys.stdin.read().partition(chr(10))\nos.environ.update(json.loads(e))\n{run}"
     names = tuple(d for d in drop if not d.endswith("*"))
     prefixes = tuple(d[:-1] for d in drop if d.endswith("*"))
     scrub = (
@@ -57,7 +62,7 @@ def bootstrap(timeout_s: float, source: str | None = None, framed: bool = False,
         else ""
     )
     if not framed:
-        return f"import os,signal,sys\nsignal.alarm({alarm})\n{scrub}{run}"
+        return f"import json,os,signal,sys\nsignal.alarm({alarm})\n{scrub}{run}"
     return (
         f"import io,os,signal,sys\nsignal.alarm({alarm})\n{scrub}out,sys.stdout=sys.stdout,io.StringIO()\n"
         f"try:\n {run}\nexcept SystemExit:\n pass\nfinally:\n"
@@ -74,21 +79,28 @@ def unframe(lines: list[str]) -> str:
     return f"{rest}\n{framed}" if rest else framed
 
 
-def remote_command(python: str, program: str, args: list[str], env: Mapping[str, str]) -> str:
-    """One POSIX shell command line: ``env K=V python3 -c PROGRAM ARGS``."""
-    parts = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
-    return " ".join(shlex.quote(p) for p in [*parts, python, "-c", program, *args])
+def remote_command(python: str, program: str, args: list[str]) -> str:
+    """One POSIX shell command line: ``python3 -c PROGRAM ARGS``. Nothing secret goes here:
+    every user of the node can read a command line."""
+    return " ".join(shlex.quote(p) for p in [python, "-c", program, *args])
+
+
+def stdin_payload(env: Mapping[str, str], source: str) -> str:
+    """What a ``bootstrap(source=None)`` program reads: the variables to set, then the agent."""
+    return json.dumps(dict(env)) + "\n" + source
 
 
 def last_json_line(text: str) -> Any:
     """The last line that parses as a JSON object: login banners or rc-file chatter printed
     before it do not spoil the result."""
+    from validator.safejson import JsonError, loads
+
     for line in reversed(text.splitlines()[-200:]):
         line = line.strip()
         if line.startswith("{"):
             try:
-                return json.loads(line)
-            except ValueError:
+                return loads(line, max_bytes=MAX_OUTPUT)
+            except JsonError:
                 continue
     return None
 

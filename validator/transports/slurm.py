@@ -79,26 +79,39 @@ def partition_nodes(partition: str, timeout: float = 30.0) -> list[str]:
     return list(dict.fromkeys(nodes))
 
 
-def _task_exits(stderr: str) -> dict[int, tuple[str, int | None, str | None]]:
-    """task -> (node, exit code, other reason) from srun's own error lines."""
+def _task_exits(stderr: str, tasks: int) -> dict[int, tuple[str, int | None, str | None]]:
+    """task -> (node, exit code, other reason) from srun's own error lines, for tasks 0 to
+    ``tasks`` - 1 (a range in a line never makes more)."""
     out: dict[int, tuple[str, int | None, str | None]] = {}
     for m in TASK_EXIT.finditer(stderr):
-        node, tasks, code, other = m.group(1), m.group(2), m.group(3), m.group(4)
-        for part in tasks.split(","):
+        node, named, code, other = m.group(1), m.group(2), m.group(3), m.group(4)
+        for part in named.split(","):
             lo, _, hi = part.partition("-")
-            for t in range(int(lo), int(hi or lo) + 1) if lo.isdigit() and (hi or lo).isdigit() else []:
+            ok = lo.isdigit() and (hi or lo).isdigit() and len(lo) <= 9 and len(hi) <= 9
+            for t in range(int(lo), min(int(hi or lo), tasks - 1) + 1) if ok else []:
                 out[t] = (node, int(code) if code else None, other or ("killed" if code is None else None))
     return out
 
 
-async def _read_lines(stream: asyncio.StreamReader, sink: list[str], each: Callable[[str], None] | None = None) -> None:
-    while True:  # until EOF; each line is bounded by the reader's limit
+async def _read_lines(
+    stream: asyncio.StreamReader,
+    sink: list[str],
+    each: Callable[[str], None] | None = None,
+    budget: int | None = None,
+) -> bool:
+    """Lines until EOF (each bounded by the reader's limit); True when it stopped early because
+    more than ``budget`` bytes came."""
+    used = 0
+    while True:
         try:
             line = await stream.readline()
         except ValueError:  # one line over the limit: skip it, the task becomes "unparsed"
             continue
         if not line:
-            return
+            return False
+        used += len(line)
+        if budget is not None and used > budget:
+            return True
         sink.append(line.decode(errors="replace"))
         if each is not None:
             each(sink[-1])
@@ -199,12 +212,25 @@ async def gather(
         else:
             per_task.setdefault(task, []).append(text)
 
-    readers = [
-        asyncio.ensure_future(_read_lines(proc.stdout, out, on_line)),
-        asyncio.ensure_future(_read_lines(proc.stderr, err)),
-    ]
+    # Output beyond what the agents can print (8 MiB, and 1 MiB a node) stops the step at once:
+    # a node flooding its output must not hold memory, nor the scan until the timeout.
+    budgets = {"stdout": MAX_OUTPUT + (1 << 20) * len(nodes), "stderr": (1 << 20) + (64 << 10) * len(nodes)}
+    readers = {
+        asyncio.ensure_future(_read_lines(proc.stdout, out, on_line, budgets["stdout"])): "stdout",
+        asyncio.ensure_future(_read_lines(proc.stderr, err, None, budgets["stderr"])): "stderr",
+    }
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout + START_SLACK_S
+    pending, overflow = set(readers), ""
     try:
-        _, pending = await asyncio.wait(readers, timeout=timeout + START_SLACK_S)
+        while pending and not overflow:
+            left = max(deadline - loop.time(), 0)
+            done, pending = await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                break
+            overflow = next(
+                (f"more than {budgets[readers[r]] >> 10:,} KiB on {readers[r]}" for r in done if r.result()), ""
+            )
         if not pending:
             await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=10)
     finally:
@@ -212,7 +238,7 @@ async def gather(
             await _stop(proc)
         for r in readers:
             r.cancel()
-    return _collect(nodes, out, err, bool(pending), timeout, python, on_done, early)
+    return _collect(nodes, out, err, bool(pending) and not overflow, timeout, python, on_done, early, overflow)
 
 
 # ----------------------------------------------------------------------------- net check
@@ -319,8 +345,10 @@ def _collect(
     python: str,
     on_done: OnDone,
     early: Gathered,
+    overflow: str = "",
 ) -> Gathered:
-    """Each task's result under its node's name; ``early``: documents already reported."""
+    """Each task's result under its node's name; ``early``: documents already reported;
+    ``overflow``: why the step was stopped for too much output."""
     task_out: dict[int, list[str]] = {}
     task_err: dict[int, list[str]] = {}
     srun_err: list[str] = []
@@ -331,7 +359,7 @@ def _collect(
                 sink.setdefault(int(m.group(1)), []).append(m.group(2))
             elif sink is task_err:
                 srun_err.append(line.strip())
-    exits = _task_exits("\n".join(srun_err))
+    exits = _task_exits("\n".join(srun_err), len(nodes))
     results = {
         task: classify(
             exits.get(task, ("", 0, None))[0],
@@ -360,7 +388,9 @@ def _collect(
             continue
         if isinstance(result, Outcome):
             result = Outcome(node, result.status, result.detail)
-            if timed_out and result.status in ("unparsed", "error"):
+            if overflow and result.status in ("unparsed", "error"):
+                result = Outcome(node, "unparsed", f"too much output from the srun step ({overflow}); it was stopped")
+            elif timed_out and result.status in ("unparsed", "error"):
                 result = Outcome(node, "timeout", f"no answer from the srun step within {timeout:g} s")
             elif result.status == "unparsed" and not task_out.get(task) and srun_err:
                 result = Outcome(node, "error", f"srun: {' | '.join(srun_err[-3:])[-300:]}")

@@ -74,6 +74,7 @@ class Exec:
     stderr: str
     exit_status: int | None
     exit_signal: str | None
+    overflow: str = ""  # set when the output went over its cap and the command was stopped
 
 
 class HostKeyPolicy(asyncssh.SSHClient):
@@ -233,27 +234,30 @@ class Fleet:
     async def execute(
         self, conn: asyncssh.SSHClientConnection, command: str, stdin: str | None, timeout: float
     ) -> Exec | None:
-        """Run ``command``; None when it did not finish in time (it is killed)."""
+        """Run ``command``; None when it did not finish in time. Output beyond the caps ends it
+        at once (stdout over ``MAX_OUTPUT`` or stderr over ``MAX_STDERR``): the command is killed
+        and the result says so, instead of waiting for an end of file that never comes."""
         proc = await conn.create_process(command, encoding=None)
-        readers = [
-            asyncio.ensure_future(_read_capped(proc.stdout, MAX_OUTPUT)),
-            asyncio.ensure_future(_read_capped(proc.stderr, MAX_STDERR)),
-        ]
+        streams = {"stdout": (proc.stdout, MAX_OUTPUT), "stderr": (proc.stderr, MAX_STDERR)}
+        readers = {asyncio.ensure_future(_read_capped(stream, cap)): name for name, (stream, cap) in streams.items()}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         try:
             if stdin is not None:
                 proc.stdin.write(stdin.encode())
             proc.stdin.write_eof()
-            # asyncio.wait, not wait_for(gather): a cancelled gather logs "exception never retrieved"
-            _, pending = await asyncio.wait(readers, timeout=timeout)
-            if pending:
-                with contextlib.suppress(asyncssh.Error, OSError):
-                    proc.send_signal("KILL")  # OpenSSH >= 7.9 honours signal requests
-                return None
-            out, err = readers[0].result(), readers[1].result()
-            if len(out) > MAX_OUTPUT:
-                with contextlib.suppress(asyncssh.Error, OSError):
-                    proc.send_signal("KILL")
-                return Exec("", f"more than {MAX_OUTPUT >> 20} MiB of output", None, None)
+            pending = set(readers)
+            while pending:  # asyncio.wait, not wait_for(gather): a cancelled gather logs "never retrieved"
+                left = max(deadline - loop.time(), 0)
+                done, pending = await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                over = [readers[r] for r in done if len(r.result()) > streams[readers[r]][1]]
+                if not done or over:
+                    with contextlib.suppress(asyncssh.Error, OSError):
+                        proc.send_signal("KILL")  # OpenSSH >= 7.9 honours signal requests
+                    if not done:
+                        return None
+                    return Exec("", "", None, None, f"more than {streams[over[0]][1] >> 10:,} KiB on {over[0]}")
+            out, err = (r.result() for r in readers)
             await asyncio.wait([asyncio.ensure_future(proc.wait_closed())], timeout=5)
         finally:
             for task in readers:
@@ -274,6 +278,8 @@ class Fleet:
                     result = Outcome(
                         target, "timeout", f"the agent did not finish within {self.opts.command_timeout:g} s"
                     )
+                elif ex.overflow:
+                    result = Outcome(target, "unparsed", f"too much output ({ex.overflow}); the agent was stopped")
                 else:
                     result = classify(target, ex.stdout, ex.stderr, ex.exit_status, ex.exit_signal, python)
             except (asyncssh.Error, OSError) as e:
@@ -315,7 +321,7 @@ class Fleet:
         limit = self.opts.command_timeout
 
         async def start(conn: asyncssh.SSHClientConnection, addr: str) -> tuple[Any, str]:
-            proc = await conn.create_process(remote_command(python, program, ["listen", addr], {}))
+            proc = await conn.create_process(remote_command(python, program, ["listen", addr]))
             try:
                 return proc, str(await proc.stdout.readline())
             except BaseException:
@@ -363,7 +369,7 @@ class Fleet:
                 try:
                     ex = await self.execute(
                         conn,
-                        remote_command(python, program, ["probe", str(per_probe)], {}),
+                        remote_command(python, program, ["probe", str(per_probe)]),
                         json.dumps(targets),
                         budget,
                     )
@@ -374,7 +380,12 @@ class Fleet:
             doc = last_json_line(ex.stdout)
             if isinstance(doc, dict) and isinstance(doc.get("results"), list):
                 return host, list(doc["results"])
-            return host, f"the prober failed: {ex.stderr.strip()[-200:] or ex.stdout.strip()[-200:] or 'no output'}"
+            why = (
+                ex.stderr.strip()[-200:]
+                or ex.stdout.strip()[-200:]
+                or (ex.overflow and f"too much output ({ex.overflow})")
+            )
+            return host, f"the prober failed: {why or 'no output'}"
 
         return dict(await asyncio.gather(*(one(h, t) for h, t in plans.items() if t)))
 

@@ -60,8 +60,19 @@ def _connect(addr: str, port: int, timeout: float) -> socket.socket:
     return s
 
 
+def _rejected(msg: dict[str, Any]) -> str:
+    reason = msg.get("reason")
+    return f"REJECTED: {wire.printable(reason, 240) if isinstance(reason, str) else 'no reason given'}"
+
+
 def _exchange(
-    s: socket.socket, body: bytes, job_id: str, secret: bytes | None, listen: list[Any] | None, deadline: float
+    s: socket.socket,
+    body: bytes,
+    job_id: str,
+    secret: bytes | None,
+    listen: list[Any] | None,
+    deadline: float,
+    token: str,
 ) -> dict[str, Any] | str:
     """One session on a connected socket: verdict dict, or why it failed (str)."""
     s.settimeout(max(0.5, min(5.0, deadline - time.monotonic())))
@@ -69,17 +80,19 @@ def _exchange(
         hello = wire.recv_msg(s)
     except (OSError, wire.ProtocolError) as e:
         return f"FOREIGN: no preflight hello ({e})"
+    if hello.get("type") == "reject":  # e.g. at its connection limit: it is our coordinator, busy
+        return _rejected(hello)
     if hello.get("type") != "hello" or hello.get("proto") != wire.PROTO:
         return "FOREIGN: not a preflight coordinator"
     nonce = str(hello.get("nonce", ""))
     header = {"type": "facts", "proto": wire.PROTO, "job_id": job_id, "size": len(body),
-              "mac": wire.mac(secret, nonce, job_id, body), "listen": listen}  # fmt: skip
+              "mac": wire.mac(secret, nonce, job_id, body, token), "listen": listen, "token": token}  # fmt: skip
     s.sendall(wire.encode(header) + wire.frame(body))
-    deadline_in = float(hello.get("deadline_in") or 0.0)
-    s.settimeout(deadline_in + VERDICT_GRACE_S)
+    deadline_in = hello.get("deadline_in")
+    s.settimeout(min(3600.0, max(0.0, deadline_in if isinstance(deadline_in, (int, float)) else 0.0)) + VERDICT_GRACE_S)
     reply = wire.recv_msg(s)
     if reply.get("type") == "reject":
-        return f"REJECTED: {reply.get('reason')}"
+        return _rejected(reply)
     if reply.get("type") != "ack":
         return f"unexpected {reply.get('type')!r}"
     for _ in range(3):  # at most: probe (--net-check), verdict
@@ -124,6 +137,7 @@ def participate(
     """Retry until the deadline; return the verdict, or what was tried."""
     deadline = time.monotonic() + timeout
     body = json.dumps(facts, separators=(",", ":")).encode()
+    token = wire.new_nonce()  # ours alone: only a connection presenting it may replace our registration
     att = Attempts()
     delay = 0.05
     while time.monotonic() < deadline:
@@ -144,7 +158,7 @@ def participate(
                 att.note(f"{where}: {e.strerror or e}")
                 continue
             try:
-                outcome = _exchange(s, body, job_id, secret, listen, deadline)
+                outcome = _exchange(s, body, job_id, secret, listen, deadline, token)
             except (OSError, wire.ProtocolError) as e:
                 outcome = f"{type(e).__name__}: {e}"
             finally:

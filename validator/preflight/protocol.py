@@ -87,10 +87,10 @@ def loads(body: bytes) -> Any:
     try:
         doc = json.loads(body, parse_int=_int, parse_float=_float, parse_constant=_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ProtocolError(f"not JSON: {short(str(e), 80)}") from None
+        raise ProtocolError(f"not JSON: {printable(str(e), 80)}") from None
     except RecursionError:
         raise ProtocolError(f"nested deeper than {MAX_DEPTH} levels") from None
-    stack: list[tuple[Any, int]] = [(doc, 1)]
+    stack: list[tuple[Any, int]] = [(doc, 1)] if isinstance(doc, (dict, list)) else []
     while stack:
         value, depth = stack.pop()
         if depth > MAX_DEPTH:

@@ -4,14 +4,19 @@ is bounded in connections and time, and returns what the coordinator answered.""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import socket
+import threading
 import time
 from typing import Any
 
+from validator.model import Facts
+from validator.preflight import coordinator as coord
 from validator.preflight import protocol as wire
+from validator.preflight.run import key
 
 HOST = "127.0.0.1"
 
@@ -163,3 +168,36 @@ def peak_rss(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+class Live:
+    """A real Coordinator (rank mode, job id "") serving on loopback from a thread of this process,
+    so a test can look at its state; records whatever reached the event loop's exception handler."""
+
+    def __init__(self, own: Facts, expected: set[int], secret: bytes | None, max_connections: int | None = None):
+        self.errors: list[str] = []
+        self.sock = coord.bind(0, HOST)
+        self.port = int(self.sock.getsockname()[1])
+        self.ready = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.c: coord.Coordinator | None = None
+        self.stop: asyncio.Event | None = None
+        args = (own, expected, key("rank"), "", secret, 600, max_connections)
+        self.thread = threading.Thread(target=lambda: asyncio.run(self.serve(*args)), daemon=True)
+        self.thread.start()
+        assert self.ready.wait(10)
+
+    async def serve(self, *args: Any) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.loop.set_exception_handler(lambda _, ctx: self.errors.append(repr(ctx.get("exception") or ctx)))
+        self.c = c = coord.Coordinator(*args)
+        self.stop = asyncio.Event()
+        server = await self.loop.create_server(lambda: coord.Connection(c), sock=self.sock)
+        self.ready.set()
+        await self.stop.wait()
+        server.close()
+
+    def close(self) -> None:
+        assert self.loop is not None and self.stop is not None
+        self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(10)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +18,8 @@ from tests.conftest import VALIDATOR
 from tests.harness import hostile
 from tests.preflight.conftest import Run, base_env, collect, ranks, start
 from validator import pipeline
-from validator.preflight import coordinator, refusals
 from validator.preflight import protocol as wire
+from validator.preflight import refusals
 
 
 @dataclass
@@ -154,9 +152,9 @@ def test_memory_many_connections_holding_big_bodies(tmp_path: Path, port: int) -
         for s in held:
             s.close()
     assert 0 < before < after, "the coordinator was alive and buffered bodies"
-    assert after - before < coordinator.BODY_BUDGET + (64 << 20), f"{(after - before) >> 20} MiB buffered"
+    assert after - before < refusals.BODY_BUDGET + (64 << 20), f"{(after - before) >> 20} MiB buffered"
     assert after < 512 << 20
-    assert refused(report)[refusals.BUDGET] >= 120 - coordinator.BODY_BUDGET // wire.MAX_FACTS
+    assert refused(report)[refusals.BUDGET] >= 120 - refusals.BODY_BUDGET // wire.MAX_FACTS
 
 
 def test_deep_nesting_and_non_finite_numbers(tmp_path: Path, port: int) -> None:
@@ -176,36 +174,38 @@ def test_deep_nesting_and_non_finite_numbers(tmp_path: Path, port: int) -> None:
     assert counts[refusals.MALFORMED] == 2 and counts[refusals.INVALID] == len(frames) - 2, counts
 
 
-def test_rank_refused_for_capacity_says_so(tmp_path: Path, port: int) -> None:
-    """A coordinator at its limit with only registered participants refuses with a reason (a stand-in
-    server here: reaching that state for real takes 1,024 registered participants)."""
-    server = socket.create_server(("127.0.0.1", port))
-    server.settimeout(30)
-    stop = threading.Event()
-
-    def refuse_all() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            with conn:
-                conn.sendall(wire.encode({"type": "reject", "reason": f"{refusals.CAPACITY} (1024 connections open)"}))
-
-    t = threading.Thread(target=refuse_all, daemon=True)
-    t.start()
+def test_rank_refused_at_the_connection_limit_says_so(tmp_path: Path) -> None:
+    """A coordinator whose every connection is a registered participant refuses more with a reason
+    before its hello; the refused rank reports that, not "port held by another program". (A limit
+    of 3 on a coordinator in this process: reaching 1,024 registered participants is the benchmark's.)"""
+    own = pipeline.probe_local(environ=base_env(**ranks(8, 1)[0]), port_check=False)
+    live = hostile.Live(own, set(range(8)), None, max_connections=3)
+    envs = ranks(8, live.port)
+    held = []
     try:
-        job = Job(tmp_path, ranks(2, port), ("--timeout", "3"))
-        job.start(1)
+        for r in (1, 2, 3):
+            facts = json.loads(own_body(envs[r]))
+            facts["pid"] += r  # three participants of this process, told apart by pid
+            s, ack, _ = hostile.register(live.port, json.dumps(facts).encode(), "", f"t{r}")
+            assert ack["type"] == "ack", ack
+            held.append(s)
+        job = Job(tmp_path, envs, ("--timeout", "3"))
+        job.start(4)
         (run,) = job.finish()
+        held.pop().close()  # a free connection, but no room for a 5th participant
+        facts["pid"] += 1
+        _, full, _ = hostile.register(live.port, json.dumps(facts).encode(), "", "t5")
     finally:
-        stop.set()
-        server.close()
-        t.join(5)
-    assert run.rc == 1 and "Traceback" not in run.err
+        for s in held:
+            s.close()
+        live.close()
+    assert run.rc == 1 and "Traceback" not in run.err, run.err
     codes = {f["code"]: f["message"] for f in (run.report or {"findings": []})["findings"]}
     assert "PRE002" not in codes, "a busy coordinator is not another program on the port"
     assert refusals.CAPACITY in codes["PRE003"], codes
+    assert full["type"] == "reject" and refusals.FULL in full["reason"], full
+    assert live.c is not None and live.c.rejected.by_reason[refusals.CAPACITY].count >= 1
+    assert live.errors == []
 
 
 def test_stranger_frames_never_reach_a_participant_report(tmp_path: Path, port: int) -> None:

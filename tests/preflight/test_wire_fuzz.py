@@ -4,10 +4,8 @@ Nothing may escape as an exception, every connection ends, and the job's own reg
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,11 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.harness.hostile import Live
 from tests.preflight.conftest import base_env, ranks
 from validator import pipeline
-from validator.preflight import coordinator as coord
 from validator.preflight import protocol as wire
-from validator.preflight.run import key
 
 SECRET = b"fuzz-secret"
 FACTS = pipeline.probe_local(environ=base_env(**ranks(2, 1)[1]), port_check=False)
@@ -79,42 +76,10 @@ def test_loads_refuses_what_facts_never_need() -> None:
             wire.loads(text)
 
 
-class Live:
-    """A real Coordinator serving on loopback from a thread; records what reached the loop's
-    exception handler."""
-
-    def __init__(self) -> None:
-        self.errors: list[str] = []
-        self.sock = coord.bind(0, "127.0.0.1")
-        self.port = int(self.sock.getsockname()[1])
-        self.ready = threading.Event()
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.c: coord.Coordinator | None = None
-        self.stop: asyncio.Event | None = None
-        self.thread = threading.Thread(target=lambda: asyncio.run(self.serve()), daemon=True)
-        self.thread.start()
-        assert self.ready.wait(10)
-
-    async def serve(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.loop.set_exception_handler(lambda _, ctx: self.errors.append(repr(ctx.get("exception") or ctx)))
-        own = pipeline.probe_local(environ=base_env(**ranks(2, 1)[0]), port_check=False)
-        self.c = coord.Coordinator(own, {0, 1, 2}, key("rank"), "", SECRET, 600)
-        self.stop = asyncio.Event()
-        server = await self.loop.create_server(lambda: coord.Connection(self.c), sock=self.sock)  # type: ignore[arg-type]
-        self.ready.set()
-        await self.stop.wait()
-        server.close()
-
-    def close(self) -> None:
-        assert self.loop is not None and self.stop is not None
-        self.loop.call_soon_threadsafe(self.stop.set)
-        self.thread.join(10)
-
-
 @pytest.fixture(scope="module")
 def live() -> Iterator[Live]:
-    srv = Live()
+    own = pipeline.probe_local(environ=base_env(**ranks(2, 1)[0]), port_check=False)
+    srv = Live(own, {0, 1, 2}, SECRET)
     yield srv
     srv.close()
 
@@ -173,7 +138,7 @@ def test_live_coordinator_survives_mutated_frames(
     c = live.c
     assert c is not None and c.arrivals[c.own_id].conn is None, "the coordinator's own registration stays"
     for _ in range(200):  # the coordinator's thread may not have run connection_lost yet (bounded wait)
-        if not (c.in_flight or c.bodies or c.silent):
+        if not (c.gate.in_flight or c.gate.bodies or c.gate.silent):
             break
         time.sleep(0.01)
-    assert c.in_flight == 0 and not c.bodies and not c.silent, "nothing held once the connection ended"
+    assert c.gate.in_flight == 0 and not c.gate.bodies and not c.gate.silent, "nothing held once the connection ended"

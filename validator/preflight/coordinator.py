@@ -29,8 +29,8 @@ from validator.preflight import refusals as rf
 CLOSE_WAIT_S = 3.0  # how long we let clients close first after the verdict (TIME_WAIT on their side)
 NET_ROUND_S = 15.0  # --net-check: how long the ring probes may take in all
 BODY_RATE = 1 << 20  # bytes/s a facts body must at least arrive at, after the header
-BODY_BUDGET = 256 << 20  # facts bytes in flight across all connections
-SMALL_BODY = 256 << 10  # a body this small may evict a bigger one when the budget is spent
+FACTS_BUDGET = 64 << 20  # accepted facts bytes kept, plus FACTS_EACH per expected participant
+FACTS_EACH = 64 << 10
 
 
 @dataclass
@@ -39,6 +39,7 @@ class Arrival:
     conn: Connection | None  # None: the coordinator's own facts
     listen: list[Any] | None = None  # [ip, port, interface] of the participant's net-check listener
     token: str = ""  # the participant's per-process token: only its holder may replace this arrival
+    size: int = 0  # bytes of its facts on the wire, counted in the coordinator's FACTS_BUDGET
 
 
 @dataclass
@@ -131,17 +132,17 @@ class Connection(asyncio.Protocol):
         if c.decided:
             transport.abort()
             return
-        if len(c.open) >= c.max_connections and not c.evict():
+        if len(c.open) >= c.max_connections and not c.gate.evict():
             self.refuse(rf.CAPACITY, detail=f"{c.max_connections} connections open; retry")
             return
         c.open.add(self)
-        c.silent[self] = None
+        c.gate.enter(self)
         self.timer = asyncio.get_running_loop().call_later(rf.SPEAK_S, self.expire)
         transport.write(wire.encode({"type": "hello", "proto": wire.PROTO, "job_id": c.job_id, "nonce": self.nonce,
                                      "deadline_in": c.remaining()}))  # fmt: skip
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.coord.forget(self)
+        self.leave()
         self.state = "closed"
         if self.results is not None and not self.results.done():
             self.results.set_result([])
@@ -197,7 +198,7 @@ class Connection(asyncio.Protocol):
             raise wire.ProtocolError(f"bad facts size {wire.short(size)}")
         self.token = rf.token(header.get("token"))
         rf.listener(header.get("listen"))
-        if not c.reserve(self, size):
+        if not c.gate.reserve(self, size):
             self.refuse(rf.BUDGET, detail=f"{size} bytes announced; retry")
             return
         self.header, self.state = header, "body"
@@ -207,7 +208,7 @@ class Connection(asyncio.Protocol):
 
     def got_facts(self, body: bytes) -> None:
         c = self.coord
-        c.release(self)
+        c.gate.release(self)
         if not wire.verify(c.secret, self.nonce, c.job_id, body, self.header.get("mac"), self.token):
             self.refuse(rf.AUTH)
             return
@@ -223,12 +224,21 @@ class Connection(asyncio.Protocol):
         if old is not None and (not self.token or old.token != self.token):
             self.refuse(rf.IMPOSTOR, detail=f"host {wire.short(facts['host'])} pid {facts['pid']}")
             return
+        if not c.admits(len(body), old):
+            self.refuse(rf.FULL, detail=f"{len(c.arrivals)} participants, {c.accepted} bytes of facts")
+            return
         if old is not None and old.conn is not None and old.conn.transport is not None:
             old.conn.transport.close()  # the same process reconnected: its earlier connection is stale
-        c.register(Arrival(facts, self, self.header.get("listen"), self.token))
-        c.forget(self, closing=False)
+        c.register(Arrival(facts, self, self.header.get("listen"), self.token, len(body)))
+        self.leave(closing=False)
         self.state = "registered"
         self.send({"type": "ack", "arrived": len(c.arrivals), "expected": len(c.expected)})
+
+    def leave(self, closing: bool = True) -> None:
+        """Done sending facts (accepted, or closing): out of the gate (timer, budget), and of the open set."""
+        self.coord.gate.leave(self)
+        if closing:
+            self.coord.open.discard(self)
 
     def send(self, msg: dict[str, Any]) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -241,7 +251,7 @@ class Connection(asyncio.Protocol):
         if tell:
             self.send({"type": "reject", "reason": f"{reason} ({rf.clip(detail)})" if detail else reason})
         self.state = "closed"
-        self.coord.forget(self)
+        self.leave()
         if self.transport is not None:
             self.transport.close()
 
@@ -271,9 +281,8 @@ class Coordinator:
         self.waiting = set(expected)  # expected keys nobody holds yet: complete when empty
         self.rejected = rf.Refusals()
         self.open: set[Connection] = set()
-        self.silent: dict[Connection, None] = {}  # open, facts not accepted yet; oldest first
-        self.bodies: set[Connection] = set()  # facts bodies in flight, reserved in the budget
-        self.in_flight = 0  # bytes reserved by self.bodies
+        self.gate = rf.Gate()  # connections that are not participants yet, their bodies in flight
+        self.accepted = 0  # bytes of the facts in self.arrivals
         self.max_connections = max_connections or max(1024, 4 * len(expected) + 64)
         self.complete = asyncio.Event()
         self.decided = False
@@ -282,45 +291,18 @@ class Coordinator:
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
 
-    def evict(self) -> bool:
-        """At the connection limit: drop the oldest connection that has not sent its facts."""
-        for conn in self.silent:
-            conn.refuse(rf.EVICTED)
-            return True
-        return False
-
-    def reserve(self, conn: Connection, size: int) -> bool:
-        """Room for a facts body of ``size`` bytes in the budget. A small body (every real node's)
-        makes room by dropping the biggest one in flight; a big one waits its turn (refused)."""
-        while self.in_flight + size > BODY_BUDGET:
-            biggest = max(self.bodies, key=lambda b: b.size, default=None)
-            if size > SMALL_BODY or biggest is None or biggest.size <= SMALL_BODY:
-                return False
-            biggest.refuse(rf.BUDGET, detail=f"{biggest.size} bytes in flight, dropped for a smaller one; retry")
-        conn.size = size
-        self.bodies.add(conn)
-        self.in_flight += size
-        return True
-
-    def release(self, conn: Connection) -> None:
-        if conn in self.bodies:
-            self.bodies.discard(conn)
-            self.in_flight -= conn.size
-
-    def forget(self, conn: Connection, closing: bool = True) -> None:
-        """``conn`` is done sending its facts (accepted, or closing): stop its timer, free its budget."""
-        self.silent.pop(conn, None)
-        self.release(conn)
-        if conn.timer is not None:
-            conn.timer.cancel()
-            conn.timer = None
-        if closing:
-            self.open.discard(conn)
+    def admits(self, size: int, old: Arrival | None) -> bool:
+        """Room for one more participant's facts (or a bigger copy of one): memory stays bounded
+        even when strangers who know the job id (and there is no secret) keep registering."""
+        budget = FACTS_BUDGET + FACTS_EACH * len(self.expected)
+        more = old is None and len(self.arrivals) > self.max_connections  # ours, and one per connection
+        return not more and self.accepted + size - (old.size if old else 0) <= budget
 
     def register(self, arrival: Arrival) -> None:
         """Count an arrival in O(1); the same process (host, pid) reconnecting replaces itself."""
         ident = (arrival.facts["host"], arrival.facts["pid"])
         old = self.arrivals.get(ident)
+        self.accepted += arrival.size - (old.size if old else 0)
         if old is not None:
             k = self.key(old.facts)
             self.present[k] -= 1

@@ -9,8 +9,9 @@ only and never change the exit code (``model.NEVER_FAILS``).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from validator.preflight import protocol as wire
 
@@ -19,6 +20,8 @@ PEERS_MAX = 16  # distinct peers named per reason
 DETAIL_MAX = 160  # characters of one example
 TOKEN_MAX = 64  # characters of a participant's token
 SPEAK_S = 5.0  # a connection must send its header within this many seconds of connecting
+BODY_BUDGET = 256 << 20  # facts bytes in flight across all connections
+SMALL_BODY = 256 << 10  # a body this small may evict a bigger one when the budget is spent
 
 # Each reason completes "N connection(s) ...".
 OTHER_JOB = "refused: participant of another job"
@@ -28,6 +31,7 @@ IMPOSTOR = "refused: claims a registered participant's host and pid without its 
 CAPACITY = "refused: the coordinator is at its connection limit"
 EVICTED = "dropped at the connection limit: the oldest connection that had not sent its facts"
 BUDGET = "refused: the coordinator's memory budget for facts in flight is spent"
+FULL = "refused: the coordinator holds as many participants or facts as it accepts"
 IDLE = f"dropped: idle, no facts header within {SPEAK_S:.0f} s"
 SLOW = "dropped: too slow, facts incomplete in time"
 MALFORMED = "dropped: malformed frame"
@@ -64,6 +68,59 @@ class Refusals:
 
     def __bool__(self) -> bool:
         return bool(self.by_reason)
+
+
+class Guest(Protocol):
+    size: int  # the facts body it announced
+    timer: asyncio.TimerHandle | None
+
+    def refuse(self, reason: str, tell: bool = True, detail: str = "") -> None: ...
+
+
+class Gate:
+    """Connections that are not participants yet, oldest first, and their facts bodies in flight,
+    reserved in BODY_BUDGET: what a flood of silent or slow connections can hold is bounded."""
+
+    def __init__(self) -> None:
+        self.silent: dict[Guest, None] = {}
+        self.bodies: set[Guest] = set()
+        self.in_flight = 0  # bytes reserved by self.bodies
+
+    def enter(self, conn: Guest) -> None:
+        self.silent[conn] = None
+
+    def evict(self) -> bool:
+        """At the connection limit: drop the oldest connection that has not sent its facts."""
+        for conn in self.silent:
+            conn.refuse(EVICTED)
+            return True
+        return False
+
+    def reserve(self, conn: Guest, size: int) -> bool:
+        """Room for a facts body of ``size`` bytes. A small body (every real node's) makes room
+        by dropping the biggest one in flight; a big one waits its turn (refused, retried)."""
+        while self.in_flight + size > BODY_BUDGET:
+            biggest = max(self.bodies, key=lambda b: b.size, default=None)
+            if size > SMALL_BODY or biggest is None or biggest.size <= SMALL_BODY:
+                return False
+            biggest.refuse(BUDGET, detail=f"{biggest.size} bytes in flight, dropped for a smaller one; retry")
+        conn.size = size
+        self.bodies.add(conn)
+        self.in_flight += size
+        return True
+
+    def release(self, conn: Guest) -> None:
+        if conn in self.bodies:
+            self.bodies.discard(conn)
+            self.in_flight -= conn.size
+
+    def leave(self, conn: Guest) -> None:
+        """``conn`` is done sending its facts (accepted, or closing): stop its timer, free its budget."""
+        self.silent.pop(conn, None)
+        self.release(conn)
+        if conn.timer is not None:
+            conn.timer.cancel()
+            conn.timer = None
 
 
 def clip(text: str, limit: int = DETAIL_MAX) -> str:

@@ -29,7 +29,7 @@ from validator.preflight import refusals as rf
 CLOSE_WAIT_S = 3.0  # how long we let clients close first after the verdict (TIME_WAIT on their side)
 NET_ROUND_S = 15.0  # --net-check: how long the ring probes may take in all
 BODY_RATE = 1 << 20  # bytes/s a facts body must at least arrive at, after the header
-FACTS_BUDGET = 64 << 20  # accepted facts bytes kept, plus FACTS_EACH per expected participant
+FACTS_BUDGET = 16 << 20  # accepted facts bytes kept, plus FACTS_EACH per expected participant
 FACTS_EACH = 64 << 10
 
 

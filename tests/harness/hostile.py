@@ -19,12 +19,15 @@ from validator.preflight import protocol as wire
 from validator.preflight.run import key
 
 HOST = "127.0.0.1"
+STOP = threading.Event()  # set: every attack ends at its next connection (ConnectionAbortedError)
 
 
 def connect(port: int, limit: float = 30.0, timeout: float = 10.0) -> socket.socket:
     """A connection to the coordinator, retried until it listens (bounded)."""
     deadline = time.monotonic() + limit
     while True:
+        if STOP.is_set():
+            raise ConnectionAbortedError("attack stopped")
         try:
             s = socket.create_connection((HOST, port), timeout=timeout)
             s.settimeout(timeout)

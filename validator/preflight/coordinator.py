@@ -209,6 +209,8 @@ class Connection(asyncio.Protocol):
     def got_facts(self, body: bytes) -> None:
         c = self.coord
         c.gate.release(self)
+        if len(body) != self.size:
+            raise wire.ProtocolError("facts size does not match the header")
         if not wire.verify(c.secret, self.nonce, c.job_id, body, self.header.get("mac"), self.token):
             self.refuse(rf.AUTH)
             return
@@ -251,6 +253,7 @@ class Connection(asyncio.Protocol):
         if tell:
             self.send({"type": "reject", "reason": f"{reason} ({rf.clip(detail)})" if detail else reason})
         self.state = "closed"
+        self.buf.clear()
         self.leave()
         if self.transport is not None:
             self.transport.close()

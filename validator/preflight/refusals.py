@@ -63,12 +63,6 @@ class Refusals:
         if detail and not r.example:
             r.example = clip(detail)
 
-    def total(self) -> int:
-        return sum(r.count for r in self.by_reason.values())
-
-    def __bool__(self) -> bool:
-        return bool(self.by_reason)
-
 
 class Guest(Protocol):
     size: int  # the facts body it announced

@@ -177,7 +177,9 @@ class Live:
     """A real Coordinator (rank mode, job id "") serving on loopback from a thread of this process,
     so a test can look at its state; records whatever reached the event loop's exception handler."""
 
-    def __init__(self, own: Facts, expected: set[int], secret: bytes | None, max_connections: int | None = None):
+    def __init__(
+        self, own: Facts, expected: set[int], secret: bytes | None, max_connections: int | None = None
+    ) -> None:
         self.errors: list[str] = []
         self.sock = coord.bind(0, HOST)
         self.port = int(self.sock.getsockname()[1])

@@ -157,7 +157,7 @@ def rejected_findings(rejected: Refusals) -> list[Finding]:
         peers = sorted(r.peers)
         more = "" if len(peers) < PEERS_MAX else " and maybe others"
         example = f"; e.g. {r.example}" if r.example else ""
-        out.append(finding("PRE004", f"{r.count} connection(s) {reason}{example}", hosts=peers,
+        out.append(finding("PRE004", f"{r.count} connection(s) {reason}{example}", hosts=peers, expected="none",
                            actual=f"{r.count} from {', '.join(peers[:5])}{' ...' if len(peers) > 5 else ''}{more}"))  # fmt: skip
     return out
 

@@ -104,7 +104,15 @@ def run_validator(n: int) -> dict[str, Any]:
     from validator import pipeline
     from validator.preflight import coordinator as coord
     from validator.preflight import protocol as wire
-    from validator.preflight.run import key
+
+    class Quiet:  # the bench measures the gather: no early verdict, nothing said while waiting
+        def decisive(self, facts: list[Any]) -> bool:
+            return False
+
+        def waiting(self, c: Any) -> None:
+            return None
+
+    from validator.preflight.run import Plan, expectation, key
 
     coord_raise_nofile()
     port = free_port()
@@ -122,9 +130,10 @@ def run_validator(n: int) -> dict[str, Any]:
     phases: dict[str, float] = {}
 
     async def serve() -> int:
-        c = coord.Coordinator(own, set(range(n + 1)), key("node"), "bench", None, timeout=300)  # type: ignore[arg-type]
+        plan = Plan("127.0.0.1", [port], "node", True, n + 1, n + 1, 0.0, "bench", [])
+        c = coord.Coordinator(own, expectation(plan), key(plan), "bench", None, timeout=300)  # type: ignore[arg-type]
         cpu0 = time.process_time()
-        gathered, _ = await c.gather(sock)
+        gathered = await c.gather(sock, Quiet())
         phases["gather_done_s"] = time.time() - t0
         phases["gather_cpu_s"] = time.process_time() - cpu0
         report = pipeline.check([a.facts for a in gathered.arrivals], None, context="preflight")
@@ -137,7 +146,7 @@ def run_validator(n: int) -> dict[str, Any]:
             "text": render_table(report),
         }
         phases["checks_s"] = time.time() - t0 - phases["gather_done_s"]
-        await c.deliver(wire.encode(verdict))
+        await c.deliver(wire.encode(verdict), linger=False)
         return len(gathered.arrivals)
 
     with coord.paused_gc():  # as validator.preflight.run.coordinate does

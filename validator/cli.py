@@ -259,6 +259,9 @@ def scan(
     if result.interrupted:
         print("validator: interrupted; the report covers the hosts that answered", file=sys.stderr)
         raise typer.Exit(130)
+    if result.failed:
+        print(f"validator: error: {result.failed}", file=sys.stderr)
+        raise typer.Exit(2)
     raise typer.Exit(result.report.exit_code(level, allow_incomplete))
 
 

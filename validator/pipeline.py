@@ -190,6 +190,7 @@ class ScanResult:
     elapsed_s: float
     net_check: dict[str, int] | None = None  # nodes listened on, probes made, probes failed
     warnings: list[str] = field(default_factory=list)
+    failed: str | None = None  # the scan itself failed (scanner-side): exit 2, nothing to drain
 
     def scan_json(self) -> dict[str, Any]:
         return {
@@ -200,6 +201,7 @@ class ScanResult:
             "elapsed_s": round(self.elapsed_s, 2),
             "net_check": self.net_check,
             "warnings": self.warnings,
+            "failed": self.failed,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -366,7 +368,7 @@ def scan(opts: ScanOptions) -> ScanResult:
     import asyncio
     import time
 
-    from validator.report.html import drain_hosts
+    from validator.report.html import drain_hosts, scan_failure
     from validator.transports.progress import Progress
 
     started = time.monotonic()
@@ -406,15 +408,17 @@ def scan(opts: ScanOptions) -> ScanResult:
     report = check(facts, profile, opts.codes, context="scan", outcomes=outcomes, title=f"scan of {fold_hosts(hosts)}")
     if net_findings:
         report.findings = sorted(report.findings + keep(net_findings, opts.codes), key=lambda f: (-f.severity, f.code))
+    failed = scan_failure(report, len(hosts)) if not interrupted else None
     return ScanResult(
         report,
-        drain_hosts(report, opts.fail_on),
+        [] if failed else drain_hosts(report, opts.fail_on),
         transport,
         hosts,
         interrupted,
         time.monotonic() - started,
         net_check,
         warnings,
+        failed,
     )
 
 

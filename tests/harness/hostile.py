@@ -16,7 +16,6 @@ from typing import Any
 from validator.model import Facts
 from validator.preflight import coordinator as coord
 from validator.preflight import protocol as wire
-from validator.preflight.run import key
 
 HOST = "127.0.0.1"
 STOP = threading.Event()  # set: every attack ends at its next connection (ConnectionAbortedError)
@@ -187,7 +186,8 @@ class Live:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.c: coord.Coordinator | None = None
         self.stop: asyncio.Event | None = None
-        args = (own, expected, key("rank"), "", secret, 600, max_connections)
+        by_rank = lambda f: f["launch"]["rank"]  # noqa: E731
+        args = (own, coord.Expect(expected, len(expected), len(expected)), by_rank, "", secret, 600, max_connections)
         self.thread = threading.Thread(target=lambda: asyncio.run(self.serve(*args)), daemon=True)
         self.thread.start()
         assert self.ready.wait(10)

@@ -50,15 +50,34 @@ def test_per_rank_mode_inside_torchrun(tmp_path: Path, port: int) -> None:
         env=base_env(), capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "preflight PASSED: 2/2 ranks" in p.stderr
+    assert p.stderr.count("preflight PASSED: 2/2 ranks") == 1, "one report per node, not one per rank"
     report = json.loads(out.read_text())
     assert report["participants"] == 2 and not report["findings"]
+    assert f"127.0.0.1:{port + 1}," in report["title"], "the first port after the agent's store"
+
+
+def test_per_rank_mode_inside_torchrun_moves_past_a_held_port(tmp_path: Path, port: int) -> None:
+    import socket
+
+    out = tmp_path / "rank.json"
+    with socket.socket() as holder:  # MASTER_PORT+1 belongs to someone else: the next candidate is used
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("0.0.0.0", port + 1))
+        holder.listen(4)
+        p = subprocess.run(
+            [TORCHRUN, "--nnodes=1", "--nproc-per-node=2", f"--master-port={port}", "--rdzv-conf=timeout=30",
+             "-m", "validator.preflight", "--timeout", "30", "--output", str(out)],
+            env=base_env(), capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert f"127.0.0.1:{port + 2}," in json.loads(out.read_text())["title"]
 
 
 def test_smoke_all_reduce_after_a_pass(tmp_path: Path, port: int) -> None:
     runs = preflight(tmp_path, ranks(2, port), "--timeout", "30", "--smoke", command=["sh", "-c", "echo after-smoke"])
     assert [r.rc for r in runs] == [0, 0], [r.err[-1500:] for r in runs]
     assert all(r.out.strip() == "after-smoke" for r in runs)
+    assert all("smoke: all_reduce ok in" in r.err for r in runs), "a smoke test that passed says it ran"
 
 
 def test_srun_one_task_per_node_passes_and_execs(slurm: Slurm, tmp_path: Path, port: int) -> None:

@@ -136,3 +136,25 @@ def test_output_file_and_drain_list(scan_sshd: ScanSshd, tmp_path: Path) -> None
     errors = [c for c in suite.iter("testcase") if c.find("error") is not None]
     assert [c.get("name") for c in errors] == [CLOSED]
     assert errors[0].find("error").get("type") == "unreachable"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mistake", ["wrong port", "names that do not resolve"])
+def test_scan_side_failure_is_exit_2_and_drains_nothing(sshd_loopback: Sshd, tmp_path: Path, mistake: str) -> None:
+    """Every host failing the same way on the scanner's side is the scan failing: piping the
+    drain list into scontrol must not drain the partition."""
+    cfg = tmp_path / "ssh_config"
+    text = sshd_loopback.config.read_text()
+    hosts = "127.0.9.[1-6]"
+    if mistake == "wrong port":  # a forgotten -F or Port: nothing listens on port 1
+        text = "\n".join(line for line in text.splitlines() if not line.strip().lower().startswith("port"))
+        text = "Port 1\n" + text
+    else:
+        hosts = "cv-no-such-node[1-6].invalid"
+    cfg.write_text(text)
+    drain = tmp_path / "drain.txt"
+    drain.write_text("stale\n")
+    run = run_scan(hosts, "-F", str(cfg), "--drain-list", str(drain), "--connect-timeout", "5")
+    assert run.rc == 2, run.err
+    assert drain.read_text() == "" and run.doc is not None and run.doc["drain"] == []
+    line = [ln for ln in run.err.splitlines() if "the scan failed, not the nodes: 6 of 6 hosts" in ln]
+    assert line and ("SSH port" if mistake == "wrong port" else "name resolution") in line[0], run.err

@@ -233,10 +233,13 @@ def duplicate_node_rank(job: Job) -> Iterator[Hit]:
     to exactly one node.
 
     Two agents with the same node rank both claim the same block of global ranks: with a static
-    rendezvous the second one never gets its ranks and the job waits until the timeout. A common
-    cause is `torchrun` without `--node-rank` on every node (the default is 0).
+    rendezvous the second one never gets its ranks and the job waits until the timeout. Common
+    causes: `torchrun` without `--node-rank` on every node (the default is 0), and
+    `srun torchrun --node-rank=$SLURM_NODEID` in an sbatch script, where the batch shell expands
+    the variable once (0, or empty) before srun starts a task on each node.
 
-    Pass --node-rank=$SLURM_NODEID (or the pod's index) on every node, or use
+    Pass --node-rank=$SLURM_NODEID expanded on each node, inside single quotes
+    (`srun bash -c 'torchrun --node-rank=$SLURM_NODEID ...'`), or the pod's index; or use
     --rdzv-backend=c10d, which assigns node ranks itself.
     """
     for node_rank, members in sorted(_node_ranks(job).items()):
@@ -248,7 +251,8 @@ def duplicate_node_rank(job: Job) -> Iterator[Hit]:
                 members,
                 expected="1 node",
                 actual=f"{len(members)} nodes",
-                fix="pass a distinct --node-rank on every node (e.g. --node-rank=$SLURM_NODEID)",
+                fix="pass a distinct --node-rank on every node, expanded on the node: "
+                "srun bash -c 'torchrun --node-rank=$SLURM_NODEID ...' (single quotes)",
                 verify=RERUN,
             )
 
@@ -346,11 +350,13 @@ def launch_options(job: Job) -> Iterator[Hit]:
     for field in LAUNCH_OPTIONS:
         expected, groups = job.majority(nodes, lambda i, f=field: launches[i].get(f))  # type: ignore[misc]
         for value, who in outliers(groups, expected):
+            src = launches[who[0]]["sources"].get(field, "")  # the launcher's own spelling: --num_nodes
+            name = src.split(":", 1)[1] if src.startswith(("torchrun:--", "deepspeed:--")) else OPTION_NAMES[field]
             yield Hit(
-                f"{OPTION_NAMES[field]}={value} on {job.who(who)}; the other nodes use {expected}",
+                f"{name}={value} on {job.who(who)}; the other nodes use {expected}",
                 who,
                 expected=str(expected),
                 actual=str(value),
-                fix=f"launch every node with {OPTION_NAMES[field]}={expected}",
+                fix=f"launch every node with {name}={expected}",
                 verify=RERUN,
             )

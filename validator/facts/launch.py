@@ -201,6 +201,9 @@ def _from_torchrun(c: Contract, env: dict[str, str], opts: dict[str, str]) -> No
             return env[pet], f"env:{pet}"
         return TORCHRUN_DEFAULTS.get(dest), f"torchrun default --{dest.replace('_', '-')}"
 
+    for dest in ("nnodes", "nproc_per_node", "node_rank", "master_port", "max_restarts"):
+        if opts.get(dest) == "":  # `--node-rank=$UNSET`: torchrun exits with "invalid int value: ''"
+            c.invalid[f"torchrun:--{dest.replace('_', '-')}"] = ""
     standalone = opts.get("standalone") == "1" or env.get("PET_STANDALONE", "0") not in ("", "0")
     nnodes, src = value("nnodes")
     if standalone:
@@ -231,12 +234,9 @@ def _from_torchrun(c: Contract, env: dict[str, str], opts: dict[str, str]) -> No
             for dest in ("master_addr", "master_port"):
                 v, src = value(dest)
                 c.set(dest, v, src)
-    else:  # c10d/etcd: ranks are assigned at rendezvous; the store is at the endpoint
-        if "node_rank" in opts:
-            c.set("node_rank", opts["node_rank"], "torchrun:--node-rank")
-        else:
-            c.values.pop("node_rank", None)
-            c.sources.pop("node_rank", None)
+    else:  # c10d/etcd: node ranks are assigned at rendezvous (torchrun ignores --node-rank)
+        c.values.pop("node_rank", None)
+        c.sources.pop("node_rank", None)
         if endpoint:
             host, port = split_endpoint(endpoint, C10D_DEFAULT_PORT)
             c.set("master_addr", host, esrc)

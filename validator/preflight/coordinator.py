@@ -18,7 +18,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from validator.errors import UserError
 from validator.facts import load_facts
@@ -31,6 +31,29 @@ NET_ROUND_S = 15.0  # --net-check: how long the ring probes may take in all
 BODY_RATE = 1 << 20  # bytes/s a facts body must at least arrive at, after the header
 FACTS_BUDGET = 16 << 20  # accepted facts bytes kept, plus FACTS_EACH per expected participant
 FACTS_EACH = 64 << 10
+QUIET_S = 0.5  # after arrivals stop this long, look for a failure no late arrival can fix
+WAIT_LINE_S = 10.0  # how often the coordinator says what it is waiting for
+
+
+@dataclass
+class Expect:
+    """Who must arrive. Keyed: every key in ``keys`` (ranks or node ranks). Counted (c10d, where
+    node ranks are assigned at rendezvous): ``maximum`` distinct participants, or ``minimum`` once
+    ``last_call`` seconds have passed with that many present, as torchrun's elastic range does."""
+
+    keys: set[Any] | None
+    maximum: int
+    minimum: int
+    last_call: float = 0.0
+
+
+class Policy(Protocol):
+    """What the caller decides during the gather (run.py's Gate): whether the verdict can no
+    longer become a pass, and what to say while waiting."""
+
+    def decisive(self, facts: list[Facts]) -> bool: ...
+
+    def waiting(self, coordinator: Coordinator) -> None: ...
 
 
 @dataclass
@@ -104,6 +127,17 @@ def bind(port: int, host: str = "") -> socket.socket:
     raise last
 
 
+def bind_first(ports: list[int]) -> tuple[socket.socket, int]:
+    """The first of ``ports`` that binds; the last error when none does."""
+    for i, port in enumerate(ports):
+        try:
+            return bind(port), port
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE or i == len(ports) - 1:
+                raise
+    raise OSError(errno.EINVAL, "no port to bind")
+
+
 class Connection(asyncio.Protocol):
     """hello -> header frame -> facts frame -> ack -> [probe -> results] -> verdict -> client closes.
 
@@ -129,7 +163,7 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         self.peer = str((transport.get_extra_info("peername") or ("?",))[0])
         c = self.coord
-        if c.decided:
+        if c.closing:
             transport.abort()
             return
         if len(c.open) >= c.max_connections and not c.gate.evict():
@@ -226,15 +260,23 @@ class Connection(asyncio.Protocol):
         if old is not None and (not self.token or old.token != self.token):
             self.refuse(rf.IMPOSTOR, detail=f"host {wire.short(facts['host'])} pid {facts['pid']}")
             return
-        if not c.admits(len(body), old):
+        if c.verdict is None and not c.admits(len(body), old):
             self.refuse(rf.FULL, detail=f"{len(c.arrivals)} participants, {c.accepted} bytes of facts")
+            return
+        self.leave(closing=False)
+        self.state = "registered"
+        if c.verdict is not None:  # decided already: a late arrival gets the same verdict at once
+            c.served.add(c.key(facts))
+            c.served_n += 1
+            self.send({"type": "ack", "arrived": len(c.arrivals), "expected": c.expect.maximum})
+            if self.transport is not None:
+                self.transport.write(c.verdict)
+            c.changed.set()
             return
         if old is not None and old.conn is not None and old.conn.transport is not None:
             old.conn.transport.close()  # the same process reconnected: its earlier connection is stale
         c.register(Arrival(facts, self, self.header.get("listen"), self.token, len(body)))
-        self.leave(closing=False)
-        self.state = "registered"
-        self.send({"type": "ack", "arrived": len(c.arrivals), "expected": len(c.expected)})
+        self.send({"type": "ack", "arrived": len(c.arrivals), "expected": c.expect.maximum})
 
     def leave(self, closing: bool = True) -> None:
         """Done sending facts (accepted, or closing): out of the gate (timer, budget), and of the open set."""
@@ -251,7 +293,8 @@ class Connection(asyncio.Protocol):
         example, cut short. The peer is told why unless its frames could not be read."""
         self.coord.rejected.add(reason, self.peer, detail)
         if tell:
-            self.send({"type": "reject", "reason": f"{reason} ({rf.clip(detail)})" if detail else reason})
+            why = f"{reason} ({rf.clip(detail)})" if detail else reason
+            self.send({"type": "reject", "reason": why, "retry": reason in rf.RETRY})
         self.state = "closed"
         self.buf.clear()
         self.leave()
@@ -263,7 +306,7 @@ class Coordinator:
     def __init__(
         self,
         own: Facts,
-        expected: set[Any],
+        expect: Expect,
         key: Callable[[Facts], Any],
         job_id: str,
         secret: bytes | None,
@@ -272,7 +315,7 @@ class Coordinator:
         own_listen: list[Any] | None = None,
         net_check: bool = False,
     ) -> None:
-        self.expected = expected
+        self.expect = expect
         self.key = key
         self.job_id = job_id
         self.secret = secret
@@ -281,14 +324,26 @@ class Coordinator:
         self.own_id = (own["host"], own["pid"])
         self.arrivals: dict[tuple[str, int], Arrival] = {}
         self.present: dict[Any, int] = {}  # key -> participants holding it (duplicates count twice)
-        self.waiting = set(expected)  # expected keys nobody holds yet: complete when empty
+        self.waiting = set(expect.keys or ())  # expected keys nobody holds yet (keyed)
         self.rejected = rf.Refusals()
         self.open: set[Connection] = set()
         self.gate = rf.Gate()  # connections that are not participants yet, their bodies in flight
         self.accepted = 0  # bytes of the facts in self.arrivals
-        self.max_connections = max_connections or max(1024, 4 * len(expected) + 64)
+        self.max_connections = max_connections or max(1024, 4 * expect.maximum + 64)
         self.complete = asyncio.Event()
+        self.wake = asyncio.Event()  # the gather loop's: completion, timers, an arrival while idle
+        self.watch = False
+        self.changed = asyncio.Event()  # a late arrival got the verdict: the lingering loop looks again
+        self.last_arrival = time.monotonic()
+        self.minimum_at: float | None = None  # when `minimum` participants were first present
         self.decided = False
+        self.early = False  # decided before everyone arrived: a failure no late arrival can fix
+        self.closing = False
+        self.verdict: bytes | None = None  # once decided: what late arrivals get
+        self.served: set[Any] = set()  # keys that have the verdict
+        self.served_n = 0  # participants that have it (a duplicate rank counts twice)
+        self.server: asyncio.AbstractServer | None = None
+        self.port = 0
         self.register(Arrival(own, None, own_listen))
 
     def remaining(self) -> float:
@@ -297,7 +352,7 @@ class Coordinator:
     def admits(self, size: int, old: Arrival | None) -> bool:
         """Room for one more participant's facts (or a bigger copy of one): memory stays bounded
         even when strangers who know the job id (and there is no secret) keep registering."""
-        budget = FACTS_BUDGET + FACTS_EACH * len(self.expected)
+        budget = FACTS_BUDGET + FACTS_EACH * self.expect.maximum
         more = old is None and len(self.arrivals) > self.max_connections  # ours, and one per connection
         return not more and self.accepted + size - (old.size if old else 0) <= budget
 
@@ -311,14 +366,31 @@ class Coordinator:
             self.present[k] -= 1
             if not self.present[k]:
                 del self.present[k]
-                if k in self.expected:
+                if self.expect.keys is not None and k in self.expect.keys:
                     self.waiting.add(k)
         self.arrivals[ident] = arrival
         k = self.key(arrival.facts)
         self.present[k] = self.present.get(k, 0) + 1
         self.waiting.discard(k)
-        if not self.waiting:
+        self.last_arrival = time.monotonic()
+        e = self.expect
+        if e.keys is None:
+            if len(self.present) >= e.minimum and self.minimum_at is None:
+                self.minimum_at = self.last_arrival
+            if len(self.present) >= e.maximum:
+                self.complete.set()
+        elif not self.waiting:
             self.complete.set()
+        if self.watch or self.complete.is_set():
+            self.wake.set()
+
+    def missing_count(self) -> int:
+        return len(self.waiting) if self.expect.keys is not None else max(0, self.expect.maximum - len(self.present))
+
+    def last_call_over(self) -> bool:
+        """Elastic range: the minimum is present and the last call has passed (torchrun completes
+        its rendezvous then, with whoever has joined)."""
+        return self.minimum_at is not None and time.monotonic() >= self.minimum_at + self.expect.last_call
 
     def registered(self) -> list[Connection]:
         """Connections of participants whose facts count and that are still open."""
@@ -326,21 +398,53 @@ class Coordinator:
             a.conn for a in self.arrivals.values() if a.conn is not None and a.conn.state in ("registered", "probing")
         ]
 
-    async def gather(self, sock: socket.socket) -> tuple[Gathered, asyncio.AbstractServer]:
-        """Serve until every expected participant has arrived or the deadline passes. Then stop
-        accepting and drop whoever has not finished sending (slow, half-open, garbage)."""
+    async def gather(self, sock: socket.socket, policy: Policy) -> Gathered:
+        """Serve until every expected participant has arrived, the deadline passes, or the policy
+        finds a failure no late arrival can fix (looked for whenever arrivals pause for QUIET_S)."""
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=65535)
+        self.port = int(sock.getsockname()[1])
+        self.server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=65535)
         t0 = time.monotonic()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.complete.wait(), self.remaining())
+        next_line = t0 + WAIT_LINE_S
+        looked_at = -1  # the number of arrivals when the policy last looked
+        quiet = QUIET_S
+        while not self.complete.is_set() and self.remaining() > 0 and not self.last_call_over():
+            now = time.monotonic()
+            wake = [self.deadline, next_line]
+            if len(self.arrivals) != looked_at:
+                wake.append(self.last_arrival + quiet)
+            if self.minimum_at is not None:
+                wake.append(self.minimum_at + self.expect.last_call)
+            # timers, completion, and while idle the next arrival: no wake-up per arrival in a burst
+            self.watch = len(self.arrivals) == looked_at
+            self.wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), max(0.0, min(wake) - now))
+            now = time.monotonic()
+            if now >= next_line and not self.complete.is_set():
+                policy.waiting(self)
+                next_line = now + WAIT_LINE_S
+            if len(self.arrivals) != looked_at and now - self.last_arrival >= quiet and not self.complete.is_set():
+                looked_at = len(self.arrivals)
+                started = time.monotonic()
+                if policy.decisive([a.facts for a in self.arrivals.values()]):
+                    self.early = True
+                    break
+                quiet = max(QUIET_S, 2 * (time.monotonic() - started))  # checks at scale: look less often
         self.decided = True
-        server.close()  # stop accepting; the port is free once the last client has closed
+        arrivals = list(self.arrivals.values())
+        complete = self.complete.is_set() or self.last_call_over()
+        return Gathered(arrivals, self.rejected, time.monotonic() - t0, complete)
+
+    def stop_accepting(self) -> None:
+        """Stop accepting and drop whoever has not finished sending (slow, half-open, garbage);
+        the port is free once the last client has closed."""
+        self.closing = True
+        if self.server is not None:
+            self.server.close()
         for conn in list(self.open):
             if conn.state in ("header", "body"):
                 conn.refuse("still sending at the deadline", tell=False)
-        arrivals = list(self.arrivals.values())
-        return Gathered(arrivals, self.rejected, time.monotonic() - t0, self.complete.is_set()), server
 
     async def net_round(
         self, order: Callable[[Facts], Any]
@@ -368,15 +472,33 @@ class Coordinator:
             results[ident] = fut.result() if fut.done() else []
         return {i: (self.arrivals[i].facts["host"], self.arrivals[i].listen, rows) for i, rows in results.items()}
 
-    async def deliver(self, verdict: bytes) -> None:
-        """Send the verdict to every participant still connected, then wait (bounded) until they
-        close their side first, so TIME_WAIT lands on them and not on the job's port."""
+    async def deliver(self, verdict: bytes, linger: bool) -> None:
+        """Send the verdict to every participant still connected. With ``linger`` (a failure),
+        keep answering late arrivals with the same verdict until the deadline or until every
+        expected participant has it, so every node exits with the same code. Then wait (bounded)
+        until the clients close their side first, so TIME_WAIT lands on them, not on the job's port."""
+        self.verdict = verdict
         conns = [c for c in self.registered() if c.transport is not None]
         for conn in conns:
             assert conn.transport is not None
             conn.transport.write(verdict)
+        self.served.update(self.key(a.facts) for a in self.arrivals.values())
+        self.served_n = len(self.arrivals)
+        if linger:
+            while self.remaining() > 0 and not self.all_served():
+                self.changed.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.changed.wait(), self.remaining())
+        self.stop_accepting()
+        conns = [c for c in self.open if c.state == "registered"]
         if conns:
             await asyncio.wait([c.closed for c in conns], timeout=CLOSE_WAIT_S)
         for conn in list(self.open):
             if conn.transport is not None:
                 conn.transport.abort()
+
+    def all_served(self) -> bool:
+        """As many participants as expected have the verdict (whatever they claimed), or every
+        expected key has it."""
+        e = self.expect
+        return self.served_n >= e.maximum or (e.keys is not None and e.keys <= self.served)

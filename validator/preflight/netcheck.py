@@ -130,3 +130,12 @@ def findings(results: dict[Any, tuple[str, list[Any] | None, list[dict[str, Any]
                                actual=str(r.get("error") or "no listener"),
                                verify="validator preflight --net-check ...   # rerun: no PRE005"))  # fmt: skip
     return out
+
+
+def summary(results: dict[Any, tuple[str, list[Any] | None, list[dict[str, Any]]]]) -> str:
+    """What the verdict line says the net check did: "net-check: 6 links ok"."""
+    rows = [r for _, _, got in results.values() for r in got]
+    bad = sum(1 for r in rows if not r.get("ok"))
+    if not rows:
+        return "net-check: no links to test"
+    return f"net-check: {len(rows)} links ok" if not bad else f"net-check: {bad} of {len(rows)} links failed"

@@ -20,6 +20,9 @@ from validator.model import Facts
 from validator.preflight import protocol as wire
 
 VERDICT_GRACE_S = 30.0  # the coordinator's checks run after its deadline; allow for them at scale
+HELLO_S = 1.0  # our coordinator says hello as it accepts; silence this long is something else
+FOREIGN_TRIES = 3  # something else answers on the port this many times in a row: it is not going away
+UNRESOLVED_S = 5.0  # outside Kubernetes a name that does not resolve for this long will not
 
 
 @dataclass
@@ -32,6 +35,7 @@ class Attempts:
     resolved_once: bool = False  # the coordinator's name resolved at least once
     foreign: str | None = None  # something that is not our coordinator answers on the port
     rejected: str | None = None
+    gave_up: str | None = None  # why we stopped before the deadline
 
     def note(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -61,8 +65,10 @@ def _connect(addr: str, port: int, timeout: float) -> socket.socket:
 
 
 def _rejected(msg: dict[str, Any]) -> str:
+    """BUSY (at capacity, budget spent, too slow: worth a retry) or REJECTED, with the reason cut short."""
     reason = msg.get("reason")
-    return f"REJECTED: {wire.printable(reason, 240) if isinstance(reason, str) else 'no reason given'}"
+    text = wire.printable(reason, 240) if isinstance(reason, str) else "no reason given"
+    return f"{'BUSY' if msg.get('retry') else 'REJECTED'}: {text}"
 
 
 def _exchange(
@@ -75,10 +81,14 @@ def _exchange(
     token: str,
 ) -> dict[str, Any] | str:
     """One session on a connected socket: verdict dict, or why it failed (str)."""
-    s.settimeout(max(0.5, min(5.0, deadline - time.monotonic())))
+    s.settimeout(max(0.2, min(HELLO_S, deadline - time.monotonic())))
     try:
         hello = wire.recv_msg(s)
-    except (OSError, wire.ProtocolError) as e:
+    except (ConnectionError, wire.ProtocolError) as e:
+        if isinstance(e, ConnectionError) or str(e) == "connection closed":
+            return f"closed before the hello ({e})"  # a coordinator at capacity, or closing: retry
+        return f"FOREIGN: no preflight hello ({e})"
+    except OSError as e:  # silence until the timeout: a listener that is not ours
         return f"FOREIGN: no preflight hello ({e})"
     if hello.get("type") == "reject":  # e.g. at its connection limit: it is our coordinator, busy
         return _rejected(hello)
@@ -128,18 +138,23 @@ def refresh_master(facts: Facts, host: str, addrs: list[str]) -> bool:
 def participate(
     facts: Facts,
     host: str,
-    port: int,
+    ports: list[int],
     job_id: str,
     secret: bytes | None,
     timeout: float,
     listen: list[Any] | None = None,
+    patient: bool = False,
 ) -> Result:
-    """Retry until the deadline; return the verdict, or what was tried."""
-    deadline = time.monotonic() + timeout
+    """Retry until the deadline; return the verdict, or what was tried. Gives up early on what
+    will not heal: a rejection, something else answering on every port, and (unless ``patient``,
+    as in a pod whose master's DNS record may appear late) a name that does not resolve."""
+    start = time.monotonic()
+    deadline = start + timeout
     body = json.dumps(facts, separators=(",", ":")).encode()
     token = wire.new_nonce()  # ours alone: only a connection presenting it may replace our registration
     att = Attempts()
     delay = 0.05
+    foreign_streak = 0
     while time.monotonic() < deadline:
         att.tries += 1
         res = resolve([host], timeout=min(2.0, max(0.1, deadline - time.monotonic())))[host]
@@ -150,27 +165,63 @@ def participate(
             body = json.dumps(facts, separators=(",", ":")).encode()
         if not addrs:
             att.note(f"{host}: {res.get('error', 'does not resolve')}")
+            if not patient and not att.resolved_once and time.monotonic() - start >= UNRESOLVED_S:
+                att.gave_up = f"{host} did not resolve for {UNRESOLVED_S:.0f} s"
+                break
+        foreign = 0
         for addr in addrs[:2]:
-            where = f"{addr}:{port}"
-            try:
-                s = _connect(addr, port, min(2.0, max(0.1, deadline - time.monotonic())))
-            except OSError as e:
-                att.note(f"{where}: {e.strerror or e}")
-                continue
-            try:
-                outcome = _exchange(s, body, job_id, secret, listen, deadline, token)
-            except (OSError, wire.ProtocolError) as e:
-                outcome = f"{type(e).__name__}: {e}"
-            finally:
-                s.close()  # we close first: TIME_WAIT stays on our side, not on the job's port
-            if isinstance(outcome, dict):
-                return Result(outcome, att)
-            if outcome.startswith("FOREIGN"):
-                att.foreign = f"{where}: {outcome.split(': ', 1)[1]}"
-            elif outcome.startswith("REJECTED"):
-                att.rejected = f"{where}: {outcome.split(': ', 1)[1]}"
-            att.note(f"{where}: {outcome}")
+            reached = False
+            for port in ports:
+                outcome = _attempt(addr, port, body, job_id, secret, listen, deadline, att, token)
+                if isinstance(outcome, dict):
+                    outcome.setdefault("port", port)
+                    return Result(outcome, att)
+                reached = reached or outcome != "refused"
+                if outcome.startswith("FOREIGN") or (outcome.startswith("REJECTED") and len(ports) > 1):
+                    foreign += 1  # inside torchrun: maybe another job's, try the next candidate
+                elif outcome.startswith("REJECTED"):
+                    att.gave_up = "rejected by the coordinator"
+                    return Result(None, att)
+            if reached:
+                break
+        foreign_streak = foreign_streak + 1 if addrs and foreign >= len(ports) else 0
+        if foreign_streak >= FOREIGN_TRIES:
+            att.gave_up = "something other than the preflight coordinator answers on the port"
             break
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())) * random.uniform(0.5, 1.0))
         delay = min(delay * 2, 1.0)
     return Result(None, att)
+
+
+def _attempt(
+    addr: str,
+    port: int,
+    body: bytes,
+    job_id: str,
+    secret: bytes | None,
+    listen: list[Any] | None,
+    deadline: float,
+    att: Attempts,
+    token: str,
+) -> dict[str, Any] | str:
+    """One connection: the verdict, or what happened (recorded in ``att``)."""
+    where = f"{addr}:{port}"
+    try:
+        s = _connect(addr, port, min(2.0, max(0.1, deadline - time.monotonic())))
+    except OSError as e:
+        att.note(f"{where}: {e.strerror or e}")
+        return "refused"
+    try:
+        outcome = _exchange(s, body, job_id, secret, listen, deadline, token)
+    except (OSError, wire.ProtocolError) as e:
+        outcome = f"{type(e).__name__}: {e}"
+    finally:
+        s.close()  # we close first: TIME_WAIT stays on our side, not on the job's port
+    if isinstance(outcome, dict):
+        return outcome
+    if outcome.startswith("FOREIGN"):
+        att.foreign = f"{where}: {outcome.split(': ', 1)[1]}"
+    elif outcome.startswith(("REJECTED", "BUSY")):
+        att.rejected = f"{where}: {outcome.split(': ', 1)[1]}"
+    att.note(f"{where}: {outcome}")
+    return outcome

@@ -36,6 +36,7 @@ IDLE = f"dropped: idle, no facts header within {SPEAK_S:.0f} s"
 SLOW = "dropped: too slow, facts incomplete in time"
 MALFORMED = "dropped: malformed frame"
 OTHER = "refused or dropped for other reasons"
+RETRY = frozenset({CAPACITY, EVICTED, BUDGET, IDLE, SLOW})  # the participant is told to retry
 
 
 @dataclass

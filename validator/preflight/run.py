@@ -7,6 +7,7 @@ what the job will use, and releases it before the job starts.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -31,6 +32,7 @@ from validator.profiles import Profile, load_profile
 
 # Missing participants are reported as outcomes (exit 3, worth a retry), not as RNK findings.
 NOT_IN_PREFLIGHT = ("RNK002", "RNK007", "PRF008")
+MAX_PARTICIPANTS = 1_000_000  # a sanity bound on --expect, WORLD_SIZE and --nnodes
 
 
 @dataclass
@@ -56,66 +58,122 @@ class Options:
     termination_log: str | None = None  # one-line summary for `kubectl describe pod`
 
 
+# Findings a late arrival can still clear (missing participants, names that may resolve later,
+# counts per node or job): they wait for the deadline. Anything else at or above --fail-on ends
+# the wait at once: no late arrival can make that verdict a pass.
+HEALABLE = frozenset({"RNK002", "RNK005", "RNK007", "PRF001", "PRF002", "PRF008", "RDZ003", "RDZ005"})
+LAST_CALL_S = 30.0  # torchrun's default last_call_timeout for an elastic --nnodes=MIN:MAX
+PORT_TRIES = 8  # per-rank mode inside torchrun: candidate ports after the agent's store
+
+
 @dataclass
 class Plan:
     host: str
-    port: int
+    ports: list[int]  # the job's port; inside torchrun, candidates after the agent's store
     mode: str  # rank | node
-    expected: int
+    keyed: bool  # participants known by rank or node rank; else by (host, pid), as c10d knows nodes
+    expected: int  # participants (the maximum, for an elastic range)
+    minimum: int  # an elastic range passes with this many once the last call is over
+    last_call: float
     job_id: str
     names: list[str]  # expected hosts in node (or node-of-rank) order, when known
 
+    @property
+    def port(self) -> int:
+        return self.ports[0]
 
-def endpoint(opts: Options, facts: Facts) -> tuple[str, int]:
-    """--coordinator, else the launch contract's master (torchrun command, PET_*, MASTER_*)."""
+
+def endpoint(opts: Options, facts: Facts) -> tuple[str, list[int]]:
+    """--coordinator, else the launch contract's master (torchrun command, PET_*, MASTER_*).
+    Inside torchrun (per-rank mode) the agent's store holds MASTER_PORT: the coordinator binds
+    the first free port after it, and participants try the same short list in the same order."""
     launch = facts["launch"]
     if opts.coordinator:
         text_host, _, text_port = opts.coordinator.rpartition(":")
         if not text_host or not text_port.isdigit():
             raise UserError(f"--coordinator must be HOST:PORT, got {opts.coordinator!r}")
-        return text_host.strip("[]"), int(text_port)
+        return text_host.strip("[]"), [int(text_port)]
     host, port = launch["master_addr"], launch["master_port"]
     if not host or port is None:
         raise UserError(
             "no rendezvous address: set MASTER_ADDR and MASTER_PORT, wrap a torchrun command, "
             "or pass --coordinator HOST:PORT"
         )
+    if not 0 <= port < 65536 or (port == 0 and launch["nnodes"] != 1):
+        raise UserError(f"rendezvous port {port} is out of range (1-65535)")  # 0: --standalone picks one
     if facts["env"].get("TORCHELASTIC_USE_AGENT_STORE") == "True":
-        port += 1  # inside torchrun the agent's store already holds MASTER_PORT
-    if not 0 < port < 65536:
-        raise UserError(f"rendezvous port {port} is out of range (1-65535)")
-    return host, port
+        return host, [q for q in range(port + 1, port + 1 + PORT_TRIES) if q < 65536]
+    return host, [port]
+
+
+def elastic(launch: Any, env: dict[str, str]) -> tuple[int | None, float]:
+    """The minimum of torchrun's --nnodes=MIN:MAX (None when fixed) and its last call."""
+    options = (launch["command"] or {}).get("options", {})
+    raw = str(options.get("nnodes") or env.get("PET_NNODES") or "")
+    conf = str(options.get("rdzv_conf") or env.get("PET_RDZV_CONF") or "")
+    last_call = LAST_CALL_S
+    for item in conf.split(","):
+        name, _, value = item.partition("=")
+        if name.strip() == "last_call_timeout":
+            with contextlib.suppress(ValueError):
+                last_call = float(value)
+    low, sep, _ = raw.partition(":")
+    return (int(low) if sep and low.strip().isdigit() else None), last_call
 
 
 def plan(opts: Options, facts: Facts, profile: Profile | None) -> Plan:
     from validator.targets import expand
 
     launch = facts["launch"]
-    host, port = endpoint(opts, facts)
+    host, ports = endpoint(opts, facts)
     mode = launch["mode"]
     expected = opts.expect or (launch["world_size"] if mode == "rank" else launch["nnodes"])
     if not expected:
         raise UserError(f"cannot tell how many participants to expect ({mode} mode, no "
                         f"{'WORLD_SIZE' if mode == 'rank' else '--nnodes'}); pass --expect N")  # fmt: skip
+    if expected > MAX_PARTICIPANTS:
+        raise UserError(f"{expected} participants expected; at most {MAX_PARTICIPANTS} are supported")
+    # c10d and etcd assign node ranks at rendezvous (torchrun ignores --node-rank there) and know a
+    # node by its host and agent pid; the wrapper execs torchrun in place, so the pid is the same.
+    keyed = mode == "rank" or launch["rdzv_backend"] in (None, "static")
+    minimum, last_call = elastic(launch, facts["env"]) if not keyed and not opts.expect else (None, 0.0)
     hostlist = opts.hosts or launch["nodelist"] or (profile.hosts if profile else None)
     names = expand(hostlist) if hostlist else []
-    return Plan(host, port, mode, int(expected), opts.job_id or launch["job_id"] or "", names)
+    job = opts.job_id or launch["job_id"] or ""
+    return Plan(host, ports, mode, keyed, int(expected), min(minimum or expected, expected), last_call, job, names)
 
 
-def key(mode: str) -> Any:
+def key(p: Plan) -> Callable[[Facts], Any]:
     def by(f: Facts) -> Any:
         launch = f["launch"]
-        value = launch["rank"] if mode == "rank" else launch["node_rank"]
-        return value if isinstance(value, int) else (f["host"], f["pid"])
+        value = launch["rank"] if p.mode == "rank" else launch["node_rank"]
+        return value if p.keyed and isinstance(value, int) else (f["host"], f["pid"])
 
     return by
 
 
-def missing(p: Plan, present: set[Any], facts: Facts, waited: float) -> list[Outcome]:
+def expectation(p: Plan) -> Any:
+    from validator.preflight.coordinator import Expect
+
+    return Expect(set(range(p.expected)) if p.keyed else None, p.expected, p.minimum, p.last_call)
+
+
+def missing(p: Plan, arrived: list[Facts], facts: Facts, waited: float, early: bool = False) -> list[Outcome]:
     """Participants that never arrived, one outcome per expected host (or one in all when the
     hosts are unknown), ranks folded: 50,000 missing ranks stay a few lines."""
-    from validator.targets import fold_ranks
+    from validator.targets import fold_hosts, fold_ranks
 
+    when = f"{'had not arrived when the verdict was decided' if early else 'never reached the coordinator'} in {waited:.0f} s"
+    if not p.keyed:  # c10d: nodes have no rank until the rendezvous; name the hosts not seen
+        short = p.minimum - len({key(p)(f) for f in arrived})
+        if short <= 0:
+            return []
+        seen = {f["host"] for f in arrived}
+        absent = [n for n in p.names if n not in seen]
+        who = f"expected on {fold_hosts(absent)}; " if absent else ""
+        need = f"{p.minimum}-{p.expected}" if p.minimum < p.expected else str(p.expected)
+        return [Outcome(f"{short} of {need} nodes (--nnodes)", "missing", who + when)]
+    present = {key(p)(f) for f in arrived}
     lws = facts["launch"]["local_world_size"] or 1
     by_host: dict[str, list[int]] = {}
     for k in range(p.expected):
@@ -124,17 +182,16 @@ def missing(p: Plan, present: set[Any], facts: Facts, waited: float) -> list[Out
             by_host.setdefault(p.names[node] if node < len(p.names) else "", []).append(k)
     what = "rank" if p.mode == "rank" else "node rank"
     return [
-        Outcome(f"{what} {fold_ranks(ks)}", "missing",
-                f"{'expected on ' + host + '; ' if host else ''}never reached the coordinator in {waited:.0f} s")
+        Outcome(f"{what} {fold_ranks(ks)}", "missing", f"{'expected on ' + host + '; ' if host else ''}{when}")
         for host, ks in by_host.items()
-    ]  # fmt: skip
+    ]
 
 
 def is_candidate(facts: Facts, p: Plan) -> bool:
-    """Rank 0 / node rank 0 (or unknown, as with c10d) on the host the endpoint names."""
+    """Rank 0 / node rank 0 (any node, with c10d) on the host the endpoint names."""
     launch = facts["launch"]
     mine = launch["rank"] if p.mode == "rank" else launch["node_rank"]
-    if mine not in (0, None):
+    if p.keyed and mine not in (0, None):
         return False
     from validator.agent.probe import resolve
 
@@ -162,33 +219,76 @@ def rejected_findings(rejected: Refusals) -> list[Finding]:
     return out
 
 
+class Gate:
+    """The coordinator's policy during the gather (coordinator.Policy): decide early on a failure
+    no late arrival can fix, and say on stderr what it is waiting for."""
+
+    def __init__(self, opts: Options, p: Plan, profile: Profile | None) -> None:
+        self.opts, self.p, self.profile = opts, p, profile
+
+    def decisive(self, facts: list[Facts]) -> bool:
+        fail_on = self.opts.fail_on
+        if fail_on is None:
+            return False
+        report = pipeline.check(facts, self.profile, codes(self.opts), context="preflight")
+        return any(f.severity >= fail_on and f.code not in HEALABLE for f in report.findings)
+
+    def waiting(self, c: Any) -> None:
+        from validator.targets import fold_hosts, fold_ranks
+
+        p = self.p
+        if p.keyed:
+            absent = sorted(c.waiting)
+            what = f"{'rank' if p.mode == 'rank' else 'node rank'} {fold_ranks(absent[:10000])}"
+            hosts = [p.names[k] for k in absent[:10000] if p.mode == "node" and k < len(p.names)]
+            what += f" ({fold_hosts(hosts)})" if hosts else ""
+        else:
+            n = c.missing_count()
+            what = f"{n} more node{'s' if n != 1 else ''}"
+            if p.minimum < p.expected:
+                what += f" (--nnodes={p.minimum}:{p.expected}: passes with {p.minimum} after the last call)"
+        arrived = len(c.arrivals)
+        unit = "ranks" if p.mode == "rank" else "nodes"
+        sys.stderr.write(f"validator: waiting for {what} ({arrived}/{p.expected} {unit} arrived, "
+                         f"{c.remaining():.0f} s left)\n")  # fmt: skip
+        sys.stderr.flush()
+
+
 def coordinate(
     opts: Options, p: Plan, facts: Facts, sock: Any, profile: Profile | None, listen: list[Any] | None
-) -> tuple[Report, int]:
+) -> int:
+    """Gather, decide, print the report here, send it to everyone; returns the exit code."""
     import asyncio
 
     from validator.preflight import coordinator as coord
 
     secret = wire.load_secret(opts.secret_file)
 
-    async def main() -> tuple[Report, int]:
-        c = coord.Coordinator(facts, set(range(p.expected)), key(p.mode), p.job_id, secret, opts.timeout,
+    async def main() -> int:
+        c = coord.Coordinator(facts, expectation(p), key(p), p.job_id, secret, opts.timeout,
                               own_listen=listen, net_check=opts.net_check)  # fmt: skip
-        gathered, _ = await c.gather(sock)
-        net = netcheck.findings(await c.net_round(key(p.mode))) if opts.net_check else []
+        gathered = await c.gather(sock, Gate(opts, p, profile))
+        notes = []
+        net: list[Finding] = []
+        if opts.net_check and gathered.complete:
+            results = await c.net_round(key(p))
+            net = netcheck.findings(results)
+            notes.append(netcheck.summary(results))
         all_facts = [a.facts for a in gathered.arrivals]
-        present = {key(p.mode)(f) for f in all_facts}
         report = pipeline.check(all_facts, profile, codes(opts), context="preflight",
-                                outcomes=missing(p, present, facts, gathered.seconds),
-                                title=f"cluster-validator preflight ({p.host}:{p.port}, job {p.job_id or 'unnamed'})")  # fmt: skip
+                                outcomes=missing(p, all_facts, facts, gathered.seconds, c.early),
+                                title=f"cluster-validator preflight ({p.host}:{c.port}, job {p.job_id or 'unnamed'})")  # fmt: skip
         extra = pipeline.keep(net + rejected_findings(gathered.rejected), codes(opts))
-        report.findings = sorted(report.findings + extra,
-                                 key=lambda f: (-f.severity, f.code))  # fmt: skip
+        report.findings = sorted(report.findings + extra, key=lambda f: (-f.severity, f.code))
         exit_code = report.exit_code(opts.fail_on, opts.allow_incomplete)
+        if c.early:
+            notes.append(f"decided at {gathered.seconds:.1f} s: no late arrival can make this a pass")
+        text = render(report, exit_code, len(gathered.arrivals), p, gathered.seconds, notes)
         verdict = {"type": "verdict", "exit_code": exit_code, "report": report.to_json(), "named": culprits(report),
-                   "text": render(report, exit_code, len(gathered.arrivals), p, gathered.seconds)}  # fmt: skip
-        await c.deliver(wire.encode(verdict))
-        return report, exit_code
+                   "text": text, "port": c.port}  # fmt: skip
+        emit(opts, report.to_json(), text, True, exit_code)  # now: the coordinator may linger for late arrivals
+        await c.deliver(wire.encode(verdict), linger=exit_code != 0)
+        return exit_code
 
     coord.raise_nofile()
     try:
@@ -198,12 +298,12 @@ def coordinate(
         sock.close()
 
 
-def render(report: Report, exit_code: int, arrived: int, p: Plan, seconds: float) -> str:
+def render(report: Report, exit_code: int, arrived: int, p: Plan, seconds: float, notes: list[str]) -> str:
     from validator.report.text import render_table
 
     state = "PASSED" if exit_code == 0 else f"FAILED (exit {exit_code})"
     line = f"preflight {state}: {arrived}/{p.expected} {'ranks' if p.mode == 'rank' else 'nodes'} in {seconds:.1f} s"
-    return render_table(report, verdict=line)
+    return render_table(report, verdict="; ".join([line, *notes]))
 
 
 def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, extra: list[Finding]) -> Report:
@@ -225,7 +325,8 @@ def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, ex
             rank0 = att.resolved_once and me in (0, None)
             hint = " (this is rank 0, but the endpoint is not an address of this node)" if rank0 else ""
             dns = "" if att.resolved_once else k8s.unresolved_hint(p.host, facts)  # names the Service in a pod
-            findings.append(finding("PRE001", f"no verdict from {p.host}:{p.port} within {opts.timeout:.0f} s{hint}: "
+            why = f"gave up: {att.gave_up}" if att.gave_up else f"within {opts.timeout:.0f} s"
+            findings.append(finding("PRE001", f"no verdict from {p.host}:{p.port} ({why}){hint}: "
                                     f"{att.summary()}{dns}", [host], ranks))  # fmt: skip
     report = pipeline.check([facts], None, codes(opts), context="local", title=f"cluster-validator preflight ({host})")
     report.findings = sorted(findings + report.findings, key=lambda f: (-f.severity, f.code))
@@ -255,8 +356,9 @@ def named(verdict: dict[str, Any], facts: Facts) -> bool:
     )
 
 
-def emit(opts: Options, doc: dict[str, Any], text: str, show_full: bool) -> None:
-    """The report: JSON to --output and (--format json) stdout; the table or the verdict line to stderr."""
+def emit(opts: Options, doc: dict[str, Any], text: str, show_full: bool, code: int) -> None:
+    """The report: JSON to --output (and to stdout with --format json, only without a command:
+    the job's own stdout follows); the table, or only the verdict line, to stderr."""
     if opts.output:
         try:
             with open(opts.output, "w") as f:
@@ -265,14 +367,20 @@ def emit(opts: Options, doc: dict[str, Any], text: str, show_full: bool) -> None
             print(f"validator: cannot write {opts.output}: {e.strerror}", file=sys.stderr)
     if opts.fmt == "json":
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    if opts.termination_log:
+        k8s.write_termination_log(opts.termination_log, doc, code, text)
     if opts.quiet:
         show_full = False
-    sys.stderr.write(text if show_full else text.rstrip("\n").rsplit("\n", 1)[-1] + "\n")
+    if text:
+        sys.stderr.write(text if show_full else text.rstrip("\n").rsplit("\n", 1)[-1] + "\n")
     sys.stdout.flush()
     sys.stderr.flush()
 
 
 def execute(opts: Options) -> int:
+    if opts.fmt == "json" and opts.command:
+        raise UserError("--format json with a command would mix the report into the job's stdout; "
+                        "use --output FILE for the JSON report")  # fmt: skip
     profile = load_profile(opts.profile) if opts.profile else None
     facts = pipeline.probe_local(opts.command or None, port_check=False)
     p = plan(opts, facts, profile)
@@ -292,7 +400,7 @@ def rendezvous(
         from validator.preflight import coordinator as coord
 
         try:
-            sock = coord.bind(p.port)
+            sock, port = coord.bind_first(p.ports)
         except OSError as e:
             if e.errno != errno.EADDRINUSE:
                 from validator.preflight.findings import finding
@@ -300,31 +408,42 @@ def rendezvous(
                 report = local_report(opts, facts, p, None, [finding(
                     "PRE007", f"cannot listen on port {p.port}: {e.strerror}", [facts["host"]], actual=str(e.strerror))])  # fmt: skip
                 return finish_local(opts, report)
-            # Maybe the holder is this job's coordinator (a second rank 0): join it, and only if
-            # something else answers there, report the port as busy with its owner.
+            # Maybe the holder is this job's coordinator (a second rank 0): join it. Held by a
+            # program that is not a validator (a stale TCPStore, another service), the job's rank 0
+            # cannot bind it either: say so now, with the owner.
+            owner = port_owner(p.port)
+            if len(p.ports) == 1 and owner and "validator" not in owner:
+                return finish_local(opts, local_report(opts, mark_busy(facts, p.port), p, None, []))
         else:
-            report, code = coordinate(opts, p, facts, sock, profile, listen)
-            text = render(report, code, report.participants, p, time.monotonic() - t0)
-            return finish(opts, report.to_json(), code, True, text, smoke_for(opts, p, facts))
+            code = coordinate(opts, p, facts, sock, profile, listen)
+            return act(opts, code, smoke_for(opts, p, facts, port))
     secret = wire.load_secret(opts.secret_file)
-    result = participate(facts, p.host, p.port, p.job_id, secret, opts.timeout, listen)
+    result = participate(facts, p.host, p.ports, p.job_id, secret, opts.timeout, listen, patient=k8s.in_pod(facts))
     if result.verdict is not None:
         v = result.verdict
         full = opts.verbose or named(v, facts)
-        return finish(opts, v["report"], int(v["exit_code"]), full, str(v["text"]), smoke_for(opts, p, facts))
+        text = str(v["text"]) if full or speaks(facts, p) else ""
+        emit(opts, v["report"], text, full, int(v["exit_code"]))
+        port = v["port"] if isinstance(v.get("port"), int) else p.port
+        return act(opts, int(v["exit_code"]), smoke_for(opts, p, facts, port))
     if result.attempts.foreign and is_candidate(facts, p):
         facts = mark_busy(facts, p.port)
     return finish_local(opts, local_report(opts, facts, p, result, []))
 
 
-def smoke_for(opts: Options, p: Plan, facts: Facts) -> Callable[[], str | None] | None:
+def speaks(facts: Facts, p: Plan) -> bool:
+    """One verdict line per node: in per-rank mode only local rank 0 prints it (unless named)."""
+    return p.mode != "rank" or facts["launch"]["local_rank"] in (0, None)
+
+
+def smoke_for(opts: Options, p: Plan, facts: Facts, port: int) -> Callable[[], str | None] | None:
     launch = facts["launch"]
     rank = launch["rank"] if p.mode == "rank" else launch["node_rank"]
     if not opts.smoke or not isinstance(rank, int):
         return None
     from validator.preflight.smoke import smoke
 
-    return lambda: smoke(facts, p.host, p.port, rank, p.expected)
+    return lambda: smoke(facts, p.host, port, rank, p.expected)
 
 
 def mark_busy(facts: Facts, port: int) -> Facts:
@@ -342,26 +461,22 @@ def finish_local(opts: Options, report: Report) -> int:
     code = report.exit_code(opts.fail_on)
     state = "PASSED" if code == 0 else f"FAILED (exit {code})"
     text = render_table(report, verdict=f"preflight {state} (no verdict from the coordinator)")
-    return finish(opts, report.to_json(), code, True, text)
+    emit(opts, report.to_json(), text, True, code)
+    return act(opts, code)
 
 
-def finish(
-    opts: Options,
-    doc: dict[str, Any],
-    code: int,
-    full: bool,
-    text: str,
-    smoke_test: Callable[[], str | None] | None = None,
-) -> int:
-    emit(opts, doc, text, full)
-    if opts.termination_log:
-        k8s.write_termination_log(opts.termination_log, doc, code, text)
+def act(opts: Options, code: int, smoke_test: Callable[[], str | None] | None = None) -> int:
+    """After the verdict: the smoke test, then exec the command in place on a pass."""
     if code == 0 and smoke_test is not None:
+        t0 = time.monotonic()
         err = smoke_test()
         if err:
             print(f"validator: PRE006 smoke all_reduce failed: {err}", file=sys.stderr)
             return 1
+        if not opts.quiet:
+            print(f"validator: smoke: all_reduce ok in {time.monotonic() - t0:.1f} s", file=sys.stderr)
     if code == 0 and opts.command:
+        sys.stdout.flush()
         try:
             os.execvp(opts.command[0], opts.command)  # the job replaces us: nothing lingers
         except OSError as e:

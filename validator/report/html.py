@@ -57,12 +57,44 @@ def drain_hosts(report: Report, fail_on: Severity | None = Severity.ERROR) -> li
     Findings that name every scanned node are about the cluster or the profile, not a node, and
     auth / host key outcomes are about the person scanning: neither puts a node on the list."""
     everyone = set(report.hosts)
-    out = [o.target for o in report.outcomes if o.status not in NOT_A_NODE_PROBLEM]
+    # a host that gave no facts drains only while its peers answer: when none does, the scan failed
+    out = [o.target for o in report.outcomes if o.status not in NOT_A_NODE_PROBLEM] if everyone else []
     for f in report.findings:
         if fail_on is None or f.severity < fail_on or (len(everyone) > 1 and set(f.hosts) >= everyone):
             continue
         out += [h for h in f.hosts if h in everyone]
     return sorted(set(out), key=_natural)
+
+
+SCAN_SIDE_HINTS = {
+    "auth": "the user, key and ssh-agent of this machine (-u, -F)",
+    "hostkey": "known_hosts on this machine (--accept-new-host-keys for new nodes)",
+    "resolve": "name resolution on this machine (/etc/hosts, DNS, or an ssh_config with -F)",
+    "refused": "the SSH port and config (-F; Port in ssh_config)",
+    "timeout": "the network path and firewall from this machine (or --connect-timeout)",
+    "no-python": "--python: the interpreter the nodes should run the agent with",
+}
+
+
+def scan_failure(report: Report, targets: int) -> str | None:
+    """The scan itself failed, not the nodes: most hosts failed the same way on the scanner's
+    side (credentials, config, name resolution, a refused or timed-out SSH port). None when the
+    outcomes look like node problems."""
+    kinds: dict[str, int] = {}
+    for o in report.outcomes:
+        detail = o.detail.lower()
+        kind = o.status if o.status in ("auth", "hostkey", "no-python") else (
+            "resolve" if "resolve" in detail else "refused" if "refused" in detail
+            else "timeout" if o.status == "unreachable" and "timeout" in detail else "")  # fmt: skip
+        if kind:
+            kinds[kind] = kinds.get(kind, 0) + 1
+    if not kinds or targets < 2:  # one host alone: incomplete (exit 3), but nothing to drain either
+        return None
+    kind, n = max(kinds.items(), key=lambda kv: kv[1])
+    if n * 2 <= targets:
+        return None
+    example = next(o.detail for o in report.outcomes if kind == o.status or kind in o.detail.lower())
+    return f"the scan failed, not the nodes: {n} of {targets} hosts: {example[:200]}; check {SCAN_SIDE_HINTS[kind]}"
 
 
 def _e(value: object) -> str:

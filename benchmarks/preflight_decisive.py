@@ -1,0 +1,119 @@
+"""Seconds from the last participant's arrival to the verdict, for each decisive launch failure.
+
+    python benchmarks/preflight_decisive.py [REPEAT]      (default 3)
+
+Two wrapped torchrun "nodes" on loopback (`validator preflight --timeout 60 -- torchrun ...`; the
+torchrun on PATH is a stub that exits 0, so a pass costs nothing after the exec). Node 0 starts
+first; node 1 starts once node 0 listens (or after 1 s when nothing can listen). The figure per
+scenario is the time from starting node 1 until it exits with the verdict (the coordinator prints
+it at the same moment, then answers late arrivals until the deadline), minus the same for a
+healthy launch measured in the same run (the anchor: Python start-up, the probe and the
+exchange). The target is <= 2 s for each (issue 9); without an early verdict each would take the
+whole --timeout (60 s). The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = "60"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def static(node_rank: object, nnodes: int, port: int, addr: str = "127.0.0.1") -> list[str]:
+    return ["torchrun", f"--nnodes={nnodes}", "--nproc-per-node=1", f"--node-rank={node_rank}",
+            f"--master-addr={addr}", f"--master-port={port}", "train.py"]  # fmt: skip
+
+
+def c10d(nnodes: int, port: int) -> list[str]:
+    return ["torchrun", f"--nnodes={nnodes}", "--nproc-per-node=1", "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=127.0.0.1:{port}", "train.py"]  # fmt: skip
+
+
+SCENARIOS: dict[str, Callable[[int], list[list[str]]]] = {
+    "healthy (anchor)": lambda p: [static(0, 2, p), static(1, 2, p)],
+    "node rank claimed twice": lambda p: [static(0, 2, p), static(0, 2, p)],
+    "node rank empty": lambda p: [static(0, 2, p), static("", 2, p)],
+    "nnodes 3 on the master, 2 elsewhere": lambda p: [static(0, 3, p), static(1, 2, p)],
+    "rdzv backend differs": lambda p: [static(0, 2, p), c10d(2, p)],
+    "master address typo": lambda p: [static(0, 2, p), static(1, 2, p, "127.0.0.2")],
+    "master port held": lambda p: [static(0, 2, p), static(1, 2, p)],
+}
+
+
+def once(name: str, env: dict[str, str]) -> tuple[float, list[int]]:
+    port = free_port()
+    holder = None
+    if name == "master port held":
+        holder = socket.socket()
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("0.0.0.0", port))
+        holder.listen(16)
+    first, last = SCENARIOS[name](port)
+    argv = [sys.executable, "-m", "validator", "preflight", "--timeout", TIMEOUT, "-q", "--"]
+    try:
+        p0 = subprocess.Popen(argv + first, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t_wait = time.monotonic()
+        while not listening(port) and time.monotonic() - t_wait < 10:
+            time.sleep(0.02)
+        if holder is not None:
+            time.sleep(1.0)
+        t0 = time.monotonic()
+        p1 = subprocess.Popen(argv + last, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p1.wait(timeout=120)  # node 1 exits once it has the verdict (the coordinator may linger)
+        seconds = time.monotonic() - t0
+        return seconds, [p.wait(timeout=120) for p in (p0, p1)]
+    finally:
+        if holder is not None:
+            holder.close()
+
+
+def main() -> None:
+    repeat = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    with tempfile.TemporaryDirectory() as stub:
+        (Path(stub) / "torchrun").write_text("#!/bin/sh\nexit 0\n")
+        (Path(stub) / "torchrun").chmod(0o755)
+        env = {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+        for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "SLURM_JOB_ID"):
+            env.pop(k, None)
+        results: dict[str, dict[str, object]] = {}
+        for name in SCENARIOS:
+            times, codes = [], []
+            for _ in range(repeat):
+                t, c = once(name, env)
+                times.append(t)
+                codes.append(c)
+            results[name] = {"seconds": round(statistics.median(times), 2), "exit_codes": codes[-1]}
+        anchor = float(results["healthy (anchor)"]["seconds"])  # type: ignore[arg-type]
+        print(f"{'scenario':38} {'median s':>9} {'over anchor':>12}  exit codes")
+        for name, r in results.items():
+            extra = float(r["seconds"]) - anchor  # type: ignore[arg-type]
+            r["after_last_arrival_s"] = round(max(0.0, extra), 2)
+            print(f"{name:38} {r['seconds']:>9} {extra:>12.2f}  {r['exit_codes']}")
+        decisive = {k: v["after_last_arrival_s"] for k, v in results.items() if k != "healthy (anchor)"}
+        print(json.dumps({"anchor_s": anchor, "after_last_arrival_s": decisive,
+                          "max_s": max(decisive.values()), "timeout_s": float(TIMEOUT)}))  # type: ignore[type-var]  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""Every real launch path in front of `validator preflight`, healthy and broken (issue 9).
+
+Two "nodes" are two wrappers on loopback, each wrapping its own torchrun command, as on two
+hosts. Broken launches are decided before torchrun starts (the wrapped command is parsed, never
+run), so they cost no torch start-up; healthy ones exec real torchrun (gloo, CPU) and run an
+all_reduce. A run that did not decide early is killed by the test's own limit, well before its
+``--timeout``: that, not a stopwatch, is what shows the verdict came early.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import HARNESS, Slurm, free_port
+from tests.preflight.conftest import Run, base_env, codes, finding, preflight
+
+TORCHRUN = str(Path(sys.executable).parent / "torchrun")
+ALLREDUCE = str(HARNESS / "allreduce.py")
+LONG = "120"  # --timeout of broken runs: each must end long before it (test limit below)
+LIMIT = 60.0
+pytestmark = pytest.mark.slow
+
+
+def static(node_rank: object, nnodes: object, port: int, addr: str = "127.0.0.1", *extra: str) -> list[str]:
+    return [TORCHRUN, f"--nnodes={nnodes}", "--nproc-per-node=1", f"--node-rank={node_rank}", f"--master-addr={addr}",
+            f"--master-port={port}", "--rdzv-conf=timeout=30", "--max-restarts=0", *extra, ALLREDUCE]  # fmt: skip
+
+
+def c10d(node_rank: object, nnodes: object, port: int, addr: str = "127.0.0.1", *extra: str) -> list[str]:
+    rank = [] if node_rank is None else [f"--node-rank={node_rank}"]
+    return [TORCHRUN, f"--nnodes={nnodes}", "--nproc-per-node=1", "--rdzv-backend=c10d", *rank,
+            f"--rdzv-endpoint={addr}:{port}", "--rdzv-conf=timeout=30,last_call_timeout=2", "--max-restarts=0",
+            *extra, ALLREDUCE]  # fmt: skip
+
+
+def c10d_norank(_: object, nnodes: object, port: int, addr: str = "127.0.0.1", *extra: str) -> list[str]:
+    return c10d(None, nnodes, port, addr, *extra)
+
+
+Launch = Callable[..., list[str]]
+BACKENDS: dict[str, Launch] = {"static": static, "c10d": c10d_norank}
+
+
+def broken(tmp_path: Path, commands: list[list[str]], timeout: str = LONG) -> list[Run]:
+    runs = preflight(tmp_path, [{}] * len(commands), "--timeout", timeout, commands=commands, limit=LIMIT)
+    assert not any("[start]" in r.out + r.err for r in runs), "torchrun never started"
+    assert not any("Traceback" in r.err for r in runs), [r.err for r in runs]
+    return runs
+
+
+def ran(runs: list[Run], workers: int) -> None:
+    assert [r.rc for r in runs] == [0] * len(runs), [r.err[-2000:] for r in runs]
+    out = "".join(r.out + r.err for r in runs)
+    assert out.count("[done]") == workers, out[-3000:]
+    assert f"world={workers} " in out
+
+
+# ----------------------------------------------------------------------------- healthy: pass and exec
+
+
+def test_c10d_without_node_rank_passes_and_runs(tmp_path: Path, port: int) -> None:
+    runs = preflight(tmp_path, [{}, {}], "--timeout", "30", commands=[c10d(None, 2, port)] * 2, limit=150)
+    ran(runs, 2)
+    assert "preflight PASSED: 2/2 nodes" in runs[0].err + runs[1].err
+
+
+def test_c10d_with_the_same_node_rank_everywhere_passes_and_runs(tmp_path: Path, port: int) -> None:
+    # torchrun ignores --node-rank with c10d ("node_rank is only used for static rdzv_backend")
+    runs = preflight(tmp_path, [{}, {}], "--timeout", "30", commands=[c10d(0, 2, port)] * 2, limit=150)
+    ran(runs, 2)
+    assert all("RNK006" not in r.err for r in runs)
+
+
+def test_elastic_range_passes_with_three_of_four_after_the_last_call(tmp_path: Path, port: int) -> None:
+    runs = preflight(tmp_path, [{}] * 3, "--timeout", "60", commands=[c10d(None, "2:4", port)] * 3, limit=200)
+    ran(runs, 3)
+    coordinator = next(r for r in runs if r.report and r.report["participants"] == 3 and "3/4 nodes" in r.err)
+    assert coordinator.report is not None and not coordinator.report["outcomes"]
+
+
+def test_elastic_minimum_of_one_passes_alone(tmp_path: Path, port: int) -> None:
+    runs = preflight(tmp_path, [{}], "--timeout", "30", commands=[c10d(None, "1:4", port)], limit=120)
+    ran(runs, 1)
+
+
+def test_standalone_passes_and_runs(tmp_path: Path) -> None:
+    cmd = [TORCHRUN, "--standalone", "--nproc-per-node=2", "--max-restarts=0", ALLREDUCE]
+    runs = preflight(tmp_path, [{}], "--timeout", "30", command=cmd, limit=120)
+    ran(runs, 2)
+
+
+def test_srun_one_task_per_rank_passes_and_execs(slurm: Slurm, port: int) -> None:
+    p = subprocess.run(
+        ["srun", "-N2", "--ntasks-per-node=2", "--export=ALL", sys.executable, "-m", "validator", "preflight",
+         "--timeout", "30", "--", "sh", "-c", "echo rank $SLURM_PROCID"],
+        env={**base_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)), "SLURM_CONF": str(slurm.conf)},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert sorted(p.stdout.split()) == sorted(["rank", "0", "rank", "1", "rank", "2", "rank", "3"])
+    assert p.stderr.count("preflight PASSED: 4/4 ranks") == 2, "one verdict line per node, not per rank"
+
+
+# ----------------------------------------------------------------------------- broken: named, both nodes agree
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_missing_node_is_named(tmp_path: Path, port: int, backend: str) -> None:
+    (run,) = broken(tmp_path, [BACKENDS[backend](0, 2, port)], timeout="3")
+    assert run.rc == 3, run.err
+    assert run.report is not None
+    (outcome,) = run.report["outcomes"]
+    assert outcome["target"] == ("node rank 1" if backend == "static" else "1 of 2 nodes (--nnodes)")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nnodes_drift_is_named_at_once(tmp_path: Path, port: int, backend: str) -> None:
+    launch = BACKENDS[backend]
+    runs = broken(tmp_path, [launch(0, 2, port), launch(1, 3, port)])
+    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    f = finding(runs[0], "RNK009")
+    assert {f["expected"], f["actual"]} == {"2", "3"}  # one against one: either side may be named
+    assert f"--nnodes={f['actual']}" in f["message"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_port_drift_names_the_node_on_each_side(tmp_path: Path, port: int, backend: str) -> None:
+    launch = BACKENDS[backend]
+    other = free_port()
+    runs = broken(tmp_path, [launch(0, 2, port), launch(1, 2, other)], timeout="4")
+    assert runs[0].rc == 3 and runs[0].report is not None and runs[0].report["outcomes"], runs[0].err
+    if backend == "static":
+        assert runs[1].rc == 1 and f"127.0.0.1:{other}" in finding(runs[1], "PRE001")["message"]
+    else:  # on one host both nodes own the c10d endpoint: each waits on its own port for the other
+        assert runs[1].rc == 3 and runs[1].report is not None
+        assert f":{other}," in runs[1].report["title"] and f":{port}," in runs[0].report["title"]
+
+
+def test_backend_drift_is_named(tmp_path: Path, port: int) -> None:
+    runs = broken(tmp_path, [static(0, 2, port), c10d(None, 2, port)])
+    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    messages = [f["message"] for f in runs[0].report["findings"] if f["code"] == "RNK009"]  # type: ignore[index]
+    assert any("--rdzv-backend=" in m for m in messages), messages
+
+
+def test_static_node_rank_repeated_is_named_with_the_quoting_fix(tmp_path: Path, port: int) -> None:
+    runs = broken(tmp_path, [static(0, 2, port), static(0, 2, port)])
+    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    f = finding(runs[0], "RNK006")
+    assert "single quotes" in f["fix"]
+
+
+@pytest.mark.parametrize("backend", ["static", "c10d"])
+def test_empty_node_rank_is_named_before_torchrun_refuses_it(tmp_path: Path, port: int, backend: str) -> None:
+    launch = static if backend == "static" else c10d
+    runs = broken(tmp_path, [launch(0, 2, port), launch("", 2, port)])
+    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    f = finding(runs[0], "ENV004")
+    assert "--node-rank" in f["message"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_master_address_typo_that_reaches_the_master_is_named(tmp_path: Path, port: int, backend: str) -> None:
+    launch = BACKENDS[backend]  # 127.0.0.2 reaches the coordinator (bound on every address)
+    runs = broken(tmp_path, [launch(0, 2, port), launch(1, 2, port, "127.0.0.2")])
+    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    assert "RDZ001" in codes(runs[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_master_address_that_does_not_resolve_gives_up_early(tmp_path: Path, port: int, backend: str) -> None:
+    launch = BACKENDS[backend]
+    runs = broken(tmp_path, [launch(0, 2, port), launch(1, 2, port, "no-such-master.invalid")], timeout="12")
+    assert runs[0].rc == 3, runs[0].err
+    assert runs[1].rc == 1 and "did not resolve" in finding(runs[1], "PRE001")["message"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_master_port_held_is_named_by_every_node(tmp_path: Path, port: int, backend: str) -> None:
+    launch = BACKENDS[backend]
+    with socket.socket() as holder:  # a stale TCPStore: accepts, never speaks
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("0.0.0.0", port))
+        holder.listen(16)
+        runs = broken(tmp_path, [launch(0, 2, port), launch(1, 2, port)])
+    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    busy = finding(runs[0], "RDZ006")
+    assert f"pid {os.getpid()}" in str(busy["actual"]) + busy["message"]
+    # static: node rank 1 meets a stranger on the port; c10d on one host: node 1 owns the endpoint too
+    assert ("PRE002" if backend == "static" else "RDZ006") in codes(runs[1])
+
+
+def test_json_report_is_refused_on_stdout_in_front_of_a_command(tmp_path: Path, port: int) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "validator", "preflight", "--format", "json", "--", "echo", "job output"],
+        env=base_env(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)),
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert p.returncode == 2 and p.stdout == ""
+    assert "--output" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_coordinator_says_what_it_waits_for_and_net_check_says_what_it_tested(tmp_path: Path, port: int) -> None:
+    from tests.preflight.conftest import ranks
+
+    envs = ranks(2, port)
+    envs[1]["_DELAY"] = "11"  # rank 1 starts late: the coordinator reports the wait on stderr
+    runs = preflight(tmp_path, envs, "--timeout", "40", "--net-check", limit=90)
+    assert [r.rc for r in runs] == [0, 0], [r.err for r in runs]
+    waiting = [ln for ln in runs[0].err.splitlines() if ln.startswith("validator: waiting for")]
+    assert waiting and waiting[0].startswith("validator: waiting for rank 1 (1/2 ranks arrived, "), runs[0].err
+    assert runs[0].out == ""
+    assert "net-check: 2 links ok" in runs[0].err
+
+
+def test_deepspeed_launcher_num_nodes_drift_is_named_before_it_starts(tmp_path: Path, port: int) -> None:
+    # the deepspeed launcher is not installed here: its command line is parsed, never run (a failure)
+    def ds(node_rank: int, nodes: int) -> list[str]:
+        return ["deepspeed", f"--num_nodes={nodes}", "--num_gpus=1", f"--node_rank={node_rank}",
+                "--master_addr=127.0.0.1", f"--master_port={port}", "train.py"]  # fmt: skip
+
+    runs = broken(tmp_path, [ds(0, 2), ds(1, 3)])
+    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    assert "--num_nodes=3" in finding(runs[0], "RNK009")["message"]

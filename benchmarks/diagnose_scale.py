@@ -8,17 +8,20 @@ else's watchdog timeout) in a temporary directory, then times
   * ``grep -E`` with the same trigger patterns (the scanner's anchors) over the same files,
 
 and prints wall times, throughput and peak memory. A second, smaller corpus shows whether
-memory stays flat as the logs grow. Everything it writes is removed at the end.
+memory stays flat as the logs grow. Then the hostile shapes of issue 10: one 2 GB line without a
+newline, 1 GiB of one repeated ``RuntimeError: boom`` line, 64 MiB of distinct error lines (parsed one by one), and a
+.gz of 500,000 one-byte members. Everything it writes is removed at the end. The last line is
+one JSON object with all figures.
 
-usage: python benchmarks/diagnose_scale.py [--ranks 1024] [--mb 1024] [--keep]
+usage: python benchmarks/diagnose_scale.py [--ranks 1024] [--mb 1024] [--hostile-mb 2048] [--keep]
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -80,13 +83,77 @@ def synthesize(d: Path, ranks: int, total_mb: int) -> tuple[int, int]:
     return written, fatal
 
 
+# runs the command as its child and prints the child's peak RSS (KiB): a per-command figure
+PEAK = (
+    "import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+    "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+    "sys.stderr.write(f'\\npeak_kib={u.ru_maxrss} cpu_s={u.ru_utime + u.ru_stime}\\n'); sys.exit(p.returncode)"
+)
+
+
+CPU: dict[str, float] = {}  # command -> CPU seconds (user + sys, workers included) of its last run
+
+
 def timed(cmd: list[str]) -> tuple[float, int, bytes]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """(seconds, peak RSS in KiB of the command and its workers' largest, stdout or stderr).
+    The CPU seconds go to CPU[cmd[0]]: on a shared machine they say more than the wall time."""
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, cwd=ROOT)
+    p = subprocess.run([sys.executable, "-c", PEAK, *cmd], capture_output=True, cwd=ROOT)
     dt = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return dt, max(peak, before), p.stdout if p.returncode in (0, 1) else p.stderr
+    tail = p.stderr.rsplit(b"peak_kib=", 1)
+    peak = int(tail[1].split()[0]) if len(tail) == 2 else 0
+    CPU[cmd[0]] = float(tail[1].split()[1].split(b"=")[1]) if len(tail) == 2 else 0.0
+    return dt, peak, p.stdout if p.returncode in (0, 1) else tail[0]
+
+
+def _write_repeated(path: Path, block: bytes, total: int) -> int:
+    big = block * max(1, (1 << 22) // len(block))
+    written = 0
+    with path.open("wb") as f:
+        while written < total:
+            part = big[: total - written]
+            f.write(part)
+            written += len(part)
+    return written
+
+
+def hostile(base: Path, mb: int) -> dict[str, dict[str, float]]:
+    """Issue 10 shapes, one file each: seconds, MB/s, peak RSS, and what diagnose said."""
+    out: dict[str, dict[str, float]] = {}
+    cases: list[tuple[str, str, bytes, int]] = [
+        ("single_line", "rank0.log", b"x" * 1023 + b" ", mb << 20),
+        ("one_error_line_1gib", "rank1.log", b"RuntimeError: boom\n", 1 << 30),
+        ("distinct_error_lines", "rank2.log", b"", 64 << 20),
+    ]
+    for name, fname, block, total in cases:
+        d = base / name
+        d.mkdir()
+        p = d / fname
+        if block:
+            size = _write_repeated(p, block, total)
+        else:  # every line different: the cost per parsed line, not the flood shortcut
+            lines = b"".join(b"RuntimeError: boom %09d\n" % i for i in range(1 << 16))
+            size = _write_repeated(p, lines, total)
+        secs, peak, text = timed([sys.executable, "-m", "validator", "diagnose", str(d), "-f", "json"])
+        code = json.loads(text)["diagnosis"]["code"] if text.startswith(b"{") else text.decode()[-200:]
+        cpu = CPU[sys.executable]
+        out[name] = {"mb": size / 1e6, "s": secs, "mb_per_s": size / 1e6 / secs, "cpu_s": cpu, "rss_mib": peak / 1024}
+        out[name]["mb_per_cpu_s"] = size / 1e6 / max(cpu, 1e-9)
+        print(
+            f"{name}: {size / 1e6:.0f} MB in {secs:.1f} s ({size / 1e6 / secs:.0f} MB/s; {cpu:.1f} CPU-s, "
+            f"{size / 1e6 / max(cpu, 1e-9):.0f} MB per CPU-s), peak RSS {peak / 1024:.0f} MiB, code {code}"
+        )
+        shutil.rmtree(d)
+    d = base / "gzip_members"
+    d.mkdir()
+    members = 500_000
+    (d / "rank3.log").write_bytes(gzip.compress(b"a", mtime=0) * members)
+    secs, peak, _ = timed([sys.executable, "-m", "validator", "diagnose", str(d), "-f", "json"])
+    cpu = CPU[sys.executable]
+    out["gzip_members"] = {"members": members, "s": secs, "cpu_s": cpu, "rss_mib": peak / 1024}
+    print(f"gzip_members: {members} one-byte members in {secs:.1f} s ({cpu:.1f} CPU-s), peak RSS {peak / 1024:.0f} MiB")
+    shutil.rmtree(d)
+    return out
 
 
 def run(d: Path, label: str) -> dict[str, float]:
@@ -100,21 +167,25 @@ def run(d: Path, label: str) -> dict[str, float]:
                 pass
     g_dt, _, _ = timed(["grep", "-E", "-c", pattern, *files])
     v_dt, v_rss, out = timed([sys.executable, "-m", "validator", "diagnose", str(d), "-f", "json"])
+    g_cpu, v_cpu = CPU["grep"], CPU[sys.executable]
     diag = json.loads(out)["diagnosis"]
     ok = diag["initiating_ranks"] == [INITIATOR]
     print(
         f"{label}: {len(files)} files, {size / 1e6:.0f} MB | grep -E {g_dt:.2f} s ({size / 1e6 / g_dt:.0f} MB/s) | "
-        f"diagnose {v_dt:.2f} s ({size / 1e6 / v_dt:.0f} MB/s, {v_dt / g_dt:.1f}x grep) | peak RSS of one process "
+        f"diagnose {v_dt:.2f} s ({size / 1e6 / v_dt:.0f} MB/s, {v_dt / g_dt:.1f}x grep) | CPU-s grep {g_cpu:.1f}, "
+        f"diagnose {v_cpu:.1f} (all workers) | peak RSS of one process "
         f"{v_rss / 1024:.0f} MiB | verdict {diag['code']} rank {diag['initiating_ranks']} ({diag['confidence']}) "
         f"{'OK' if ok else 'WRONG'}"
     )
-    return {"mb": size / 1e6, "grep_s": g_dt, "diagnose_s": v_dt, "rss_mib": v_rss / 1024, "ok": float(ok)}
+    return {"mb": size / 1e6, "grep_s": g_dt, "diagnose_s": v_dt, "grep_cpu_s": g_cpu, "diagnose_cpu_s": v_cpu,
+            "rss_mib": v_rss / 1024, "ok": float(ok)}  # fmt: skip
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranks", type=int, default=1024)
     ap.add_argument("--mb", type=int, default=1024)
+    ap.add_argument("--hostile-mb", type=int, default=2048, help="size of the single-line file")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="diagnose-scale-"))
@@ -135,6 +206,15 @@ def main() -> int:
         print(
             f"memory growth from {small['mb']:.0f} MB to {full['mb']:.0f} MB of logs: {full['rss_mib'] - small['rss_mib']:+.0f} MiB"
         )
+        bad = hostile(base, args.hostile_mb)
+        summary = {
+            "small": small,
+            "full": full,
+            "x_grep": full["diagnose_s"] / full["grep_s"],
+            "rss_growth_mib": full["rss_mib"] - small["rss_mib"],
+            **bad,
+        }
+        print(json.dumps(summary, sort_keys=True))
         return 0 if all(r["ok"] for r in results) else 1
     finally:
         if not args.keep:

@@ -24,9 +24,11 @@ fi
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 pip() { .venv/bin/python -m pip -q --disable-pip-version-check "$@" 2> >(grep -v "is ignored" >&2); }
-if [ "$FULL" = 1 ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
-  # exactly 2.13.0: an unpinned torch pulls a multi-GB CUDA build
+if [ "$FULL" = 1 ] && ! .venv/bin/python -c "import torch, accelerate" 2>/dev/null; then
+  # exactly 2.13.0: an unpinned torch pulls a multi-GB CUDA build. accelerate (a launch path the
+  # tests wrap) needs torch, so it comes after the pin, never in the package's extras.
   pip install "torch==2.13.0" numpy
+  pip install "torch==2.13.0" accelerate
 fi
 .venv/bin/python -c "import validator, typer, pytest, asyncssh, hypothesis, jsonschema, prometheus_client, build" 2>/dev/null || pip install -e ".[test]"
 echo "setup: $(.venv/bin/validator --version)$( [ "$FULL" = 1 ] && .venv/bin/python -c 'import torch; print(", torch", torch.__version__)' 2>/dev/null)"

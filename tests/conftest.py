@@ -32,6 +32,9 @@ PYTHON = sys.executable
 VALIDATOR = [PYTHON, "-m", "validator"]
 REQUIRE = os.environ.get("VALIDATOR_REQUIRE_SERVICES") == "1"
 TAG = os.getpid() % 10000  # makes names, ports and subnets unique to this pytest process
+# Every JSON document a validator process of the suite prints is validated against docs/schema/
+# first (validator.schema.self_check): a mismatch fails that command with exit 70.
+os.environ.setdefault("VALIDATOR_SELF_CHECK", "1")
 
 
 def unavailable(why: str) -> None:

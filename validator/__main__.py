@@ -1,7 +1,8 @@
 """Entry point of the ``validator`` console script and ``python -m validator``.
 
-``validator preflight`` runs on the launch path of every rank, so it skips the typer/rich CLI
-(start-up time, multiplied by thousands of processes) and goes straight to its own parser.
+``validator preflight`` runs on the launch path of every rank, and ``validator node-check`` in every
+Slurm prolog, so they skip the typer/rich CLI (start-up time, multiplied by thousands of processes)
+and go straight to their own parsers.
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ def main(argv: list[str] | None = None) -> int:
         from validator.preflight.main import main as preflight
 
         return preflight(args[1:])
+    if args[:1] == ["node-check"]:
+        from validator.nodecheck.main import main as node_check
+
+        return node_check(args[1:])
     from validator.cli import run
 
     return run(args)

@@ -85,6 +85,9 @@ def probe(
         return
     facts = pipeline.probe_local(command or None, port_check=not no_port_probe)
     if as_json:
+        from validator.schema import self_check
+
+        self_check(facts, "facts")
         print(json.dumps(facts))
     else:
         from validator.report.text import render_facts
@@ -146,6 +149,32 @@ def preflight(ctx: typer.Context) -> None:
     from validator.preflight.main import main as preflight_main
 
     raise typer.Exit(preflight_main(list(ctx.args)))
+
+
+@app.command(
+    "node-check",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
+def node_check(ctx: typer.Context) -> None:
+    """Check this node alone (GPUs, versions, InfiniBand, limits, NCCL, clock) for Slurm prologs,
+    health checks and node-problem-detector.
+
+    `validator node-check --help` for its options (lean parser: it runs in every prolog).
+    """
+    from validator.nodecheck.main import main as node_check_main
+
+    raise typer.Exit(node_check_main(list(ctx.args)))
+
+
+@app.command()
+def schema(
+    kind: Annotated[str, typer.Argument(help="facts or report")],
+) -> None:
+    """Print the JSON Schema of the facts document or of the reports (docs/schema/)."""
+    from validator.schema import text
+
+    sys.stdout.write(text(kind))
 
 
 @profiles_app.command("validate")
@@ -213,6 +242,10 @@ def scan(
     select: SELECT = None,
     ignore: IGNORE = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="one line per host on stderr as it answers")] = False,
+    prom_file: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--prom-file", help="also write Prometheus textfile metrics here"),
+    ] = None,
 ) -> None:
     """Check many nodes at once over SSH (or one srun step) and say which ones to drain."""
     from validator.report import FORMATS
@@ -256,13 +289,16 @@ def scan(
     )
     if drain_list is not None:
         pipeline.write_drain_list(result, str(drain_list))
+    code = 130 if result.interrupted else 2 if result.failed else result.report.exit_code(level, allow_incomplete)
+    if prom_file is not None:
+        from validator.report.prom import write_prom
+
+        write_prom(str(prom_file), result.report, "scan", code, result.elapsed_s)
     if result.interrupted:
         print("validator: interrupted; the report covers the hosts that answered", file=sys.stderr)
-        raise typer.Exit(130)
-    if result.failed:
+    elif result.failed:
         print(f"validator: error: {result.failed}", file=sys.stderr)
-        raise typer.Exit(2)
-    raise typer.Exit(result.report.exit_code(level, allow_incomplete))
+    raise typer.Exit(code)
 
 
 from validator.diagnose.cli import diagnose, rehearse  # noqa: E402  (post-mortem commands live with their stage)

@@ -16,7 +16,12 @@ from validator.errors import UserError
 def extra_checks() -> dict[str, Check]:
     """Codes that come from other stages than the fact checks (preflight, diagnose)."""
     out: dict[str, Check] = {}
-    for module in ("validator.preflight.findings", "validator.diagnose.codes", "validator.checks.netcheck"):
+    for module in (
+        "validator.preflight.findings",
+        "validator.diagnose.codes",
+        "validator.checks.netcheck",
+        "validator.nodecheck",
+    ):
         try:
             mod = __import__(module, fromlist=["CODES"])
         except ImportError:

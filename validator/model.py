@@ -8,8 +8,11 @@ JSON, a 100,000-rank job holds 100,000 of them, and plain dicts cost nothing to 
 from __future__ import annotations
 
 import enum
+import typing
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
+
+from validator import documents
 
 FACTS_SCHEMA = 1
 REPORT_SCHEMA = 1
@@ -19,7 +22,7 @@ REPORT_SCHEMA = 1
 
 
 class CommandFacts(TypedDict):
-    tool: str  # torchrun | deepspeed | python | other
+    tool: str  # torchrun | deepspeed | accelerate | python | other
     argv: list[str]
     options: dict[str, str]  # normalised option name (torchrun dest, e.g. nproc_per_node) -> value
     script: str | None
@@ -156,6 +159,10 @@ class Severity(enum.IntEnum):
     def label(self) -> str:
         return self.name.lower()
 
+    @property
+    def json_label(self) -> Literal["info", "warning", "error"]:
+        return "info" if self is Severity.INFO else "warning" if self is Severity.WARNING else "error"
+
     @classmethod
     def parse(cls, text: str) -> Severity:
         try:
@@ -184,14 +191,14 @@ class Finding:
     fix: str = ""
     verify: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> documents.FindingDoc:
         """Hosts and ranks are folded (``node[01-64]``, ``0-511,600``): a finding about half of a
         12,500-node job stays small. Expand with ``nodeset -e`` / ``scontrol show hostnames``."""
         from validator.targets import fold_hosts, fold_ranks
 
         return {
             "code": self.code,
-            "severity": self.severity.label,
+            "severity": self.severity.json_label,
             "title": self.title,
             "message": self.message,
             "ranks": fold_ranks(self.ranks),
@@ -203,7 +210,7 @@ class Finding:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Finding:
+    def from_json(cls, d: typing.Mapping[str, Any]) -> Finding:
         from validator.targets import expand, expand_ranks
 
         return cls(
@@ -228,7 +235,7 @@ class Outcome:
     status: str  # unreachable | timeout | auth | no-python | unparsed | missing | error
     detail: str
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> documents.OutcomeDoc:
         return {"target": self.target, "status": self.status, "detail": self.detail}
 
 
@@ -240,6 +247,9 @@ class Report:
     outcomes: list[Outcome] = field(default_factory=list)
     input_errors: list[str] = field(default_factory=list)  # bad input: exit 2
     title: str = "cluster-validator"
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for f in self.findings if f.severity == severity)
 
     def worst(self) -> Severity | None:
         """The highest severity among findings that can fail a run (not NEVER_FAILS)."""
@@ -261,6 +271,11 @@ class Report:
         return EXIT_OK
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON report (a plain dict, for callers that add their own keys)."""
+        return typing.cast(dict[str, Any], self.document())
+
+    def document(self) -> documents.ReportDoc:
+        """The JSON report, typed: docs/schema/ is generated from ``documents.AnyReportDoc``."""
         from validator import __version__
         from validator.targets import fold_hosts
 
@@ -271,7 +286,11 @@ class Report:
             "participants": self.participants,
             "hosts": fold_hosts(self.hosts),
             "host_count": len(self.hosts),
-            "summary": {s.label: sum(1 for f in self.findings if f.severity == s) for s in Severity},
+            "summary": {
+                "info": self.count(Severity.INFO),
+                "warning": self.count(Severity.WARNING),
+                "error": self.count(Severity.ERROR),
+            },
             "findings": [f.to_json() for f in self.findings],
             "outcomes": [o.to_json() for o in self.outcomes],
             "input_errors": self.input_errors,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from validator.agent import probe as agent
+from validator.documents import ScanDoc, ScanReportDoc
 from validator.errors import UserError
 from validator.facts import load_facts, parse
 from validator.facts.command import parse_command
@@ -192,7 +193,7 @@ class ScanResult:
     warnings: list[str] = field(default_factory=list)
     failed: str | None = None  # the scan itself failed (scanner-side): exit 2, nothing to drain
 
-    def scan_json(self) -> dict[str, Any]:
+    def scan_json(self) -> ScanDoc:
         return {
             "transport": self.transport,
             "targets": len(self.targets),
@@ -204,9 +205,9 @@ class ScanResult:
             "failed": self.failed,
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ScanReportDoc:
         """The report's JSON (docs/scan.md), with the scan's own ``scan`` and ``drain``."""
-        return {**self.report.to_json(), "scan": self.scan_json(), "drain": self.drain}
+        return {**self.report.document(), "scan": self.scan_json(), "drain": self.drain}
 
 
 OnResult = Callable[[str, Any], None]  # a host's raw document or Outcome, as soon as it is known
@@ -427,7 +428,11 @@ def render_scan(result: ScanResult, fmt: str, **options: Any) -> str:
     from validator.report import render
 
     if fmt == "json":
-        return json.dumps(result.to_json(), indent=2) + "\n"
+        from validator.schema import self_check
+
+        doc = result.to_json()
+        self_check(doc, "report")
+        return json.dumps(doc, indent=2) + "\n"
     if fmt == "table" and result.drain:
         from validator.targets import fold_hosts
 

@@ -10,6 +10,7 @@ Schema (every key optional; see docs/profiles.md):
     interface: str            # interface NCCL must use on every node (name or prefix)
     hosts: str                # hostlist of the nodes, in node-rank order
     master_port: int          min_shm_mib: int           # replaces SYS001's 256 MiB minimum
+    min_nofile: int           # every node's open-file limit is at least this (SYS004)
     versions: {torch, nccl, cuda, driver, python: glob such as "2.13.*"}
     env: {NAME: value}        # variables every rank must have, with these exact values
 """
@@ -50,6 +51,7 @@ SCHEMA: dict[str, Any] = {
     "hosts": str,
     "master_port": int,
     "min_shm_mib": int,
+    "min_nofile": int,
     "versions": {k: str for k in VERSION_KEYS},
     "env": dict,
 }
@@ -69,6 +71,7 @@ class Profile:
     hosts: str | None = None
     master_port: int | None = None
     min_shm_mib: int | None = None
+    min_nofile: int | None = None
     versions: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
 
@@ -90,6 +93,7 @@ RANGES: dict[str, tuple[int, int | None]] = {
     "ranks_per_node": (1, None),
     "gpus_per_node": (0, None),
     "min_shm_mib": (0, None),
+    "min_nofile": (0, None),
     "master_port": (1, 65535),
 }
 
@@ -174,6 +178,7 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
         hosts=data.get("hosts"),
         master_port=data.get("master_port"),
         min_shm_mib=data.get("min_shm_mib"),
+        min_nofile=data.get("min_nofile"),
         versions=data.get("versions", {}),
         env=data.get("env", {}),
     )

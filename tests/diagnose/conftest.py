@@ -68,6 +68,9 @@ def torch_scenarios(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
         "skip": (29603, {"SCENARIO": "skip", "TORCH_FR_BUFFER_SIZE": "200"}, ["--tee=3"], 1),
         "raise": (29605, {"SCENARIO": "raise"}, [], 1),
         "missing_node": (29607, {"SCENARIO": "ok"}, [], 2),  # node 1 never starts
+        # torchrun --log-dir trees (attempt_0/<local rank>/stderr.log), nothing on the console
+        "raise_logdir": (29609, {"SCENARIO": "raise"}, ["--redirects=3", "--log-dir=LOGDIR"], 1),
+        "skip_logdir": (29611, {"SCENARIO": "skip"}, ["--redirects=3", "--log-dir=LOGDIR"], 1),
     }
     procs: list[subprocess.Popen[bytes]] = []
     scenarios: dict[str, Scenario] = {}
@@ -76,6 +79,7 @@ def torch_scenarios(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
         d.mkdir()
         env = dict(env0, **extra_env, FR_DUMP_DIR=str(d / "fr"))
         log = d / "node0.log"
+        extra = [a.replace("LOGDIR", str(d / "logs")) for a in extra]
         procs.append(_start(_torchrun(port, nnodes, 0, extra), env, log))
         scenarios[name] = Scenario(name, d, [log], d / "fr", [])
     deadline = time.monotonic() + HARD_LIMIT_S

@@ -72,6 +72,8 @@ for i in $(seq 1 "$NNODES"); do
   echo "NodeName=n$i NodeHostname=$HOST NodeAddr=127.0.0.$((10 + i)) Port=$((BASEPORT + i - 1)) CPUs=$CPUS RealMemory=1000 State=UNKNOWN" >> "$D/slurm.conf"
 done
 echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO" >> "$D/slurm.conf"
+# extra slurm.conf lines from the caller (e.g. Prolog=, HealthCheckProgram=), one per line
+if [ -n "${SLURM_HARNESS_EXTRA_CONF:-}" ]; then printf '%s\n' "$SLURM_HARNESS_EXTRA_CONF" >> "$D/slurm.conf"; fi
 # no cgroup.conf needed: proctrack/pgid + task/none + jobacct_gather/none never load cgroup code
 
 if [ "$AUTH" = munge ]; then

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,3 +109,13 @@ def finding(run: Run, code: str) -> dict[str, Any]:
 @pytest.fixture
 def port() -> int:
     return free_port()
+
+
+@contextlib.contextmanager
+def holding(port: int) -> Iterator[socket.socket]:
+    """Something else on the port, as a stale TCPStore would be: it accepts and never speaks."""
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("0.0.0.0", port))
+        holder.listen(16)
+        yield holder

@@ -10,7 +10,6 @@ all_reduce. A run that did not decide early is killed by the test's own limit, w
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import HARNESS, Slurm, free_port
-from tests.preflight.conftest import Run, base_env, codes, finding, preflight
+from tests.preflight.conftest import Run, base_env, codes, finding, holding, preflight
 
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 ALLREDUCE = str(HARNESS / "allreduce.py")
@@ -185,10 +184,7 @@ def test_master_address_that_does_not_resolve_gives_up_early(tmp_path: Path, por
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_master_port_held_is_named_by_every_node(tmp_path: Path, port: int, backend: str) -> None:
     launch = BACKENDS[backend]
-    with socket.socket() as holder:  # a stale TCPStore: accepts, never speaks
-        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        holder.bind(("0.0.0.0", port))
-        holder.listen(16)
+    with holding(port):
         runs = broken(tmp_path, [launch(0, 2, port), launch(1, 2, port)])
     assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
     busy = finding(runs[0], "RDZ006")
@@ -229,3 +225,26 @@ def test_deepspeed_launcher_num_nodes_drift_is_named_before_it_starts(tmp_path: 
     runs = broken(tmp_path, [ds(0, 2), ds(1, 3)])
     assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
     assert "--num_nodes=3" in finding(runs[0], "RNK009")["message"]
+
+
+ACCELERATE = str(Path(sys.executable).parent / "accelerate")
+
+
+def accelerate(machine_rank: int, machines: int, port: int) -> list[str]:
+    return [ACCELERATE, "launch", "--multi_gpu", f"--num_machines={machines}", f"--machine_rank={machine_rank}",
+            "--main_process_ip=127.0.0.1", f"--main_process_port={port}", f"--num_processes={machines}",
+            "--mixed_precision=no", "--dynamo_backend=no", "--rdzv_conf=timeout=30", ALLREDUCE]  # fmt: skip
+
+
+def test_accelerate_launch_passes_and_runs(tmp_path: Path, port: int) -> None:
+    pytest.importorskip("accelerate")  # a test dependency (pyproject); it wraps torchrun's launcher
+    runs = preflight(tmp_path, [{}, {}], "--timeout", "40", commands=[accelerate(r, 2, port) for r in (0, 1)],
+                     limit=180)  # fmt: skip
+    ran(runs, 2)
+    assert "preflight PASSED: 2/2 nodes" in runs[0].err
+
+
+def test_accelerate_machine_count_drift_is_named_before_it_starts(tmp_path: Path, port: int) -> None:
+    runs = broken(tmp_path, [accelerate(0, 2, port), accelerate(1, 3, port)])
+    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    assert "--num_machines=" in finding(runs[0], "RNK009")["message"]

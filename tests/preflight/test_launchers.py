@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import HARNESS, NetnsHosts, Slurm
-from tests.preflight.conftest import base_env, finding, preflight, ranks
+from tests.preflight.conftest import base_env, finding, holding, preflight, ranks
 from validator.targets import expand
 
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
@@ -42,13 +42,17 @@ def test_nnodes_mismatch_caught_before_torchrun_runs(tmp_path: Path, port: int) 
     assert "--nnodes=3" in f["message"] and f["expected"] == "2" and f["actual"] == "3"
 
 
-def test_per_rank_mode_inside_torchrun(tmp_path: Path, port: int) -> None:
-    out = tmp_path / "rank.json"
-    p = subprocess.run(
+def per_rank_inside_torchrun(port: int, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [TORCHRUN, "--nnodes=1", "--nproc-per-node=2", f"--master-port={port}", "--rdzv-conf=timeout=30",
          "-m", "validator.preflight", "--timeout", "30", "--output", str(out)],
         env=base_env(), capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
+
+
+def test_per_rank_mode_inside_torchrun(tmp_path: Path, port: int) -> None:
+    out = tmp_path / "rank.json"
+    p = per_rank_inside_torchrun(port, out)
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stderr.count("preflight PASSED: 2/2 ranks") == 1, "one report per node, not one per rank"
     report = json.loads(out.read_text())
@@ -57,18 +61,9 @@ def test_per_rank_mode_inside_torchrun(tmp_path: Path, port: int) -> None:
 
 
 def test_per_rank_mode_inside_torchrun_moves_past_a_held_port(tmp_path: Path, port: int) -> None:
-    import socket
-
     out = tmp_path / "rank.json"
-    with socket.socket() as holder:  # MASTER_PORT+1 belongs to someone else: the next candidate is used
-        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        holder.bind(("0.0.0.0", port + 1))
-        holder.listen(4)
-        p = subprocess.run(
-            [TORCHRUN, "--nnodes=1", "--nproc-per-node=2", f"--master-port={port}", "--rdzv-conf=timeout=30",
-             "-m", "validator.preflight", "--timeout", "30", "--output", str(out)],
-            env=base_env(), capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+    with holding(port + 1):  # MASTER_PORT+1 belongs to someone else: the next candidate is used
+        p = per_rank_inside_torchrun(port, out)
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"127.0.0.1:{port + 2}," in json.loads(out.read_text())["title"]
 

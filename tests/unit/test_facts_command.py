@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 
-from validator.facts.command import DEEPSPEED, TORCHRUN, identify, parse_command
+from validator.facts.command import ACCELERATE, DEEPSPEED, TORCHRUN, identify, parse_command
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +149,23 @@ def test_deepspeed_options() -> None:
     assert (c["script"], c["errors"]) == ("train.py", [])
     assert parse_command(["deepspeed", "--num_acc=4", "t.py"])["options"] == {"num_gpus": "4"}  # alias + abbreviation
     assert set(DEEPSPEED) >= {"include", "exclude", "launcher", "master_port", "node_rank"}
+
+
+def test_accelerate_flags_are_all_known() -> None:
+    """Our scan of `accelerate launch` assumes every unlisted option takes a value: true only while
+    every flag of the installed accelerate is listed (the real parser is the oracle)."""
+    launch = pytest.importorskip("accelerate.commands.launch")
+    parser = launch.launch_command_parser()
+    flags = {s for a in parser._actions if a.nargs == 0 and a.dest != "help" for s in a.option_strings}
+    listed = {s for takes, names in ACCELERATE.values() if not takes for s in names}
+    assert flags <= listed, sorted(flags - listed)
+
+
+def test_accelerate_launch_options() -> None:
+    argv = ["accelerate", "launch", "--multi_gpu", "--mixed_precision", "bf16", "--num-machines=2",
+            "--machine_rank", "1", "--main_process_ip", "n1", "--main_process_port", "29600",
+            "--num_processes", "16", "--debug", "train.py", "--lr", "1"]  # fmt: skip
+    c = parse_command(argv)
+    assert (c["tool"], c["script"], c["errors"]) == ("accelerate", "train.py", [])
+    assert c["options"] == {"multi_gpu": "1", "num_machines": "2", "machine_rank": "1", "main_process_ip": "n1",
+                            "main_process_port": "29600", "num_processes": "16", "debug": "1"}  # fmt: skip

@@ -272,3 +272,26 @@ def test_deepspeed_command() -> None:
 )
 def test_split_endpoint(endpoint: str, expected: tuple[str, str]) -> None:
     assert split_endpoint(endpoint, 29400) == expected
+
+
+def test_accelerate_launch_is_the_torchrun_contract_it_runs() -> None:
+    argv = ["accelerate", "launch", "--multi_gpu", "--num_machines", "2", "--machine_rank", "1",
+            "--main_process_ip", "n1", "--main_process_port", "29600", "--num_processes", "16", "train.py"]  # fmt: skip
+    lf = launch({"RANK": "3"}, argv)
+    assert pick(lf, "launcher", "mode", "rank", "node_rank", "nnodes", "local_world_size", "world_size",
+                "master_addr", "master_port", "rdzv_backend", "rdzv_endpoint") == {
+        "launcher": "torchrun", "mode": "node", "rank": None, "node_rank": 1, "nnodes": 2, "local_world_size": 8,
+        "world_size": 16, "master_addr": "n1", "master_port": 29600, "rdzv_backend": "static", "rdzv_endpoint": "n1:29600",
+    }  # fmt: skip
+    assert lf["sources"]["node_rank"] == "accelerate:--machine_rank"
+    single = launch({}, ["accelerate", "launch", "--num_processes=2", "train.py"])
+    assert pick(single, "nnodes", "node_rank", "master_port", "rdzv_endpoint") == {
+        "nnodes": 1, "node_rank": 0, "master_port": 29500, "rdzv_endpoint": None,
+    }  # fmt: skip
+
+
+def test_torchrun_empty_option_values_are_invalid() -> None:
+    # `--node-rank=$SLURM_NODEID` expanded where the variable is unset: torchrun exits "invalid int value: ''"
+    lf = launch({}, ["torchrun", "--nnodes=2", "--node-rank=", "--rdzv-backend=c10d", "t.py"])
+    assert lf["invalid"] == {"torchrun:--node-rank": ""}
+    assert lf["node_rank"] is None

@@ -77,7 +77,7 @@ CHECKS: dict[str, Check] = {
 
 # Codes that are not checks over facts but findings of other stages (preflight, diagnose);
 # `validator explain` and the docs list them too. Filled by those stages' modules.
-FAMILIES = ("RNK", "RDZ", "GPU", "NET", "SW", "ENV", "SYS", "PRF", "COL", "DGN", "PRE", "VAL")
+FAMILIES = ("RNK", "RDZ", "GPU", "NET", "SW", "ENV", "SYS", "PRF", "COL", "DGN", "PRE", "NOD", "VAL")
 
 
 def select(codes: Iterable[str], select: list[str], ignore: list[str], known: Iterable[str]) -> list[str]:

@@ -351,7 +351,11 @@ def launch_options(job: Job) -> Iterator[Hit]:
         expected, groups = job.majority(nodes, lambda i, f=field: launches[i].get(f))  # type: ignore[misc]
         for value, who in outliers(groups, expected):
             src = launches[who[0]]["sources"].get(field, "")  # the launcher's own spelling: --num_nodes
-            name = src.split(":", 1)[1] if src.startswith(("torchrun:--", "deepspeed:--")) else OPTION_NAMES[field]
+            name = (
+                src.split(":", 1)[1]
+                if src.startswith(("torchrun:--", "deepspeed:--", "accelerate:--"))
+                else OPTION_NAMES[field]
+            )
             yield Hit(
                 f"{name}={value} on {job.who(who)}; the other nodes use {expected}",
                 who,

@@ -13,7 +13,7 @@ MIN_SHM = 256 << 20  # a launch profile's min_shm_mib replaces it
 @check("SYS001", Severity.ERROR, "/dev/shm too small for NCCL")
 def shm(job: Job) -> Iterator[Hit]:
     """/dev/shm has at least 256 MiB (or the profile's `min_shm_mib`) on nodes of a GPU job that
-    run several ranks.
+    run several ranks (`node-check`: on GPU nodes, and on any node whose profile pins the size).
 
     NCCL's shared-memory transport between ranks of one node allocates its buffers in /dev/shm;
     containers default to 64 MiB and NCCL fails with "Error while creating shared memory
@@ -22,15 +22,15 @@ def shm(job: Job) -> Iterator[Hit]:
     Give the container more shared memory (docker --shm-size=16g; Kubernetes: an emptyDir with
     medium: Memory mounted at /dev/shm).
     """
-    if not job.uses_gpus:
-        return
     pinned = job.profile.min_shm_mib if job.profile else None
+    if not job.uses_gpus and not (job.context == "node" and pinned is not None):
+        return
     minimum = MIN_SHM if pinned is None else pinned << 20
     groups: dict[int, list[int]] = {}
     for i in job.node_reps:
         size = job.facts[i]["system"]["shm_bytes"]
         ranks_here = max(len(job.node_of(i)), job.launch(i)["local_world_size"] or 0)
-        if isinstance(size, int) and size < minimum and ranks_here > 1:
+        if isinstance(size, int) and size < minimum and (ranks_here > 1 or job.context == "node"):
             groups.setdefault(size, []).extend(job.node_of(i))
     for size, members in groups.items():
         yield Hit(
@@ -106,13 +106,15 @@ def somaxconn(job: Job) -> Iterator[Hit]:
             )
 
 
-@check("SYS004", Severity.ERROR, "Open-file limit too low on the master")
+@check("SYS004", Severity.ERROR, "Open-file limit too low")
 def nofile(job: Job) -> Iterator[Hit]:
     """On the master, the open-file limit (RLIMIT_NOFILE, soft) exceeds WORLD_SIZE plus
-    headroom: the rendezvous store keeps one socket per rank.
+    headroom: the rendezvous store keeps one socket per rank. On every node, it is at least the
+    profile's `min_nofile` when one is pinned (`validator node-check` checks a node alone by it).
 
     When the store runs out of descriptors, accept() fails (EMFILE) and the ranks beyond the limit
-    never join: the job hangs in init_process_group at scale only.
+    never join: the job hangs in init_process_group at scale only. Data loaders and NCCL's proxy
+    threads open many files per rank too.
 
     Raise the soft limit for the job (`ulimit -n 1048576`, Slurm PropagateResourceLimits,
     LimitNOFILE= in systemd units, --ulimit nofile= in containers).
@@ -129,3 +131,20 @@ def nofile(job: Job) -> Iterator[Hit]:
                 fix="raise the open-file limit (ulimit -n) for the job",
                 verify="ulimit -n   # in the job's environment on the master",
             )
+    pinned = job.profile.min_nofile if job.profile else None
+    if pinned is None:
+        return
+    groups: dict[int, list[int]] = {}
+    for i in job.node_reps:
+        soft = job.facts[i]["system"]["nofile_soft"]
+        if isinstance(soft, int) and soft != -1 and soft < pinned:
+            groups.setdefault(soft, []).extend(job.node_of(i))
+    for soft, members in groups.items():
+        yield Hit(
+            f"open-file limit {soft}; profile {job.profile.name if job.profile else ''} pins at least {pinned}",
+            members,
+            expected=f">= {pinned}",
+            actual=str(soft),
+            fix="raise the open-file limit (ulimit -n) for the job",
+            verify="ulimit -n   # in the job's environment on each named host",
+        )

@@ -117,3 +117,26 @@ def read_rendezvous(lines: list[bytes], stream: bytes) -> dict[str, Any]:
         if m := re.search(r"\b(group_rank|local_ranks|global_ranks|master_addr|master_port)=(\S+)", text):
             out[m.group(1)] = m.group(2)
     return out
+
+
+_BLOCK_RANK = re.compile(r"^\s*(\d+): \[")
+
+
+def missing_ranks(lines: list[bytes], stream: bytes) -> str:
+    """Horovod's ``Missing ranks:`` block (stall_inspector.cc): ``R: [tensor, ...]`` lines -> "1,3"."""
+    out: list[str] = []
+    for raw in lines[:64]:  # "1: [..." would read as an srun label: no stream filter here
+        if not (m := _BLOCK_RANK.match(raw.decode("utf-8", "replace"))):
+            break
+        out.append(m.group(1))
+    return ",".join(out)
+
+
+_RAS_HEAD = re.compile(rb"^\s*(?:#\d+-\d+ \([0-9a-f]+\) )?([A-Z][A-Z,]{3,})\s*$", re.MULTILINE)
+
+
+def ras_section(buf: bytes, start: int) -> str:
+    """The NCCL RAS section a line sits in (``INCOMPLETE``, ``MISMATCH``, ``DEAD``, ``ERROR``): the
+    last status header in the 8 KiB above it."""
+    heads = _RAS_HEAD.findall(buf, max(0, start - 8192), start)
+    return heads[-1].decode("ascii", "replace") if heads else ""

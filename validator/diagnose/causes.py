@@ -7,8 +7,8 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
-from validator.diagnose.classify import classify, fingerprint, ranks_list
-from validator.diagnose.events import Cause, Event, Evidence, Role
+from validator.diagnose.classify import fingerprint, ranks_list
+from validator.diagnose.events import Cause, Event, Evidence
 from validator.targets import fold_ranks
 
 
@@ -37,15 +37,21 @@ def detail_mismatch(events: list[Event]) -> Cause | None:
     for e in seen:
         if e.kind == "coll.detail_mismatch":
             fp.setdefault(int(e.data["a"]), fingerprint(e.data["fa"]))
-            fp.setdefault(int(e.data["b"]), fingerprint(e.data["fb"]))
+            if "b" in e.data:
+                fp.setdefault(int(e.data["b"]), fingerprint(e.data["fb"]))
     if not fp:
         return Cause("COL001", "ranks called mismatched collectives (shape check)", _ranks(e.rank for e in seen),
                      "low", "older shape verification names only the reporting ranks", [ev(e) for e in seen[:3]], strength=30)  # fmt: skip
     counts = Counter(fp.values())
     (top, n), *rest = counts.most_common()
     odd = sorted(r for r, f in fp.items() if f != top)
-    if not odd:
-        return None
+    if len(fp) < 2:
+        return Cause("COL001", f"a DETAIL mismatch report (cut short) names {_who(sorted(fp))} running {top}", [], "unknown",
+                     "only one side of the DETAIL report is in the log", [ev(e) for e in seen[:3]], strength=30)  # fmt: skip
+    if not odd:  # same op and shapes at different sequence numbers: one side is a collective ahead
+        return Cause("COL001", f"ranks {fold_ranks(sorted(fp))} ran {top} at different sequence numbers", [], "unknown",
+                     "the DETAIL fingerprints differ only in their sequence numbers: no majority names a side",
+                     [ev(e) for e in seen[:3]], strength=30)  # fmt: skip
     majority = sorted(r for r, f in fp.items() if f == top)
     evidence = [ev(e) for e in sorted(seen, key=lambda e: e.rank not in odd)[:3]]
     if rest and rest[0][1] == n:
@@ -84,7 +90,8 @@ def desync(events: list[Event]) -> Cause | None:
                      f"the {why} names all ranks, which names nobody", [ev(e) for e in seen[:3]], strength=32)  # fmt: skip
     verb = "never joined" if strong else "joined but never finished"
     return Cause("COL002", f"{_who(culprits)} {verb}{at} that the other ranks entered", culprits, "high" if strong else "medium",
-                 f"the {why} names them", [ev(e) for e in seen[:3]], strength=85 if strong else 60)  # fmt: skip
+                 f"the {why} names them", [ev(e) for e in seen[:3]], strength=85 if strong else 60,
+                 family="missing_rank" if why == "monitored barrier" else "")  # fmt: skip
 
 
 def _pairs(seen: list[Event]) -> list[int]:
@@ -96,33 +103,60 @@ def _pairs(seen: list[Event]) -> list[int]:
     return _ranks(out)
 
 
+def _host_of(hosts: list[str], ranks: list[int]) -> str:
+    where = f"host {', '.join(hosts[:4])}" if hosts else "the host"
+    return where + (f" (reported by {_who(ranks)})" if ranks else "")
+
+
 def nccl_init(events: list[Event]) -> list[Cause]:
     out = []
     if seen := by_kind(events, "nccl.duplicate_gpu"):
-        ranks = _pairs(seen)
+        # NCCL init.cc checks its own rank against every peer, so the reporter is one of the pair; a
+        # reporter outside the pair it prints means the ranks are a sub-communicator's, not global
+        local = [
+            e
+            for e in seen
+            if e.rank is not None and "a" in e.data and e.rank not in (int(e.data["a"]), int(e.data["b"]))
+        ]
+        ranks = [] if local else _pairs(seen)
         dev = next((e.data["dev"] for e in seen if "dev" in e.data), None)
-        out.append(Cause("DGN004", f"{_who(ranks)} share one GPU{f' (CUDA device {dev})' if dev else ''}", ranks, "high",
-                         "NCCL names the ranks that share the device", [ev(e) for e in seen[:3]], strength=95))  # fmt: skip
+        pairs = sorted({f"{e.data['a']} and {e.data['b']}" for e in local})
+        what = f"communicator ranks {', '.join(pairs)} (of a sub-communicator)" if local else _who(ranks)
+        out.append(Cause("DGN004", f"{what} share one GPU{f' (CUDA device {dev})' if dev else ''}", ranks,
+                         "high" if ranks else "unknown",
+                         "NCCL names the ranks that share the device" if ranks else "the reporting rank is not in the "
+                         "pair NCCL names, so those are communicator-local ranks; the global ones are not in the log",
+                         [ev(e) for e in seen[:3]], strength=95))  # fmt: skip
     if seen := by_kind(events, "nccl.version_mismatch"):
         vers: dict[int, str] = {}
         for e in seen:
             vers[int(e.data["a"])], vers[int(e.data["b"])] = e.data["va"], e.data["vb"]
-        top, _n = Counter(vers.values()).most_common(1)[0]
-        odd = sorted(r for r, v in vers.items() if v != top) or sorted(vers)
-        out.append(Cause("DGN006", f"{_who(odd)} run NCCL {', '.join(sorted({vers[r] for r in odd}))}, the others {top}", odd,
-                         "high" if len(vers) > 2 else "medium", "NCCL compares versions at init; the odd version is the outlier",
-                         [ev(e) for e in seen[:3]], strength=90))  # fmt: skip
+        (top, n), *rest = Counter(vers.values()).most_common()
+        if rest and rest[0][1] == n:  # rank A vs rank B and nothing else: no side is the odd one
+            out.append(Cause("DGN006", f"ranks run different NCCL versions ({'; '.join(f'rank {r}: {v}' for r, v in sorted(vers.items()))})",
+                             [], "unknown", "NCCL compares versions at init; without a majority neither side is the outlier",
+                             [ev(e) for e in seen[:3]], strength=90))  # fmt: skip
+        else:
+            odd = sorted(r for r, v in vers.items() if v != top)
+            out.append(Cause("DGN006", f"{_who(odd)} run NCCL {', '.join(sorted({vers[r] for r in odd}))}, the others {top}", odd,
+                             "high" if n >= 2 else "medium", "NCCL compares versions at init; the odd version is the outlier",
+                             [ev(e) for e in seen[:3]], strength=90))  # fmt: skip
     if seen := by_kind(events, "nccl.no_interface"):
         ranks = _ranks(e.rank for e in seen)
+        hosts = sorted({e.ident.host for e in seen if e.ident.host})
         iface = next((e.data["iface"] for e in seen if "iface" in e.data), None)
         what = f"interface {iface} does not exist" if iface else "no usable network interface"
-        out.append(Cause("DGN005", f"{what} on {_who(ranks)}", ranks, "high", "the ranks report it themselves",
-                         [ev(e) for e in seen[:3]], strength=88))  # fmt: skip
+        out.append(Cause("DGN005", f"{what} on {_host_of(hosts, ranks)}", [], "unknown",
+                         "a host-level setting (NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, the host's interfaces): it points "
+                         "at the host, not at a faulty rank", [ev(e) for e in seen[:3]], hosts=hosts, strength=88))  # fmt: skip
     if seen := by_kind(events, "net.addr_in_use"):
         ranks = _ranks(e.rank for e in seen)
+        hosts = sorted({e.ident.host for e in seen if e.ident.host})
         port = next((e.data["port"] for e in seen if e.data.get("port")), None)
-        out.append(Cause("DGN003", f"port {port or '?'} already in use on {_who(ranks)}", ranks, "high",
-                         "the rank that could not bind is where the port is taken", [ev(e) for e in seen[:3]], strength=87))  # fmt: skip
+        out.append(Cause("DGN003", f"port {port or '?'} already in use on {_host_of(hosts, ranks)}", [], "unknown",
+                         "the port is taken on the host where the store or the rank binds (another job, a leftover "
+                         "process): a host-level conflict, not a faulty rank", [ev(e) for e in seen[:3]], hosts=hosts,
+                         strength=87))  # fmt: skip
     if seen := by_kind(events, "rdzv.env_missing", "nccl.dup_rank", "nccl.nranks_mismatch", "nccl.invalid_rank"):
         ranks = _ranks(e.rank for e in seen)
         out.append(Cause("DGN012", f"launch contract broken on {_who(ranks)}: {seen[0].text[:160]}", ranks, "high",
@@ -135,35 +169,54 @@ _KEY_RANK = re.compile(r"/(\d+)$")
 
 def store(events: list[Event]) -> list[Cause]:
     out: list[Cause] = []
-    conn = by_kind(events, "rdzv.connect_timeout", "rdzv.conn_error")
+    conn = by_kind(events, "rdzv.connect_timeout", "rdzv.conn_error", "rdzv.connect_failed", "rdzv.store_timeout")
     endpoints = Counter((e.data.get("port")) for e in by_kind(events, "rdzv.store_endpoint") if e.data.get("port"))
+    server_up = bool(endpoints) or bool(by_kind(events, "rdzv.clients_joined", "rdzv.wait_keys", "rdzv.store_barrier"))
     if conn:
         ranks = _ranks(e.rank for e in conn)
-        target = next((f"{e.data['host']}:{e.data['port']}" for e in conn if "port" in e.data), None)
+        target = next(
+            (f"{e.data['host']}:{e.data['port']}" for e in conn if "port" in e.data and "host" in e.data), None
+        )
         tport = target.rsplit(":", 1)[1] if target else None
         good = endpoints.most_common(1)[0][0] if endpoints else None
         if good and tport and good != tport:
             out.append(Cause("DGN002", f"{_who(ranks)} connect to the store at {target}; the other ranks reached it at port {good}",
                              ranks, "high" if ranks else "medium", "its endpoint differs from the one the other ranks used",
                              [ev(e) for e in conn[:2]], expected=f"port {good}", actual=f"port {tport}", strength=84))  # fmt: skip
+        elif (0 not in ranks and not server_up and {e.kind for e in conn} == {"rdzv.connect_timeout"}
+              and not any("/elastic/" in f for e in conn for f in e.stack)):  # fmt: skip
+            # TCPStore's server runs in rank 0 (env:// init_process_group: is_master = rank == 0) or in the
+            # torchrun agent of node 0: a client that cannot connect waited for that side to come up
+            out.append(Cause("DGN002", f"{_who(ranks)} timed out connecting to the store at {target or 'MASTER_ADDR:MASTER_PORT'}, "
+                             "which rank 0 (or node 0's torchrun agent) hosts: rank 0 never reached init_process_group "
+                             "in time, or the address is wrong", [0], "medium",
+                             "the TCPStore server is created by rank 0 (or node 0's agent); the rank that times out "
+                             "connecting is the victim", [ev(e) for e in conn[:2]], strength=62))  # fmt: skip
         else:
-            out.append(Cause("DGN002", f"{_who(ranks)} could not reach the store at {target or 'MASTER_ADDR:MASTER_PORT'}",
-                             ranks, "medium" if ranks else "low",
-                             "the rank timed out connecting; either its address is wrong or the store host was not up",
-                             [ev(e) for e in conn[:2]], strength=62))  # fmt: skip
+            refused = all(e.data.get("errno") == "111" or "refused" in e.text for e in conn)
+            out.append(Cause("DGN002", f"{_who(ranks)} could not reach the store at {target or 'MASTER_ADDR:MASTER_PORT'}"
+                             + (" (connection refused: nothing listened there)" if refused else ""),
+                             [], "low", "the rank timed out connecting; either its address is wrong or the store host "
+                             "was not up", [ev(e) for e in conn[:2]],
+                             # c10d's per-retry warnings alone also appear in runs that then connect (Windows, macOS)
+                             strength=30 if {e.kind for e in conn} == {"rdzv.connect_failed"} else 62,
+                             family="connection_refused" if refused else ""))  # fmt: skip
     waits = by_kind(events, "rdzv.wait_keys")
     missing = _ranks(int(m.group(1)) for e in waits for k in re.split(r"[,\s]+", e.data.get("keys", ""))
                      if "/torchelastic/" not in k and (m := _KEY_RANK.search(k)))  # fmt: skip
-    joined = by_kind(events, "rdzv.clients_joined", "rdzv.timeout")
+    joined = by_kind(events, "rdzv.clients_joined", "rdzv.timeout", "rdzv.closed")
     if missing or joined or waits:
         counts = next((f" ({e.data['joined']}/{e.data['expected']} joined)" for e in joined if "joined" in e.data), "")
         evidence = [ev(e) for e in (waits + joined)[:3]]
+        family = "missing_rank" if counts or waits else "rendezvous_timeout"
         if missing:
             out.append(Cause("DGN001", f"{_who(missing)} never joined the process group{counts}", missing, "high",
-                             "the store keys the others waited for belong to them (last number of the key)", evidence, strength=75))  # fmt: skip
+                             "the store keys the others waited for belong to them (last number of the key)", evidence,
+                             strength=75, family="missing_rank"))  # fmt: skip
         else:
             out.append(Cause("DGN001", f"ranks or nodes never joined the rendezvous{counts}", [], "unknown",
-                             "the store only counts who arrived; nothing names who did not", evidence, strength=50))  # fmt: skip
+                             "the store only counts who arrived; nothing names who did not", evidence, strength=50,
+                             family=family))  # fmt: skip
     return out
 
 
@@ -203,22 +256,22 @@ def origins(events: list[Event], symptoms_by_rank: dict[int, list[Event]]) -> Ca
     stack = first.stack
     if len(per) <= 1:
         culprits = sorted(per)
-        others = [r for r in symptoms_by_rank if r not in per]
-        conf = "high" if culprits and others else "medium" if culprits else "low"
+        # victims: ranks that only timed out or lost a peer, or that torchrun stopped (SIGTERM) after it
+        stopped = [e.data.get("rank") for e in by_kind(events, "summary.failure") if e.data.get("signal") == "SIGTERM"]
+        others = [r for r in [*symptoms_by_rank, *stopped] if isinstance(r, int) and r not in per]
+        # alone in the log, it is only the first visible failure: nothing shows the others waited for it
+        conf = "high" if culprits and others else "low"
         reason = (
-            "the only rank that failed on its own; the others only report timeouts or lost peers"
+            "the only rank that failed on its own; the others only report timeouts or lost peers, or were stopped"
             if others
-            else "the only rank with an error of its own"
+            else "the only rank with an error of its own in these lines; no other rank shows it waited for this one"
         )
     else:
         texts = {e.data.get("msg") or e.text for e in ranked}
         timed = [e for e in ranked if e.time is not None]
         if len(texts) == 1 and len(per) > 2:
-            culprits, conf, reason = (
-                sorted(per),
-                "high",
-                "every failing rank raised the same error: not a divergence between ranks",
-            )
+            # a bug (or a shortage) on every rank, not a divergence: no rank is the one that started it
+            culprits, conf, reason = [], "unknown", f"ranks {fold_ranks(sorted(per))} all raised the same error"
         elif timed:
             first = min(timed, key=lambda e: e.time or 0.0)
             culprits, conf = [int(first.rank)], "medium"  # type: ignore[arg-type]
@@ -231,73 +284,12 @@ def origins(events: list[Event], symptoms_by_rank: dict[int, list[Event]]) -> Ca
                 "several ranks failed on their own and nothing orders them in time",
             )
     site = f" at {stack[-1].split(' in ')[0]}" if stack else ""
-    return Cause(code, f"{_who(culprits)} failed first: {msg}{site}", culprits, conf, reason,
+    head = (
+        f"{_who(culprits)} failed first" if culprits or len(per) <= 1 else f"ranks {fold_ranks(sorted(per))} all failed"
+    )
+    return Cause(code, f"{head}: {msg}{site}", culprits, conf, reason,
                  [ev(e) for e in sorted(pool, key=lambda e: e.rank not in culprits)[:3]], stack=stack, time=first.time,
-                 strength={"high": 70, "medium": 60, "low": 35}[conf])  # fmt: skip
-
-
-def summaries(events: list[Event], symptoms_by_rank: dict[int, list[Event]] | None = None) -> Cause | None:
-    """torchrun's failure summary: the root cause per node; across nodes the earliest non-SIGTERM.
-    A root cause whose own log shows only timeouts is a tie broken by dict order, not a cause."""
-    seen = [e for e in by_kind(events, "summary.failure") if e.data.get("signal") not in ("SIGTERM", "SIGINT")]
-    if not seen:
-        return _agent_signal(events)
-    roots = [e for e in seen if e.data.get("root")] or seen
-    first = min(roots, key=lambda e: (e.time is None, e.time or 0.0))
-    own = {e.rank for e in events if e.role == Role.ORIGIN}
-    if symptoms_by_rank and first.data.get("rank") in symptoms_by_rank and first.data.get("rank") not in own:
-        return None
-    exit_code = first.data.get("exit")
-    message = first.data.get("message", "")
-    if message.startswith("To enable traceback"):
-        message = ""
-    got = classify(message) if message else None
-    code = "DGN010"
-    if got and got[1] == Role.ORIGIN:
-        code = ORIGIN_CODE.get(got[0], "DGN010")
-    elif isinstance(exit_code, int) and exit_code < 0:
-        code = "DGN011" if first.data.get("signal") not in ("SIGABRT",) else "DGN007"
-    rank = first.data.get("rank")
-    culprits = [rank] if isinstance(rank, int) else []
-    what = message or f"exit code {exit_code}{' (' + first.data['signal'] + ')' if first.data.get('signal') else ''}"
-    return Cause(code, f"{_who(culprits)} failed first: {what[:200]}", culprits, "medium",
-                 "torchrun's Root Cause (first observed failure)" + (" across nodes, by time" if len(roots) > 1 else ""),
-                 [ev(first)], hosts=[first.data["host"]] if first.data.get("host") else [], stack=first.stack,
-                 time=first.time, strength=55)  # fmt: skip
-
-
-_SIGNALS = {-9: "SIGKILL", -11: "SIGSEGV", -7: "SIGBUS", -6: "SIGABRT", -15: "SIGTERM", -2: "SIGINT"}
-
-
-def _agent_signal(events: list[Event]) -> Cause | None:
-    """Without a summary block: the agent's ``failed (exitcode: -9) local_rank: N`` line."""
-    seen = [
-        e
-        for e in by_kind(events, "agent.child_failed")
-        if int(e.data.get("exit", 0)) < 0 and int(e.data["exit"]) not in (-15, -2)
-    ]
-    if not seen:
-        return None
-    e = min(seen, key=lambda e: (e.time is None, e.time or 0.0))
-    sig = _SIGNALS.get(int(e.data["exit"]), f"signal {-int(e.data['exit'])}")
-    hint = " (SIGKILL without an exception: often the OOM killer)" if sig == "SIGKILL" else ""
-    who = f"local rank {e.data['local']} (pid {e.data.get('pid')})" if "local" in e.data else "a worker"
-    return Cause("DGN011" if sig != "SIGABRT" else "DGN007", f"{who} was killed by {sig}{hint}",
-                 [], "medium", "the launcher reports the worker died from a signal; its global rank is not in this log",
-                 [ev(e)], time=e.time, strength=52)  # fmt: skip
-
-
-def _srun_tasks(events: list[Event]) -> Cause | None:
-    """``srun: error: node17: task 5: Killed``: which task died, when nothing else says more."""
-    seen = by_kind(events, "slurm.task_failed")
-    if not seen:
-        return None
-    e = seen[0]
-    hosts = sorted({x.data["host"] for x in seen if "host" in x.data})
-    return Cause("DGN011" if "Killed" in e.data.get("what", "") else "DGN010",
-                 f"srun task {e.data.get('tasks')} on {e.data.get('host')}: {e.data.get('what', '').strip()[:120]}", [], "low",
-                 "srun reports the task that ended first; its rank is not in these lines", [ev(x) for x in seen[:3]],
-                 hosts=hosts, strength=42)  # fmt: skip
+                 strength={"high": 70, "medium": 60, "low": 35, "unknown": 35}[conf])  # fmt: skip
 
 
 def uniqueid(events: list[Event]) -> Cause | None:
@@ -308,9 +300,10 @@ def uniqueid(events: list[Event]) -> Cause | None:
         return None
     root = roots.most_common(1)[0][0]
     waiting = _ranks(int(e.data["rank"]) for e in seen)
-    return Cause("COL002", f"rank {root} never published its NCCL unique id; {_who(waiting)} waited for it", [root], "medium",
-                 "the ranks setting up the communicator were waiting for this rank's store key", [ev(e) for e in seen[:3]],
-                 strength=60)  # fmt: skip
+    return Cause("COL002", f"rank {root} never published its NCCL unique id; {_who(waiting)} waited for it", [root], "low",
+                 "the ranks setting up the communicator waited for this rank's store key (it may have failed elsewhere or "
+                 "be slow to reach the collective)", [ev(e) for e in seen[:3]], strength=60,
+                 family="rendezvous_timeout")  # fmt: skip
 
 
 def watchdog(events: list[Event], world: list[int]) -> list[Cause]:

@@ -8,10 +8,12 @@ matches wins, so specific rules come before the generic exception rule.
 from __future__ import annotations
 
 import re
+import signal
 from dataclasses import dataclass
 from typing import Any
 
 from validator.diagnose.events import Role
+from validator.diagnose.families import FAMILIES, NOT_AN_ERROR, UNKNOWN_ERROR, enrich
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +30,19 @@ def _r(kind: str, role: Role, guard: str, pattern: str, flags: int = 0) -> Rule:
 
 ORG, S, M, F = Role.ORIGIN, Role.SYMPTOM, Role.SUMMARY, Role.FACT
 RULES: tuple[Rule, ...] = (
+    *(_r(*f) for f in FAMILIES),
     # --- mismatched collectives (DETAIL fingerprints, older shape checks)
     _r(
         "coll.detail_mismatch",
         ORG,
         "Detected mismatch between collectives",
         r"Rank (?P<a>\d+) is running collective: (?P<fa>.*?), but Rank (?P<b>\d+) is running collective: (?P<fb>.*)",
+    ),
+    _r(  # an excerpt cut before ", but Rank B ..."
+        "coll.detail_mismatch",
+        ORG,
+        "Detected mismatch between collectives",
+        r"Rank (?P<a>\d+) is running collective: (?P<fa>.*)",
     ),
     _r(
         "coll.shape_verify",
@@ -66,7 +75,9 @@ RULES: tuple[Rule, ...] = (
         "coll.watchdog_timeout",
         S,
         "Watchdog caught collective operation timeout",
-        r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:.*?NumelIn=(?P<numel>\d+))?.*?\) ran for (?P<ms>\d+) milliseconds",
+        # ProcessGroupNCCL.cpp WorkNCCL::checkTimeout: "Watchdog caught collective operation timeout: {work}
+        # ran for {ms} milliseconds before timing out." (a hard-wrapped line may lose the tail)
+        r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:.*?NumelIn=(?P<numel>\d+))?(?:.*?\) ran for (?P<ms>\d+) milliseconds)?",
     ),
     _r(
         "coll.watchdog_status",
@@ -81,15 +92,18 @@ RULES: tuple[Rule, ...] = (
     _r("coll.blocking_wait", S, "timed out in blocking wait", r"timed out in blocking wait"),
     _r("coll.heartbeat", S, "watchdog got stuck", r"got stuck for (?P<s>\d+) seconds"),
     _r("coll.heartbeat", S, "Heartbeat monitor timed out", r"Heartbeat monitor timed out"),
+    # ProcessGroupNCCL.cpp: "Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA
+    # kernels, subsequent GPU operations might run on corrupted/incomplete data." (the watchdog's teardown)
+    _r("coll.watchdog_teardown", S, "Some NCCL operations have failed or timed out", r"Some NCCL operations"),
     # --- CUDA, memory (before the NCCL/watchdog wrappers that quote them)
     _r(
         "cuda.oom",
         ORG,
         "out of memory",
-        r"(?:CUDA out of memory|CUDA error: out of memory|Cuda failure 'out of memory'|OutOfMemoryError)",
+        r"(?:CUDA out of memory|CUDA error: out of memory|Cuda failure (?:\d+ )?'out of memory'|OutOfMemoryError)",
     ),
     _r("cuda.error", ORG, "CUDA error", r"CUDA error: (?P<what>[^.\n]+)"),
-    _r("cuda.error", ORG, "Cuda failure", r"Cuda failure '(?P<what>[^']+)'"),
+    _r("cuda.error", ORG, "Cuda failure", r"Cuda failure (?:\d+ )?'(?P<what>[^']+)'"),
     _r("cuda.error", ORG, "CUDA error during", r"CUDA error during (?:start|end) event query"),
     _r("host.oom", ORG, "oom", r"(?:oom[-_]kill|Out of memory: Killed process)"),  # seen after "error:" or "Killed"
     _r("host.oom", ORG, "OOM", r"(?:OOM Killed|OOMKilled|OOM killer)"),
@@ -241,24 +255,39 @@ COMM_EXCEPTIONS = frozenset(
 _EXC = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*(?P<cls>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure))(?::\s?(?P<msg>.*))?$"
 )
+# an exception whose message reports a communication symptom (a wait that ran out, a peer that went
+# away) is a victim's, whatever its class
+_COMM_MSG = re.compile(
+    r"(?i:timed out|timeout)|Connection (?:reset|closed)|Broken pipe|closed by (?:remote )?peer|communicator was aborted"
+)
 _NOISE = ('File "', "Exception raised from", "frame #", "During handling", "The above exception", "warnings.warn")
 
 
 def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
     """The event in one message, or None for a line that reports nothing."""
-    if text.startswith(_NOISE):
+    # a traceback frame is noise unless a paste flattened more lines into it; NCCL INFO is retries and chatter
+    if (text.startswith(_NOISE) and len(text) < 300) or text.startswith("NCCL INFO"):
         return None
     for rule in RULES:
         if rule.guard in text and (m := rule.pattern.search(text)):
-            return rule.kind, rule.role, {k: v for k, v in m.groupdict().items() if v is not None}
+            data: dict[str, Any] = {k: v for k, v in m.groupdict().items() if v is not None}
+            if "reporter" in data:  # the rank that printed it (store barrier, monitored barrier peers)
+                data["msg_rank"] = int(data["reporter"])
+            enrich(rule.kind, text, data)
+            if rule.kind == "agent.spawn_signal":  # mp.spawn: the signal's exit code, as torchrun reports it
+                sig = getattr(signal, str(data["sig"]), None)
+                return "agent.child_failed", rule.role, {**data, "exit": str(-int(sig)) if sig else "-1"}
+            return rule.kind, rule.role, data
     if m := _EXC.match(text):
         cls = m.group("cls")
         data = {"cls": cls, "msg": (m.group("msg") or "").strip()}
-        if cls in COMM_EXCEPTIONS or cls in ("SystemExit", "KeyboardInterrupt"):
+        if cls in COMM_EXCEPTIONS or cls in ("SystemExit", "KeyboardInterrupt") or _COMM_MSG.search(data["msg"]):
             return "py.comm_exception", Role.SYMPTOM, data
         return "py.exception", Role.ORIGIN, data
     if "NCCL WARN" in text:
         return "nccl.warn", Role.SYMPTOM, {"what": text.split("NCCL WARN", 1)[1].strip()}
+    if UNKNOWN_ERROR.search(text) and not any(n in text for n in NOT_AN_ERROR):
+        return "misc.error", Role.SYMPTOM, {}
     return None
 
 
@@ -266,7 +295,8 @@ def ranks_list(text: str) -> list[int]:
     return [int(x) for x in re.findall(r"\d+", text)]
 
 
-_FP_FIELD = re.compile(r"(SequenceNumber|OpType|TensorShape|TensorDtypes)=(\[[^\]]*\]|[^,)]*)")
+# older releases print the abbreviated form without commas: CollectiveFingerPrint(SequenceNumber=1OpType=BARRIER)
+_FP_FIELD = re.compile(r"(SequenceNumber|OpType|TensorShape|TensorDtypes)=(\[[^\]]*\]|\d+(?=[A-Z,)])|[^,)]*)")
 
 
 def fingerprint(text: str) -> str:

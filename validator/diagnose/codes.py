@@ -279,6 +279,26 @@ _ALL = (
         PREFLIGHT,
     ),
     _code(
+        "DGN013",
+        Severity.ERROR,
+        "Unrecognised failure",
+        """The logs report errors that match none of the failure families diagnose knows; the
+        finding quotes the first error lines of each rank, in time order, so the likely cause is
+        still in view.
+
+        Diagnose recognises failures by the message families that NCCL, PyTorch (c10d, elastic)
+        and gloo print (docs/diagnose.md lists them). A message from another library, a new
+        release that rewords a message, or a log cut before the decisive line falls through to
+        this finding; no rank is named from it.
+
+        Read the quoted lines first. To get a rule added, share the log: run
+        `validator diagnose LOGS -f json --output diag.json`, keep the logs of every rank (with
+        NCCL_DEBUG=WARN or INFO if you can rerun), redact host names if needed without editing the
+        error lines, and attach both to an issue with the command you launched.""",
+        "read the quoted first error lines per rank; share the log (see `validator explain DGN013`) for a new rule",
+        "validator diagnose LOGS (names a known failure class)",
+    ),
+    _code(
         "DGN014",
         Severity.ERROR,
         "Job stopped from outside",
@@ -344,5 +364,30 @@ CLASS: dict[str, str] = {
     "DGN010": "exception on a rank",
     "DGN011": "killed by a signal",
     "DGN012": "launch configuration error",
+    "DGN013": "unrecognised failure",
     "DGN014": "stopped from outside",
+}
+
+# The failure class each code reports in the fixed 14-class vocabulary of the real-log corpus
+# (tests/corpus/diagnose/README.md); a cause may name a finer one (``Cause.family``): COL002
+# from a store barrier is ``missing_rank``, DGN007 from a refused connect ``connection_refused``.
+VOCAB: dict[str, str] = {
+    "COL001": "collective_mismatch",
+    "COL002": "collective_timeout",
+    "COL003": "collective_timeout",
+    "COL004": "collective_mismatch",
+    "DGN001": "rendezvous_timeout",
+    "DGN002": "rendezvous_timeout",
+    "DGN003": "address_in_use",
+    "DGN004": "nccl_init_duplicate_gpu",
+    "DGN005": "nccl_init_no_interface",
+    "DGN006": "nccl_version_mismatch",
+    "DGN007": "nccl_remote_error",
+    "DGN008": "cuda_error",
+    "DGN009": "oom",
+    "DGN010": "child_failed_other",
+    "DGN011": "child_failed_other",
+    "DGN012": "child_failed_other",
+    "DGN013": "unrecognised",
+    "DGN014": "child_failed_other",
 }

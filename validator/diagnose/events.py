@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from validator.documents import DiagnosisDoc, EvidenceDoc
+
 
 class Role(enum.IntEnum):
     """How an event relates to the failure: a cause, a consequence, or bookkeeping."""
@@ -50,7 +52,7 @@ class Evidence:
     text: str
     rank: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> EvidenceDoc:
         return {"source": self.source, "text": self.text, "rank": self.rank}
 
 
@@ -70,6 +72,8 @@ class Cause:
     stack: list[str] = field(default_factory=list)
     time: float | None = None
     strength: int = 0  # ordering among candidates: higher wins
+    family: str = ""  # failure class in the corpus vocabulary (codes.VOCAB); "" = the code's default
+    fix: str = ""  # a fix that fits this run (its backend); "" = the code's fix
 
 
 CONFIDENCE = {"high": 3, "medium": 2, "low": 1, "unknown": 0}
@@ -84,11 +88,13 @@ class Diagnosis:
     ranks_seen: list[int]
     hosts: dict[int, str]
     notes: list[str] = field(default_factory=list)  # incompleteness, hints
+    vocab_class: str = "none"  # the failure class in the fixed vocabulary (codes.VOCAB)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DiagnosisDoc:  # its schema: validator.documents.DiagnosisDoc
         p = self.primary
         return {
             "failure_class": self.failure_class,
+            "class": self.vocab_class,
             "code": p.code if p else None,
             "initiating_ranks": p.culprits if p else [],
             "initiating_hosts": p.hosts if p else [],

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from validator.diagnose import blocks
+from validator.diagnose import blocks, collseq
 from validator.diagnose.classify import classify
 from validator.diagnose.events import Event, Ident, Role
-from validator.diagnose.inputs import open_binary
-from validator.diagnose.logs import parse_line, rank_in_message, stream_of
-from validator.diagnose.scan import Hit, hits
+from validator.diagnose.inputs import local_rank_from_path, open_binary
+from validator.diagnose.logs import line_cleaner, parse_line, rank_in_message, starts_message, stream_of, strip_time
+from validator.diagnose.scan import ANCHORS, Hit, hits
 
 PER_KEY = 3  # events kept per (kind, who); the rest are counted
 TEXT_MAX = 400
+PARSE_MAX = 4096  # characters of a line that are parsed (a message's fields are at its front)
+HEAD = 1 << 16  # bytes read first to learn the file's shape (line numbers, terminal width)
+MAX_SHAPES = 1 << 14  # line shapes remembered per file
+_MSG_RANK = re.compile(rb"Rank \d+\]")
 _INIT = re.compile(
     r"comm \S+ rank (?P<rank>\d+) nranks (?P<n>\d+) cudaDev (?P<dev>\d+)(?: nvmlDev \d+)? busId (?P<bus>\w+)"
 )
@@ -35,26 +41,58 @@ class FileResult:
 
 
 class _State:
-    def __init__(self, path: str, year: int) -> None:
+    def __init__(self, path: str, year: int, name: str) -> None:
         self.res = FileResult(path)
         self.year = year
-        self.name = os.path.basename(path)
+        self.name = name
+        self.local = local_rank_from_path(path)  # torchrun --log-dir: .../attempt_0/<local rank>/stderr.log
         self.kept: Counter[tuple[str, Any]] = Counter()
         self.stacks: dict[bytes, tuple[int, list[str]]] = {}  # stream -> (exception line, frames)
         self.skip: dict[bytes, int] = {}  # stream -> skip hits up to this line (inside a block)
+        self.wrap: int | None = None  # terminal width the paste was hard-wrapped at
+        self.joined_until = 0  # lines up to here were continuations of a wrapped line
+        self.last: Event | None = None  # the event the current hit produced
+        # A line's shape: its stream, its c10d [Rank N], its bytes without digits. Once two lines of
+        # one shape gave the same answer (no event, or an event of a kind already kept PER_KEY
+        # times for that rank), further lines of that shape are only counted, not parsed: a log of
+        # a million different "RuntimeError: boom 123" lines costs a lookup each.
+        self.seen: dict[tuple[bytes, bytes, bytes], tuple[str, Any] | None] = {}
+        self.known: dict[tuple[bytes, bytes, bytes], str | None] = {}
 
-    def add(self, ev: Event) -> None:
-        who = ev.ident.rank if ev.ident.rank is not None else (ev.ident.node, ev.ident.local_rank, ev.ident.pid)
-        key = (ev.kind, who)
+    def learn(self, shape: tuple[bytes, bytes, bytes] | None, outcome: tuple[str, Any] | None) -> None:
+        if shape is None:
+            return
+        if shape in self.seen and self.seen[shape] == outcome:
+            if len(self.known) < MAX_SHAPES:
+                self.known[shape] = outcome[0] if outcome else None
+        elif len(self.seen) < MAX_SHAPES:
+            self.seen[shape] = outcome
+
+    @staticmethod
+    def who(ev: Event) -> Any:
+        ident = ev.ident  # a c10d "[Rank N]" in the message tells ranks apart where no prefix does
+        return (
+            ident.rank if ident.rank is not None else (ev.data.get("msg_rank"), ident.node, ident.local_rank, ident.pid)
+        )
+
+    def add(self, ev: Event) -> bool:
+        """Keep the event, or count it (False) when PER_KEY of its kind and rank are kept."""
+        if ev.ident.local_rank is None and ev.ident.rank is None and self.local is not None:
+            ev.ident.local_rank = self.local
+        key = (ev.kind, self.who(ev))
         self.kept[key] += 1
+        self.last = ev
         if self.kept[key] > PER_KEY and ev.role != Role.FACT:
             self.res.suppressed[ev.kind] += 1
-            return
+            return False
         self.res.events.append(ev)
+        return True
 
 
 def _event(st: _State, kind: str, role: Role, data: dict[str, Any], text: str, line_no: int, line: Any) -> Event:
     ident = line.ident
+    if "reporter" in data and ident.rank is None:  # a message that names the rank printing it
+        ident.rank = int(data["reporter"])
     msg_rank, pg = rank_in_message(text)
     if msg_rank is not None:
         data.setdefault("msg_rank", msg_rank)
@@ -67,19 +105,34 @@ def _handle(st: _State, hit: Hit) -> bool:
     """Process one hit; False when it needs more of the file (deferred)."""
     raw = hit.raw
     stream = stream_of(raw)
-    if st.skip.get(stream, 0) > hit.line:
+    if st.skip.get(stream, 0) > hit.line or hit.line <= st.joined_until:
         return True
-    line = parse_line(raw.decode("utf-8", "replace"), st.year)
+    shape = None
+    if st.wrap is None:
+        tag = _MSG_RANK.search(raw)
+        shape = (stream, tag.group(0) if tag else b"", raw.translate(None, b"0123456789"))
+        if shape in st.known:
+            kind = st.known[shape]
+            if kind is not None:
+                st.res.suppressed[kind] += 1 + hit.repeats
+            return True
+    first = raw.decode("utf-8", "replace")[:PARSE_MAX]
+    if st.wrap is not None and len(first) == st.wrap:
+        joined = _unwrap(st, hit, first)
+        if joined is None:
+            return False
+        first = joined
+    line = parse_line(first, st.year)
     text = line.text
     if text.startswith("Traceback (most recent call last)"):
-        follow, more = hit.following(400)
+        follow, more = _following(hit, 400)
         tb = blocks.read_traceback(follow, stream)
         if not tb.complete and more and hit.defer():
             return False
         st.stacks[stream] = (hit.line + 1 + _nth_line(follow, stream, tb.span), tb.frames)
         st.skip[stream] = hit.line + 1 + _nth_line(follow, stream, tb.span)
         return True
-    if "ChildFailedError" in text:
+    if "ChildFailedError" in text or text.startswith("Root Cause (first observed failure)"):
         return _summary(st, hit, stream, line)
     if text.rstrip().endswith("Last error:"):
         follow, more = hit.following(8)
@@ -94,27 +147,87 @@ def _handle(st: _State, hit: Hit) -> bool:
             st.add(_event(st, kind, role, data, nxt[0].text, hit.line + 1, line))
         return True
     if "Rendezvous complete" in text:
-        follow, more = hit.following(16)
+        follow, more = _following(hit, 16)
         if len(follow) < 12 and more and hit.defer():
             return False
         info = blocks.read_rendezvous(follow, stream)
         if "local_ranks" in info and "global_ranks" in info:
             st.res.facts.append(("rdzv", line.ident.node, info["local_ranks"], info["global_ranks"]))
         return True
+    if line.nccl == "INFO" and collseq.record(
+        st.res.facts, line.ident.host, line.ident.pid, text, f"{st.name}:{hit.line}"
+    ):
+        return True  # a NCCL_DEBUG_SUBSYS=COLL line: kept in this file's per-rank sequences
     if line.nccl == "INFO" and " nranks " in text:
         if m := _INIT.search(text):
             st.res.facts.append(("nccl_init", line.ident.host, line.ident.pid, int(m["rank"]), int(m["n"]), m["bus"]))
         return True
     got = classify(text)
     if got is None:
+        st.learn(shape, None)
         return True
     kind, role, data = got
+    if kind == "hvd.missing_block":
+        data["ranks"] = blocks.missing_ranks(hit.following(64)[0], stream)
+    elif kind == "nccl.ras_missing":
+        data["section"] = blocks.ras_section(hit.buf, hit.start)
     ev = _event(st, kind, role, data, text, hit.line, line)
     pending = st.stacks.get(stream)
     if pending and pending[0] == hit.line:
         ev.stack = pending[1]
-    st.add(ev)
+    if not st.add(ev):
+        st.learn(shape, (kind, st.who(ev)))
     return True
+
+
+def _following(hit: Hit, n: int) -> tuple[list[bytes], bool]:
+    """The lines after a hit for the block readers, without time stamps in front of their
+    prefixes (``Oct 16 02:07:00   File ...``: a stamp users or CI add to every line)."""
+    follow, more = hit.following(n)
+    return [strip_time(raw) for raw in follow], more
+
+
+def _unwrap(st: _State, hit: Hit, first: str) -> str | None:
+    """A line exactly as wide as the terminal, joined with the lines it was wrapped into; None
+    when more of the file is needed."""
+    follow, more = hit.following(8)
+    if not follow and more and hit.defer():
+        return None
+    n = 0
+    for raw in follow:
+        part = raw.decode("utf-8", "replace")
+        if starts_message(part, st.year) or len(first) >= PARSE_MAX:
+            break
+        first, n = first + part, n + 1
+        if len(part) != st.wrap:
+            break
+    st.joined_until = hit.line + n
+    return first[:PARSE_MAX]
+
+
+def wrap_width(head: bytes, clean: Callable[[bytes], bytes], year: int) -> int | None:
+    """The width a terminal hard-wrapped this paste at: the longest line length, shared by at
+    least two lines that are each followed by a line that does not open a message."""
+    raw = head.split(b"\n")[:-1]
+    if head.isascii() and b"\x1b" not in head and b"\r" not in head:
+        lines: list[bytes | str] = list(raw)  # decided on bytes (one byte, one column)
+    else:
+        lines = [clean(ln).decode("utf-8", "replace") for ln in raw]
+    width = max(map(len, lines), default=0)
+    if width < 70:
+        return None
+    cut = 0
+    longest = (i for i, ln in enumerate(lines[:-1]) if len(ln) == width)
+    distinct = {lines[i]: i for i in itertools.islice(longest, 256)}  # a repeated log line is not a wrap
+    for i in itertools.islice(distinct.values(), 16):
+        b = lines[i + 1]
+        text = b if isinstance(b, str) else clean(b).decode("utf-8", "replace")
+        if text[:1].isspace() or stream_of(text.encode()):  # cheap: plainly a message of its own
+            continue
+        cut += not starts_message(text, year)
+        if cut >= 2:
+            return width
+    return None
 
 
 def _nth_line(follow: list[bytes], stream: bytes, n: int) -> int:
@@ -129,8 +242,10 @@ def _nth_line(follow: list[bytes], stream: bytes, n: int) -> int:
 
 
 def _summary(st: _State, hit: Hit, stream: bytes, line: Any) -> bool:
-    follow, more = hit.following(600)
-    failures, span, complete = blocks.read_summary(follow, stream)
+    follow, more = _following(hit, 600)
+    lead = [hit.raw] if "ChildFailedError" not in line.text else []  # an excerpt that starts at Root Cause
+    failures, span, complete = blocks.read_summary(lead + follow, stream)
+    span -= len(lead)
     if not complete and more and hit.defer():
         return False
     st.skip[stream] = hit.line + 1 + _nth_line(follow, stream, span)
@@ -148,11 +263,11 @@ def _summary(st: _State, hit: Hit, stream: bytes, line: Any) -> bool:
     return True
 
 
-def scan_file(path: str) -> FileResult:
-    """All events of one log file (plain or gzip). Errors are recorded, never raised; what was
-    read before an error (a truncated .gz) is kept."""
+def scan_file(path: str, name: str | None = None) -> FileResult:
+    """All events of one log file (plain or gzip); ``name``: the path shown in evidence. Errors
+    are recorded, never raised; what was read before an error (a truncated .gz) is kept."""
     try:
-        st = _State(path, time.localtime(os.stat(path).st_mtime).tm_year)
+        st = _State(path, time.localtime(os.stat(path).st_mtime).tm_year, name or os.path.basename(path))
         st.res.bytes = os.stat(path).st_size
     except OSError as e:
         res = FileResult(path)
@@ -160,9 +275,15 @@ def scan_file(path: str) -> FileResult:
         return res
     try:
         with open_binary(path) as f:
-            for hit in hits(f):
+            head = f.read(HEAD)
+            clean = line_cleaner(head, ANCHORS)
+            st.wrap = wrap_width(head, clean, st.year)
+            for hit in hits(f, head=head, clean=clean):
+                st.last = None
                 if _handle(st, hit):
                     st.res.lines = hit.line
+                    if hit.repeats and st.last is not None:  # a flood of one line: counted, not parsed
+                        st.res.suppressed[st.last.kind] += hit.repeats
     except (OSError, EOFError, ValueError) as e:
         st.res.error = f"read stopped early: {e}"
     return st.res

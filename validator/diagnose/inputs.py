@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import glob
-import gzip
 import io
 import json
 import os
 import re
+import zlib
 from collections.abc import Iterable
 from typing import BinaryIO
 
@@ -16,31 +16,85 @@ from validator.errors import UserError
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+INFLATE_FLOOR = 1 << 30  # a .gz may always inflate to 1 GiB ...
+INFLATE_RATIO = 100  # ... or to 100 times its size; past that it is a bomb: read that much, say so
+
+
+class InflateLimit(OSError):
+    """A .gz that inflates past the cap: what came before the cap was read."""
+
+
 class _Gzip(io.RawIOBase):
-    """gzip that hands over what it decompressed before a truncation, then raises."""
+    """gzip, member after member, with zlib: linear in the input whatever the members (a file of
+    millions of one-byte members costs no more per byte than one member), inflated bytes capped.
+    Hands over what it decompressed before a truncation or the cap, then raises."""
 
     def __init__(self, path: str) -> None:
-        self.f = gzip.open(path, "rb")  # noqa: SIM115 - closed in close()
-        self.error: EOFError | None = None
+        self.f = open(path, "rb")  # noqa: SIM115 - closed in close()
+        self.cap = max(INFLATE_FLOOR, INFLATE_RATIO * os.fstat(self.f.fileno()).st_size)
+        self.d = zlib.decompressobj(31)
+        self.pending = b""
+        self.total = 0
+        self.in_member = False
+        self.error: OSError | EOFError | None = None
+
+    def _more(self) -> bool:
+        data = self.f.read(1 << 12)
+        self.pending += data
+        return bool(data)
+
+    def _next_member(self) -> bool:
+        """Start the next member; False at the end of the file (zero padding allowed)."""
+        while True:
+            self.pending = self.pending.lstrip(b"\x00")
+            if len(self.pending) >= 2 or not self._more():
+                break
+        if not self.pending:
+            return False
+        if not self.pending.startswith(GZIP_MAGIC):
+            raise OSError("trailing bytes after the last gzip member are not gzip")
+        self.d, self.in_member = zlib.decompressobj(31), True
+        return True
+
+    def _inflate(self, n: int) -> bytes:
+        parts: list[bytes] = []
+        try:
+            self._inflate_into(parts, n)
+        except (OSError, EOFError) as e:  # keep what came before the damage
+            self.error = e
+        return b"".join(parts)
+
+    def _inflate_into(self, parts: list[bytes], n: int) -> None:
+        size = 0
+        while size < n:
+            if not self.in_member and not self._next_member():
+                break
+            if not self.pending and not self._more():
+                raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+            try:
+                part = self.d.decompress(self.pending, n - size)
+            except zlib.error as e:
+                raise OSError(f"corrupt gzip data: {e}") from None
+            self.pending = self.d.unconsumed_tail
+            if self.d.eof:
+                self.pending, self.in_member = self.d.unused_data + self.pending, False
+            parts.append(part)
+            size += len(part)
 
     def read(self, n: int = -1) -> bytes:
         if self.error is not None:
             raise self.error
-        parts: list[bytes] = []
-        size = 0
-        while n < 0 or size < n:
-            try:
-                part = self.f.read1(1 << 16 if n < 0 else min(1 << 16, n - size))
-            except EOFError as e:
-                self.error = e
-                break
-            if not part:
-                break
-            parts.append(part)
-            size += len(part)
-        if not parts and self.error is not None:
+        want = min(n if n >= 0 else 1 << 20, self.cap - self.total + 1)
+        data = self._inflate(want)
+        if self.total + len(data) > self.cap:
+            data = data[: self.cap - self.total]
+            self.error = InflateLimit(
+                f"gzip inflates past {self.cap >> 20} MiB ({INFLATE_RATIO}x its size, at least 1 GiB); read that much"
+            )
+        self.total += len(data)
+        if not data and self.error is not None:
             raise self.error
-        return b"".join(parts)
+        return data
 
     def readable(self) -> bool:
         return True
@@ -60,14 +114,14 @@ def open_binary(path: str) -> BinaryIO:
 
 def expand(paths: Iterable[str]) -> list[str]:
     """Files, directories (recursively) and globs -> files, in a stable order. A path that names
-    nothing is a usage error."""
+    nothing is a usage error. Symbolic links are listed as they are (``unreadable`` tells)."""
     out: list[str] = []
     for p in paths:
         if os.path.isdir(p):
             for root, dirs, files in os.walk(p):
                 dirs.sort()
                 out += [os.path.join(root, f) for f in sorted(files) if not f.startswith(".")]
-        elif os.path.exists(p):
+        elif os.path.lexists(p):
             out.append(p)
         elif any(c in p for c in "*?["):
             found = sorted(f for f in glob.glob(p, recursive=True) if os.path.isfile(f))
@@ -77,6 +131,47 @@ def expand(paths: Iterable[str]) -> list[str]:
         else:
             raise UserError("no such file or directory", p)
     return list(dict.fromkeys(out))
+
+
+def _root(arg: str) -> str:
+    """The directory an argument names files under: itself, a file's directory, or a glob's
+    directory part before the first wildcard."""
+    if os.path.isdir(arg):
+        return os.path.abspath(arg)
+    parts = os.path.abspath(arg).split(os.sep)
+    fixed = next((i for i, part in enumerate(parts) if any(c in part for c in "*?[")), len(parts) - 1)
+    return os.sep.join(parts[:fixed]) or os.sep
+
+
+def display_names(files: list[str], args: Iterable[str]) -> dict[str, str]:
+    """How evidence names each file: its path below the directory it was found in (or the
+    common directory of the arguments), so ``rank2/stderr.log`` and ``rank3/stderr.log`` differ."""
+    roots = [_root(a) for a in args]
+    try:
+        root = os.path.commonpath(roots) if roots else ""
+    except ValueError:  # paths on different drives
+        root = ""
+    out: dict[str, str] = {}
+    for f in files:
+        rel = os.path.relpath(os.path.abspath(f), root) if root else f
+        out[f] = os.path.basename(f) if rel.startswith("..") else rel
+    return out
+
+
+def unreadable(path: str) -> str | None:
+    """Why a listed path is not read, or None for a regular file. Never opens it: a FIFO would
+    block, a device could be endless."""
+    import stat
+
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return f"cannot read: {e.strerror}"
+    if stat.S_ISREG(st.st_mode):
+        return None
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"))
+    kind = next((name for test, name in kinds if test(st.st_mode)), "not a regular file")
+    return f"skipped: {kind}, not a regular file (never opened)"
 
 
 def sniff(path: str) -> str:
@@ -137,9 +232,34 @@ def local_rank_from_path(path: str) -> int | None:
     return None
 
 
+MAX_JSON = 64 << 20  # a JSON input (Flight Recorder dump, error.json) inflated: beyond this it is refused
+
+
+def read_limited(path: str, limit: int, what: str) -> bytes:
+    """The whole (inflated) file, refused past ``limit`` bytes."""
+    try:
+        with open_binary(path) as f:
+            data = f.read(limit + 1)
+    except (OSError, EOFError) as e:
+        raise UserError(f"cannot read: {e}", path) from None
+    if len(data) > limit:
+        raise UserError(f"{what} larger than {limit >> 20} MiB (inflated); not read", path)
+    return data
+
+
+def file_rank(path: str) -> int | None:
+    """The rank a file's name or place tells: ``rank3.log``, or torchrun ``--log-dir``'s
+    ``attempt_0/3/stderr.log`` (a local rank: the global one on a single node; a ``[rankN]:``
+    prefix or c10d's ``[Rank N]`` in the lines overrides it)."""
+    r = rank_from_name(path)
+    return r if r is not None else local_rank_from_path(path)
+
+
 def read_json(path: str) -> object:
-    with open_binary(path) as f:
-        try:
-            return json.load(f)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise UserError(f"not valid JSON: {e}", path) from None
+    data = read_limited(path, MAX_JSON, "JSON document")
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserError(f"not valid JSON: {str(e)[:120]}", path) from None
+    except RecursionError:
+        raise UserError("JSON nested too deeply", path) from None

@@ -8,13 +8,20 @@ srun ``--label`` (``3: ``), mpirun ``--tag-output`` (``[1,3]<stdout>:``), torchr
 torchelastic (``E1130 09:40:37.598000 31830 torch/.../api.py:1002]``), Python logging
 (``WARNING:torch.distributed...:``, ``2024-01-01 10:00:00,123 - INFO -``), NCCL
 (``host:pid:tid [dev] file.cc:123 NCCL WARN``, optionally after ``[2026-11-30 09:39:26] ``).
+Also Ray (``(RayTrainWorker pid=7, ip=10.0.0.2) ``), Determined (``[ts] 5c902731 [rank=1] || ``),
+``kubectl logs --prefix`` (``[pod/train-worker-1/pytorch] ``), vLLM/Ray-style level headers
+(``ERROR 04-07 00:57:46 ray_utils.py:45] ``) and time stamps users add (``Dec 01 04:36:22 ``).
 Formats are matched by shape, not by version, so new versions that keep the shape still parse.
+Per file, ``line_cleaner`` removes what is not the program's output: ANSI colours, carriage
+returns (progress bars) and line numbers the user added.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from validator.diagnose.events import Ident
@@ -25,14 +32,22 @@ _TEMPLATE = re.compile(r"\[([A-Za-z_][\w]*)-r(\d+)-l(\d+)\]:\s?")
 _ROLE = re.compile(r"\[([A-Za-z_][A-Za-z_\-]*?)(\d+)(?:\|\d+)?\]:\s?")
 _SRUN = re.compile(r"(\d{1,6}): ")
 _BRACKET_NUM = re.compile(r"\[(\d{1,7})\] (?=\S)")
+_RAY = re.compile(r"\((?:[\w.]+ )?pid=(\d{1,9})(?:, ip=([\w.:\-]{1,64}))?\)\s?")
+_K8S = re.compile(r"\[pod/([\w.\-]{1,253})/[\w.\-]{1,63}\]\s?")
+_DETERMINED = re.compile(r"(?:[0-9a-f]{8} )?(?:\[rank=(\d{1,9})\] )?\|\|\s?")
+_CLOCK = re.compile(r"\[?(?:([A-Z][a-z]{2}) ([ \d]\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?\]? ")
+_MONTHS = {
+    m: i for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)
+}
 _ISO = re.compile(r"\[?(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?:Z|[+-]\d\d:?\d\d)?\]?[ ,]\s*")
 
 _GLOG = re.compile(r"\[([IWEF])(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))? ([\w.\-]+):\d+\]\s?")
 _GLOG_OLD = re.compile(r"\[([IWEF]) [\w.\-]+:\d+\]\s?")
 _ELASTIC = re.compile(r"([IWEF])(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))? (\d+) \S+?:\d+\]\s?")
 _PYLOG = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
+_VLLM = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) [\w.\-]+:\d+\] ")
 _LEVEL_WORD = re.compile(
-    r"(?:- )?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b(?: -)?\s*(?:\d\d-\d\d \d\d:\d\d:\d\d )?(?:\S+:\d+\] )?"
+    r"(?:- )?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b:?(?: -)?\s*(?:\d\d-\d\d \d\d:\d\d:\d\d )?(?:\S+:\d+\] )?"
 )
 _NCCL = re.compile(r"([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:(\S+:\d+) )?(?:\(\w+\) )?NCCL (WARN|INFO|TRACE|ABORT)\s?")
 _LEVELS = {"I": "info", "W": "warning", "E": "error", "F": "fatal"}
@@ -62,6 +77,12 @@ def _prefixes(text: str, ident: Ident) -> tuple[str, str]:
     for _ in range(6):
         if (m := _MPI.match(text, pos)) or (m := _RANK.match(text, pos)):
             ident.rank = int(m.group(1))
+        elif m := _RAY.match(text, pos):
+            ident.pid, ident.host = int(m.group(1)), m.group(2) or ident.host
+        elif m := _K8S.match(text, pos):
+            ident.node = ident.host = m.group(1)
+        elif m := _DETERMINED.match(text, pos):
+            ident.rank = int(m.group(1)) if m.group(1) else ident.rank
         elif m := _TEMPLATE.match(text, pos):
             ident.rank, ident.local_rank = int(m.group(2)), int(m.group(3))
         elif m := _ROLE.match(text, pos):
@@ -83,6 +104,12 @@ def parse_line(raw: str, year: int) -> Line:
     time: float | None = None
     level: str | None = None
     nccl: str | None = None
+    if (m := _CLOCK.match(rest)) and (m.group(1) in _MONTHS or m.group(1) is None):
+        if m.group(1):  # syslog / moreutils ts: "Dec 01 04:36:22 "
+            time = _ts(year, _MONTHS[m.group(1)], int(m.group(2)), int(m[3]), int(m[4]), int(m[5]), m.group(6))
+        rest = rest[m.end() :]
+        more, rest = _prefixes(rest, ident)
+        stream = f"{stream} {more}".strip()
     if m := _ISO.match(rest):
         y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
         time = _ts(y, mo, d, h, mi, s, m.group(7))
@@ -109,6 +136,10 @@ def parse_line(raw: str, year: int) -> Line:
         rest = rest[m.end() :]
     elif m := _PYLOG.match(rest):
         level, rest = m.group(1).lower(), rest[m.end() :]
+    elif m := _VLLM.match(rest):
+        level = m.group(1).lower()
+        time = time or _ts(year, int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]), None)
+        rest = rest[m.end() :]
     if m := _NCCL.match(rest):
         ident.host, ident.pid = m.group(1), int(m.group(2))
         nccl = m.group(6)
@@ -136,10 +167,93 @@ def rank_in_message(text: str) -> tuple[int | None, str | None]:
     return int(m.group("rank")), pg
 
 
-STREAM_KEY = re.compile(rb"(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\[[A-Za-z][^\]\s]{0,39}\]:\s?|\d{1,6}: )*")
+STREAM_KEY = re.compile(
+    rb"(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\[[A-Za-z][^\]\s]{0,39}\]:\s?|\d{1,6}: "
+    rb"|\((?:[\w.]+ )?pid=\d{1,9}(?:, ip=[\w.:\-]{1,64})?\)\s?|\[pod/[\w.\-/]{1,320}\]\s?"
+    rb"|(?:[0-9a-f]{8} )?(?:\[rank=\d{1,9}\] )?\|\|\s?)*"
+)
+# a time stamp in front of the prefixes (kubectl --timestamps, Determined, moreutils ts): not part of the stream
+_LEAD_TIME = re.compile(
+    rb"\[?(?:\d{4}-\d\d-\d\d[ T_]|[A-Z][a-z]{2} [ \d]\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]? "
+)
+
+
+def strip_time(line: bytes) -> bytes:
+    """The line without a time stamp in front (kept when nothing follows it on the line)."""
+    t = _LEAD_TIME.match(line)
+    return line[t.end() :] if t and t.end() < len(line) else line
 
 
 def stream_of(line: bytes) -> bytes:
     """The raw prefix bytes of a line: the lines of one process's stream share it."""
-    m = STREAM_KEY.match(line)
+    t = _LEAD_TIME.match(line)
+    m = STREAM_KEY.match(line, t.end() if t else 0)
     return m.group(0).strip() if m else b""
+
+
+_ANSI = re.compile(rb"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]|\x1b[()][0-9A-Za-z]")
+_ANSI_LOST = re.compile(rb"\[(?:\d{1,3};){0,4}\d{1,3}m")  # a paste that lost the ESC: "[36m(pid=1)[0m"
+_LINE_NUMBERS = (  # prefixes users add when they paste: "[80746] ", "   12\t" (cat -n), "12 | ", "12: "
+    re.compile(rb"\s{0,8}\[(\d{1,9})\] ?"),
+    re.compile(rb"\s{0,8}(\d{1,9})(?:\t| ?[|:] ?| )"),
+)
+
+
+def _line_numbers(lines: list[bytes]) -> re.Pattern[bytes] | None:
+    """The line-number prefix of a pasted log: on most lines, strictly increasing, mostly by one
+    (srun labels and pids repeat or jump, so they never qualify)."""
+    for pat in _LINE_NUMBERS:
+        nums = [int(m.group(1)) for ln in lines if (m := pat.match(ln))]
+        pairs = list(itertools.pairwise(nums))
+        if len(nums) < 3 or len(nums) < 0.8 * len(lines) or any(b <= a for a, b in pairs):
+            continue
+        if sum(b == a + 1 for a, b in pairs) >= 0.8 * len(pairs):
+            return pat
+    return None
+
+
+def _last_segment(raw: bytes, anchors: tuple[bytes, ...]) -> bytes:
+    """A line redrawn with carriage returns (progress bars): the last segment holding an anchor,
+    else the last one with text, as a terminal would have left it."""
+    parts = [p for p in raw.split(b"\r") if p.strip()]
+    for part in reversed(parts):
+        if any(a in part for a in anchors):
+            return part
+    return parts[-1] if parts else b""
+
+
+def line_cleaner(head: bytes, anchors: tuple[bytes, ...]) -> Callable[[bytes], bytes]:
+    """A function that cleans one raw line of this file, learned from the file's first bytes."""
+    lost = b"[0m" in head  # colour codes whose ESC the paste dropped: removed from every line
+    sample = head.split(b"\n", 200)[:200]
+    if b"\x1b" in head:
+        sample = [_ANSI.sub(b"", ln) for ln in sample]
+    if lost:
+        sample = [_ANSI_LOST.sub(b"", ln) for ln in sample]
+    sample = [ln.rstrip(b"\r") for ln in sample if ln.strip()]
+    numbered = sum(1 for ln in sample[:10] if _LINE_NUMBERS[0].match(ln) or _LINE_NUMBERS[1].match(ln))
+    numbers = _line_numbers(sample) if numbered >= min(3, len(sample)) and sample else None
+
+    def clean(raw: bytes) -> bytes:
+        if b"\x1b" in raw:
+            raw = _ANSI.sub(b"", raw)
+        if lost and b"m" in raw:
+            raw = _ANSI_LOST.sub(b"", raw)
+        if b"\r" in raw:
+            raw = raw.rstrip(b"\r")
+            if b"\r" in raw:
+                raw = _last_segment(raw, anchors)
+        if numbers is not None and (m := numbers.match(raw)):
+            raw = raw[m.end() :]
+        return raw
+
+    return clean
+
+
+def starts_message(text: str, year: int) -> bool:
+    """Whether a line opens a message of its own (a prefix, a header, a traceback line), i.e. it
+    cannot be the rest of a line the terminal wrapped."""
+    if not text or text[0].isspace() or text.startswith(("Traceback", "File ")):
+        return True
+    line = parse_line(text, year)
+    return bool(line.stream or line.time is not None or line.level or line.nccl)

@@ -13,21 +13,22 @@ from collections.abc import Iterable
 
 from validator.diagnose.events import Event
 from validator.diagnose.filescan import FileResult
-from validator.diagnose.inputs import rank_from_name
+from validator.diagnose.inputs import file_rank
 
 
 def _ints(text: str) -> list[int]:
     try:
-        v = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+        v = ast.literal_eval(text[:4096])
+        return [int(x) for x in v] if isinstance(v, (list, tuple)) else []
+    except (ValueError, TypeError, SyntaxError, OverflowError, RecursionError, MemoryError):
         return []
-    return [int(x) for x in v] if isinstance(v, (list, tuple)) else []
 
 
 class RankMap:
     def __init__(self, results: Iterable[FileResult]) -> None:
         self.pid_rank: dict[tuple[str | None, int | None], int] = {}
         self.local: dict[tuple[str, str | None, int], int] = {}  # (file, node, local) -> global
+        self.ambiguous: set[tuple[str, str | None, int]] = set()  # two nodes' output in one file
         self.hosts: dict[int, str] = {}
         self.world: int | None = None
         for res in results:
@@ -45,7 +46,7 @@ class RankMap:
             elif fact[0] == "rdzv":
                 _, node, local_ranks, global_ranks = fact
                 for lr, gr in zip(_ints(local_ranks), _ints(global_ranks), strict=False):
-                    self.local[(res.path, node, lr)] = gr
+                    self._teach((res.path, node, lr), gr)
         for key, (rank, _n) in best.items():
             self.pid_rank[key] = rank
             if key[0]:
@@ -53,12 +54,21 @@ class RankMap:
         for ev in res.events:
             # [default1]:[rank3]: teaches local 1 -> rank 3 for this stream
             if ev.ident.rank is not None and ev.ident.local_rank is not None:
-                self.local.setdefault((res.path, ev.ident.node, ev.ident.local_rank), ev.ident.rank)
+                self._teach((res.path, ev.ident.node, ev.ident.local_rank), ev.ident.rank)
+
+    def _teach(self, key: tuple[str, str | None, int], rank: int) -> None:
+        """local -> global for one stream; a local rank seen with two global ranks (torchrun --tee
+        logs of two nodes in one file, without srun labels) is ambiguous and places nobody."""
+        if key in self.ambiguous:
+            return
+        if self.local.setdefault(key, rank) != rank:
+            del self.local[key]
+            self.ambiguous.add(key)
 
     def resolve(self, res: FileResult) -> None:
-        file_rank = rank_from_name(res.path)
+        rank = file_rank(res.path)
         for ev in res.events:
-            self.place(ev, res.path, file_rank)
+            self.place(ev, res.path, rank)
 
     def place(self, ev: Event, path: str, file_rank: int | None) -> None:
         ident = ev.ident

@@ -12,8 +12,10 @@ from validator.targets import fold_hosts, fold_ranks
 
 def _finding(c: Cause, severity: Severity | None = None) -> Finding:
     sure = f" [confidence {c.confidence}: {c.reason}]"
-    return CODES[c.code].finding(c.summary + sure, ranks=c.culprits, hosts=c.hosts, expected=c.expected,
-                                 actual=c.actual, fix=FIX[c.code], verify=VERIFY[c.code], severity=severity)  # fmt: skip
+    same = c.expected is not None and c.expected == c.actual  # "expected X, got X" says nothing
+    return CODES[c.code].finding(c.summary + sure, ranks=c.culprits, hosts=c.hosts,
+                                 expected=None if same else c.expected, actual=None if same else c.actual,
+                                 fix=c.fix or FIX[c.code], verify=VERIFY[c.code], severity=severity)  # fmt: skip
 
 
 def to_report(
@@ -22,7 +24,11 @@ def to_report(
     findings: list[Finding] = []
     if diag.primary:
         findings.append(_finding(diag.primary))
-    findings += [_finding(c, Severity.WARNING) for c in diag.others]
+    collateral = set(diag.collateral)  # another cause that only names collateral ranks is context, not a warning
+    findings += [
+        _finding(c, Severity.INFO if c.culprits and set(c.culprits) <= collateral else Severity.WARNING)
+        for c in diag.others
+    ]
     if diag.collateral:
         findings.append(
             CODES["DGN020"].finding(
@@ -85,7 +91,7 @@ def explain(diag: Diagnosis) -> str:
             "stopped taking part, the others waited in their collectives until they timed out or lost the connection."
         )
     text.append(f"{chk.doc['why']}")
-    text.append(f"What to do: {chk.doc['fix']}")
+    text.append(f"What to do: {p.fix or chk.doc['fix']}")
     if VERIFY[p.code]:
         text.append(f"To check the fix: {VERIFY[p.code]}.")
     for c in diag.others:
@@ -98,4 +104,7 @@ def explain(diag: Diagnosis) -> str:
 def json_text(report: Report, diag: Diagnosis) -> str:
     doc = report.to_json()
     doc["diagnosis"] = diag.to_json()
+    from validator.schema import self_check  # docs/schema: off unless VALIDATOR_SELF_CHECK=1
+
+    self_check(doc, "report")
     return json.dumps(doc, indent=2) + "\n"

@@ -9,7 +9,15 @@ from dataclasses import dataclass, field
 from validator.diagnose import flightrec, tracefile
 from validator.diagnose.events import Diagnosis, Event, Ident, Role
 from validator.diagnose.filescan import FileResult, scan_file
-from validator.diagnose.inputs import expand, local_rank_from_path, rank_from_name, read_json, sniff
+from validator.diagnose.inputs import (
+    display_names,
+    expand,
+    file_rank,
+    local_rank_from_path,
+    read_json,
+    sniff,
+    unreadable,
+)
 from validator.diagnose.ranks import RankMap
 from validator.diagnose.report import to_report
 from validator.diagnose.verdict import decide
@@ -27,9 +35,10 @@ class Inputs:
     events: list[Event] = field(default_factory=list)  # from torchelastic error files
     errors: list[str] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)  # path -> how evidence shows it
 
 
-def _error_file(path: str) -> Event | None:
+def _error_file(path: str, name: str) -> Event | None:
     doc = read_json(path)
     msg = doc.get("message") if isinstance(doc, dict) else None
     if not isinstance(msg, dict):
@@ -42,17 +51,27 @@ def _error_file(path: str) -> Event | None:
     from validator.diagnose.classify import classify
 
     got = classify(text[0]) or ("py.exception", Role.ORIGIN, {"msg": text[0]})
-    ident = Ident(rank=rank_from_name(path), local_rank=local_rank_from_path(path))
+    ident = Ident(rank=file_rank(path), local_rank=local_rank_from_path(path))
     stack = [f.replace('File "', "").replace('", line ', ":").replace(", in ", " in ") for f in frames]
     t = float(stamp) if isinstance(stamp, (int, float, str)) and str(stamp).replace(".", "", 1).isdigit() else None
-    return Event(got[0], got[1], text[0][:400], os.path.basename(path), ident, t, got[2], stack, path)
+    return Event(got[0], got[1], text[0][:400], name, ident, t, got[2], stack, path)
 
 
 def gather(paths: list[str]) -> Inputs:
     got = Inputs()
-    for path in expand(paths):
+    files = expand(paths)
+    got.names = display_names(files, paths)
+    for path in files:
+        name = got.names[path]
+        if (why := unreadable(path)) is not None:
+            got.outcomes.append(Outcome(name, "unparsed", why))
+            continue
         try:
             kind = sniff(path)
+        except UserError as err:  # unreadable: said, and the rest is still diagnosed
+            got.outcomes.append(Outcome(name, "unparsed", err.message))
+            continue
+        try:
             if kind == "log":
                 got.logs.append(path)
             elif kind in ("fr-pickle", "fr-json"):
@@ -60,42 +79,43 @@ def gather(paths: list[str]) -> Inputs:
             elif kind == "trace":
                 got.traces.append(tracefile.load_trace(path))
             elif kind == "errorfile":
-                if (e := _error_file(path)) is not None:
+                if (e := _error_file(path, name)) is not None:
                     got.events.append(e)
             else:
-                got.outcomes.append(Outcome(path, "unparsed", "binary file, not a log, dump or trace"))
+                got.outcomes.append(Outcome(name, "unparsed", "binary file, not a log, dump or trace"))
         except UserError as e:
             got.errors.append(str(e))
     return got
 
 
-def scan_logs(paths: list[str], jobs: int | None) -> list[FileResult]:
+def scan_logs(paths: list[str], jobs: int | None, names: dict[str, str] | None = None) -> list[FileResult]:
+    shown = [(names or {}).get(p, os.path.basename(p)) for p in paths]
     total = sum(os.path.getsize(p) for p in paths)
     workers = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
     if workers <= 1 or len(paths) < 2 or total < PARALLEL_BYTES:
-        return [scan_file(p) for p in paths]
+        return [scan_file(p, n) for p, n in zip(paths, shown, strict=True)]
     import multiprocessing
 
     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        return list(pool.map(scan_file, paths, chunksize=max(1, len(paths) // (workers * 4))))
+        return list(pool.map(scan_file, paths, shown, chunksize=max(1, len(paths) // (workers * 4))))
 
 
 def diagnose_paths(
     paths: list[str], jobs: int | None = None, title: str = "cluster-validator diagnose"
 ) -> tuple[Report, Diagnosis]:
     got = gather(paths)
-    results = scan_logs(got.logs, jobs)
+    results = scan_logs(got.logs, jobs, got.names)
     rmap = RankMap(results)
     events: list[Event] = []
     file_ranks: dict[int, str] = {}
     for res in results:
         rmap.resolve(res)
         events += res.events
-        if (r := rank_from_name(res.path)) is not None:
+        if (r := file_rank(res.path)) is not None:
             file_ranks[r] = res.path
         if res.error:
-            got.outcomes.append(Outcome(res.path, "unparsed", res.error))
+            got.outcomes.append(Outcome(got.names.get(res.path, res.path), "unparsed", res.error))
     for e in got.events:
         rmap.place(e, e.file, e.ident.rank)
     events += got.events
@@ -109,10 +129,11 @@ def diagnose_paths(
     for t in got.traces:
         if t.host:
             hosts.setdefault(t.rank, t.host)
-    files = {d.rank: os.path.basename(d.path) for d in got.dumps} | {
-        t.rank: os.path.basename(t.path) for t in got.traces
+    files = {d.rank: got.names.get(d.path, d.path) for d in got.dumps} | {
+        t.rank: got.names.get(t.path, t.path) for t in got.traces
     }
-    diag = decide(events, dumps, traces, endings, hosts, files, sorted(file_ranks))
+    coll = [f[1] for res in results for f in res.facts if f[0] == "coll_seq"]
+    diag = decide(events, dumps, traces, endings, hosts, files, sorted(file_ranks), coll)
     notes = (dumps.notes if dumps else []) + (traces.notes if traces else [])
     diag.notes += notes
     written = sorted({str(e.data["path"]) for e in events if e.kind == "rdzv.dump_written" and "path" in e.data})

@@ -9,12 +9,14 @@ failure summary, NCCL's ``Last error:``) look at the lines that follow a hit.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
 CHUNK = 1 << 22  # 4 MiB
 MAX_CARRY = 1 << 24  # a block that needs more context than this is read as far as it goes
+FOLLOW_BYTES = 1 << 18  # lines after a hit handed to a block reader
+MAX_LINE = 1 << 16  # of a longer line, this much is kept and the rest skipped (a 2 GB line: flat memory)
 
 # Every rule in classify.py (and every block opener) contains one of these byte strings.
 ANCHORS: tuple[bytes, ...] = (
@@ -22,17 +24,23 @@ ANCHORS: tuple[bytes, ...] = (
     b"exits with return code",  # DeepSpeed launcher: a worker died
     b"WARN",  # NCCL WARN
     b"imeout",  # Watchdog ... timeout, desync "caused this timeout" (Timed out ... lines are exceptions: rror)
-    b"ailed",  # failed (exitcode), failed to pass monitoredBarrier, connect failed
+    b"fail",  # failed (exitcode), failed to pass monitoredBarrier, connect failed, gloo "enforce fail at",
+    # torchrun's "Root Cause (first observed failure)" in an excerpt cut above ChildFailedError
     b"xception",  # SignalException, generic Exception lines
     b"collective #",  # desync report lines
     b"ast enqueued",  # watchdog PG status: last enqueued / last completed work
     b"Traceback",  # Python tracebacks (call sites of exceptions)
-    b" nranks ",  # NCCL Init lines: pid -> rank
+    b"ranks",  # NCCL Init "rank R nranks N" (pid -> rank), COLL "[nranks=N]" opCount lines, Horovod "[missing
+    # ranks: 0]" / "Missing ranks:"; one anchor for three families (each anchor is one pass over the data)
     b"Rendezvous complete",  # torchelastic INFO: local -> global ranks
     b"debug info",  # Flight Recorder dump written to ...
     b"OOMKilled",  # Kubernetes; oom_kill lines come with "slurmstepd: error:"
     b"ation fault",  # Segmentation fault (Bus error has "rror")
     b"death signal",  # torchelastic agent stopped from outside
+    b"refused",  # Connection refused: gloo pair.cc connect, c10d clients, uncaught gloo::IoException what()
+    b"Duplicate GPU",  # NCCL's duplicate-GPU text pasted bare (without WARN or Last error:)
+    b" on node ",  # NCCL RAS: ... managed by process P on node H; mpirun: ... on node H exited on signal
+    b"NCCL version",  # NCCL's version banner, compared across nodes
 )
 
 
@@ -44,23 +52,29 @@ class Hit:
     limit: int  # end of complete lines in buf
     line: int  # 1-based line number in the file
     eof: bool
+    repeats: int = 0  # identical lines right after this one (collapsed: a flood of one line costs one hit)
+    clean: Callable[[bytes], bytes] | None = None  # per-file normalizer (ANSI, CR, line-number prefixes)
     deferred: bool = field(default=False)
 
     @property
     def raw(self) -> bytes:
-        return self.buf[self.start : self.end]
+        raw = self.buf[self.start : min(self.end, self.start + MAX_LINE)]
+        return self.clean(raw) if self.clean else raw
 
     def following(self, max_lines: int) -> tuple[list[bytes], bool]:
-        """Up to ``max_lines`` lines after this one, and whether the buffer ran out first
-        (more may follow in the file)."""
+        """Up to ``max_lines`` lines after this one (at most FOLLOW_BYTES of them: a block is
+        small, and a hit every line must not copy the same megabytes again and again), and
+        whether the buffer ran out first (more may follow in the file)."""
         out: list[bytes] = []
-        pos = self.end + 1
-        while len(out) < max_lines and pos < self.limit:
+        pos, size = self.end + 1, 0
+        while len(out) < max_lines and pos < self.limit and size < FOLLOW_BYTES:
             nl = self.buf.find(b"\n", pos, self.limit)
             nl = self.limit if nl == -1 else nl
-            out.append(self.buf[pos:nl])
+            raw = self.buf[pos : min(nl, pos + MAX_LINE)]
+            out.append(self.clean(raw) if self.clean else raw)
+            size += len(raw)
             pos = nl + 1
-        return out, len(out) < max_lines and not self.eof
+        return out, len(out) < max_lines and size < FOLLOW_BYTES and not self.eof
 
     def defer(self) -> bool:
         """Ask for this hit again with more of the file after it; False when no more can be had."""
@@ -70,39 +84,91 @@ class Hit:
         return True
 
 
-def _hit_lines(buf: bytes, limit: int, anchors: tuple[bytes, ...]) -> list[tuple[int, int]]:
-    lines: dict[int, int] = {}
+def _run_end(buf: bytes, start: int, end: int, limit: int) -> tuple[int, int]:
+    """(repeats, end of the last line) of the run of lines identical to ``buf[start:end]``, found
+    with doubling block compares (C speed): 1 GiB of one repeated error line is one hit."""
+    line = buf[start : end + 1]
+    pos, k, repeats = end + 1, 1, 0
+    if not line.endswith(b"\n") or not buf.startswith(line, pos):
+        return 0, end
+    while k:
+        block = line * k
+        if pos + len(block) <= limit and buf.startswith(block, pos):
+            pos, repeats, k = pos + len(block), repeats + k, k * 2
+        else:
+            k //= 2
+    return repeats, pos - 1
+
+
+def _gaps(runs: list[tuple[int, int]], limit: int) -> list[tuple[int, int]]:
+    """The parts of [0, limit) outside the runs of repeated lines found so far."""
+    out, pos = [], 0
+    for start, end in sorted(runs):
+        if start > pos:
+            out.append((pos, start))
+        pos = max(pos, end + 1)
+    if pos < limit:
+        out.append((pos, limit))
+    return out
+
+
+def _hit_lines(buf: bytes, limit: int, anchors: tuple[bytes, ...]) -> list[tuple[int, tuple[int, int, int]]]:
+    """Sorted (line start, (line end, repeats, run end)) of the lines holding an anchor. Later
+    anchors do not search inside runs of repeated lines already found (a flood is scanned once)."""
+    lines: dict[int, tuple[int, int, int]] = {}
+    runs: list[tuple[int, int]] = []
     for anchor in anchors:
-        i = buf.find(anchor, 0, limit)
-        while i != -1:
-            start = buf.rfind(b"\n", 0, i) + 1
-            end = buf.find(b"\n", i, limit)
-            end = limit if end == -1 else end
-            lines[start] = end
-            i = buf.find(anchor, end + 1, limit)
+        for lo, hi in _gaps(runs, limit) if runs else [(0, limit)]:
+            i = buf.find(anchor, lo, hi)
+            while i != -1:
+                start = buf.rfind(b"\n", 0, i) + 1
+                end = buf.find(b"\n", i, limit)
+                end = limit if end == -1 else end
+                if start not in lines:
+                    repeats, run_end = _run_end(buf, start, end, limit)
+                    lines[start] = (end, repeats, run_end)
+                    if repeats:
+                        runs.append((start, run_end))
+                i = buf.find(anchor, lines[start][2] + 1, hi)
     return sorted(lines.items())
 
 
-def hits(stream: BinaryIO, anchors: tuple[bytes, ...] = ANCHORS, chunk: int = CHUNK) -> Iterator[Hit]:
+def hits(
+    stream: BinaryIO,
+    anchors: tuple[bytes, ...] = ANCHORS,
+    chunk: int = CHUNK,
+    head: bytes = b"",
+    clean: Callable[[bytes], bytes] | None = None,
+) -> Iterator[Hit]:
     """Lines holding an anchor, in file order, with line numbers. A consumer may ``defer()`` a hit
-    to see it again once more of the file is buffered."""
-    carry = b""
+    to see it again once more of the file is buffered. ``head``: bytes already read from the
+    stream. Of a line longer than MAX_LINE only its first MAX_LINE bytes are looked at."""
+    carry = head
     first_line = 1
-    eof = False
+    eof = skipping = False
+    error: OSError | EOFError | None = None
     while not eof:
-        data = stream.read(chunk)
+        try:
+            data = stream.read(chunk)
+        except (OSError, EOFError) as e:  # a truncated .gz: read what came before, then tell
+            data, error = b"", e
         eof = not data
+        if skipping:  # inside an over-long line: drop everything up to its newline
+            nl = data.find(b"\n")
+            if nl == -1 and not eof:
+                continue
+            data, skipping = (data[nl:] if nl != -1 else b""), False
         buf = carry + data if carry else data
         limit = len(buf) if eof else buf.rfind(b"\n") + 1
         if limit <= 0 and not eof:
-            carry = buf  # one very long line so far
+            carry, skipping = (buf[:MAX_LINE], True) if len(buf) > MAX_LINE else (buf, False)
             continue
         line, counted = first_line, 0
         resume: int | None = None
-        for start, end in _hit_lines(buf, limit, anchors):
+        for start, (end, repeats, _last) in _hit_lines(buf, limit, anchors):
             line += buf.count(b"\n", counted, start)
             counted = start
-            hit = Hit(buf, start, end, limit, line, eof)
+            hit = Hit(buf, start, end, limit, line, eof, repeats, clean)
             yield hit
             if hit.deferred:
                 resume = start
@@ -112,3 +178,7 @@ def hits(stream: BinaryIO, anchors: tuple[bytes, ...] = ANCHORS, chunk: int = CH
             continue
         first_line = line + buf.count(b"\n", counted, limit)
         carry = buf[limit:]
+        if len(carry) > MAX_LINE:
+            carry, skipping = carry[:MAX_LINE], True
+    if error is not None:
+        raise error

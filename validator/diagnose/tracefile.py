@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
+from validator.diagnose.flightrec import MAX_RANKS, group_ranks, plain, render, window
 from validator.diagnose.inputs import open_binary
 from validator.diagnose.sequences import Call, Divergence, first_divergence
 from validator.errors import UserError
 from validator.targets import fold_ranks
+
+MAX_TRACE_LINE = 1 << 20
+MAX_CALLS = 200_000  # per trace; a rehearsal of a few steps records hundreds
 
 ROOTED = ("broadcast", "reduce", "gather", "scatter", "broadcast_object_list", "gather_object", "scatter_object_list")
 P2P = ("send", "recv", "isend", "irecv")
@@ -27,44 +32,83 @@ class Trace:
     ending: dict[str, Any] | None = None  # exception | exit | signal | end; None: still running or killed
 
 
+def _lines(f: BinaryIO, path: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, line), streamed; a line past MAX_TRACE_LINE is bad input."""
+    carry, n = b"", 0
+    while True:
+        data = f.read(1 << 20)
+        parts = (carry + data).split(b"\n")
+        carry = parts.pop() if data else b""
+        if len(carry) > MAX_TRACE_LINE:
+            raise UserError("trace line longer than 1 MiB", f"{path}:{n + len(parts) + 1}")
+        for part in parts:
+            n += 1
+            yield n, part
+        if not data:
+            return
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1 << 63 else None
+
+
 def load_trace(path: str) -> Trace:
     trace: Trace | None = None
-    with open_binary(path) as f:
-        lines = f.read().decode("utf-8", "replace").split("\n")
-    for n, text in enumerate(lines, 1):
-        if not text.strip():
-            continue
-        try:
-            doc = json.loads(text)
-        except ValueError:
-            if n >= len(lines) - 1:
-                break  # the last line of a killed process may be cut short
-            raise UserError("not a trace line (invalid JSON)", f"{path}:{n}") from None
-        kind = doc.get("kind") if isinstance(doc, dict) else None
-        if kind == "header":
-            rank = doc.get("rank")
-            if not isinstance(rank, int):
-                raise UserError("trace header has no rank", f"{path}:{n}")
-            trace = Trace(path, rank, doc.get("world_size"), doc.get("host"))
-        elif trace is None:
-            raise UserError("trace does not start with a header line", f"{path}:{n}")
-        elif kind == "call":
-            trace.calls.append(doc)
-        elif kind == "group":
-            trace.groups[str(doc.get("pg"))] = [int(r) for r in doc.get("ranks") or []]
-        elif kind in ("exception", "exit", "signal") or (kind == "end" and trace.ending is None):
-            trace.ending = doc
+    bad: int | None = None  # a line that is not JSON: fine only as the last one (a killed process)
+    try:
+        with open_binary(path) as f:
+            for n, raw in _lines(f, path):
+                if not raw.strip():
+                    continue
+                if bad is not None:
+                    raise UserError("not a trace line (invalid JSON)", f"{path}:{bad}")
+                try:
+                    doc = json.loads(raw)
+                except (ValueError, RecursionError):
+                    bad = n
+                    continue
+                trace = _take(trace, path, n, doc)
+    except (OSError, EOFError) as e:
+        raise UserError(f"cannot read: {e}", path) from None
     if trace is None:
         raise UserError("empty trace file", path)
     return trace
 
 
+def _take(trace: Trace | None, path: str, n: int, doc: Any) -> Trace | None:
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    if kind == "header":
+        rank = _int(doc.get("rank"))
+        if rank is None or rank < 0:
+            raise UserError("trace header has no rank", f"{path}:{n}")
+        ws = _int(doc.get("world_size"))
+        host = doc.get("host")
+        return Trace(
+            path, rank, ws if ws and 0 < ws <= MAX_RANKS else None, host[:255] if isinstance(host, str) else None
+        )
+    if trace is None:
+        raise UserError("trace does not start with a header line", f"{path}:{n}")
+    if kind == "call":
+        if len(trace.calls) < MAX_CALLS:
+            trace.calls.append(doc)
+    elif kind == "group":
+        trace.groups[plain(doc.get("pg"))] = group_ranks(doc.get("ranks") or [], f"{path}:{n}")
+    elif kind in ("exception", "exit", "signal") or (kind == "end" and trace.ending is None):
+        trace.ending = doc
+    return trace
+
+
 def _call(doc: dict[str, Any]) -> Call:
-    op = str(doc.get("op"))
-    shapes, dtypes = json.dumps(doc.get("shapes")), json.dumps(doc.get("dtypes"))
-    peer = doc.get("peer") if op in ROOTED else None
-    detail = f"{op} {doc.get('shapes')} {','.join(doc.get('dtypes') or [])}".strip()
-    return Call(op, (op, shapes, dtypes, peer), doc.get("site"), int(doc.get("seq", 0)), detail)
+    op = plain(doc.get("op"))[:80]
+    shapes, dtypes = render(doc.get("shapes")), render(doc.get("dtypes"))
+    peer = _int(doc.get("peer")) if op in ROOTED else None
+    raw = doc.get("dtypes")
+    names = ",".join(d for d in raw[:64] if isinstance(d, str)) if isinstance(raw, list) else dtypes
+    detail = f"{op} {shapes} {names}".strip()
+    site = doc.get("site")
+    return Call(
+        op, (op, shapes, dtypes, peer), site[:500] if isinstance(site, str) else None, _int(doc.get("seq")) or 0, detail
+    )
 
 
 @dataclass(slots=True)
@@ -88,13 +132,13 @@ def analyze(traces: list[Trace]) -> TraceAnalysis:
             if doc.get("op") in P2P or doc.get("op") == "batch_isend_irecv":
                 continue
             c = _call(doc)
-            hist.setdefault(str(doc.get("pg")), {}).setdefault(t.rank, {})[c.index] = c
+            hist.setdefault(plain(doc.get("pg")), {}).setdefault(t.rank, {})[c.index] = c
     out: list[tuple[Divergence, list[int]]] = []
     for pg in sorted(hist, key=lambda g: (g != "0", g)):
         members = next((t.groups[pg] for t in traces if t.groups.get(pg)), None)
         if members is None:
             members = sorted(by_rank) if pg == "0" else sorted(hist[pg])
-        h = {r: hist[pg].get(r, {}) for r in members if r in by_rank}
+        h = window({r: hist[pg].get(r, {}) for r in members if r in by_rank})
         d = first_divergence(h, pg)
         if d is not None:
             out.append((d, members))
@@ -106,11 +150,11 @@ def _p2p(traces: list[Trace]) -> list[str]:
     recvs: dict[tuple[int, int], list[Any]] = {}
     for t in traces:
         for doc in t.calls:
-            op, peer = doc.get("op"), doc.get("peer")
-            if op in ("send", "isend") and isinstance(peer, int):
-                sends.setdefault((t.rank, peer), []).append((doc.get("shapes"), doc.get("site")))
-            elif op in ("recv", "irecv") and isinstance(peer, int):
-                recvs.setdefault((peer, t.rank), []).append((doc.get("shapes"), doc.get("site")))
+            op, peer = doc.get("op"), _int(doc.get("peer"))
+            if op in ("send", "isend") and peer is not None:
+                sends.setdefault((t.rank, peer), []).append((render(doc.get("shapes")), plain(doc.get("site"))))
+            elif op in ("recv", "irecv") and peer is not None:
+                recvs.setdefault((peer, t.rank), []).append((render(doc.get("shapes")), plain(doc.get("site"))))
     out = []
     for src, dst in sorted(set(sends) | set(recvs)):
         s, r = sends.get((src, dst), []), recvs.get((src, dst), [])

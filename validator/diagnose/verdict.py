@@ -8,9 +8,11 @@ desync report, NCCL's own init checks) outranks inference from who failed first,
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
-from validator.diagnose import causes
-from validator.diagnose.codes import CLASS
+from validator.diagnose import causes, causes_launch, causes_net, causes_ranks, collseq
+from validator.diagnose.classify import classify
+from validator.diagnose.codes import CLASS, VOCAB
 from validator.diagnose.events import CONFIDENCE, Cause, Diagnosis, Event, Evidence, Role
 from validator.diagnose.flightrec import DumpAnalysis
 from validator.diagnose.sequences import Divergence, describe, enclosing_branch
@@ -49,6 +51,10 @@ def from_divergence(d: Divergence, members: list[int], source: str, strength: in
                 r0,
             )
         )
+    expected = d.expected.detail if d.expected else None
+    actual = culprit_call.detail if culprit_call else ("no call" if d.culprits else None)
+    if expected and actual == expected and d.expected and culprit_call and d.expected.site != culprit_call.site:
+        expected, actual = f"{expected} at {d.expected.site}", f"{actual} at {culprit_call.site}"
     return Cause(
         _KIND_CODE[d.kind],
         describe(d) + (f" (process group {d.group})" if d.group != "0" else ""),
@@ -56,8 +62,8 @@ def from_divergence(d: Divergence, members: list[int], source: str, strength: in
         confidence,
         f"{source}: collective #{d.index} compared across ranks {fold_ranks(members)}, {how}",
         evidence,
-        expected=d.expected.detail if d.expected else None,
-        actual=culprit_call.detail if culprit_call else ("no call" if d.culprits else None),
+        expected=expected,
+        actual=actual if actual != expected else None,
         stack=stack,
         strength=strength if confidence in ("high", "medium") else 45 if d.kind == "split" else 30,
     )
@@ -66,6 +72,9 @@ def from_divergence(d: Divergence, members: list[int], source: str, strength: in
 def _trace_endings(tr: TraceAnalysis | None, endings: dict[int, dict[str, object]]) -> list[Cause]:
     out = []
     for r, end in sorted(endings.items()):
+        got = classify(f"{end.get('type')}: {end.get('msg')}")
+        if got is not None and got[1] != Role.ORIGIN:
+            continue  # a timeout or lost peer: collateral of another rank's failure, not a warning of its own
         if end.get("kind") == "exception":
             site = f" at {end.get('site')}" if end.get("site") else ""
             out.append(Cause("DGN010", f"rank {r} raised {end.get('type')}: {str(end.get('msg'))[:160]}{site}", [r], "high",
@@ -94,6 +103,7 @@ def decide(
     hosts: dict[int, str] | None = None,
     files: dict[int, str] | None = None,
     file_ranks: list[int] | None = None,
+    coll: list[dict[str, Any]] | None = None,
 ) -> Diagnosis:
     hosts = hosts or {}
     cands: list[Cause] = []
@@ -102,32 +112,54 @@ def decide(
     if dumps:
         cands += [from_divergence(d, m, "Flight Recorder", 90, files or {}) for d, m in dumps.divergences[:2]]
     cands += _trace_endings(traces, trace_endings or {})
+    if coll and (c := collseq.first_divergence(coll)) is not None:
+        cands.append(c)
     symptoms: dict[int, list[Event]] = defaultdict(list)
     for e in events:
-        if e.role in (Role.SYMPTOM, Role.SUMMARY) and e.rank is not None and not e.kind.startswith("summary"):
+        if e.role in (Role.SYMPTOM, Role.SUMMARY) and e.rank is not None and not e.kind.startswith(("summary", "misc")):
             symptoms[e.rank].append(e)
-    for build in (causes.detail_mismatch, causes.desync, causes.stopped, causes.uniqueid):
+    for build in (causes.detail_mismatch, causes.desync, causes.stopped, causes.uniqueid, causes_net.mismatch_pointer,
+                  causes_net.store_barrier, causes_net.ras, causes_net.horovod, causes_net.versions,
+                  causes_net.size_mismatch, causes_net.monitored_peer):  # fmt: skip
         if (c := build(events)) is not None:
             cands.append(c)
     cands += causes.nccl_init(events) + causes.store(events)
     if (c := causes.origins(events, symptoms)) is not None:
         cands.append(c)
-    if (c := causes.summaries(events, symptoms)) is not None:
+    if (c := causes_launch.summaries(events, symptoms)) is not None:
         cands.append(c)
     cands += causes.watchdog(events, file_ranks or [])
+    for c in (causes_ranks.different_waits(events), causes_ranks.silent_ranks(events, file_ranks or [])):
+        # the watchdog's silent-rank rule reads the same evidence: one cause, not a corroboration
+        if c is not None and not any(x.code == c.code and x.culprits == c.culprits for x in cands):
+            cands.append(c)
     cands += _fallbacks(events)
+    if not cands and (c := causes_net.unrecognised(events)) is not None:
+        cands.append(c)
     for c in cands:
         c.hosts = c.hosts or sorted({hosts[r] for r in c.culprits if r in hosts})
     cands.sort(key=lambda c: (-c.strength, -CONFIDENCE[c.confidence]))
     primary = cands[0] if cands else None
     if primary is not None:
         _corroborate(primary, cands[1:])
+        if causes_ranks.backend(events) == "gloo":
+            for c in cands:
+                c.fix = causes_ranks.GLOO_FIX.get(c.code, c.fix)
     others = _distinct(primary, cands[1:]) if primary else []
     culprits = set(primary.culprits) if primary else set()
-    failing = {e.rank for e in events if e.role != Role.FACT and e.rank is not None}
+    if primary is not None and primary.code == "DGN013":
+        failing = set()  # nothing known failed first, so nothing is a consequence either
+    else:
+        failing = {
+            e.rank for e in events if e.role != Role.FACT and e.rank is not None and not e.kind.startswith("misc")
+        }
+        if primary is not None and not primary.culprits:  # ranks failing on their own are not consequences
+            failing -= {e.rank for e in events if e.role == Role.ORIGIN}
     seen = sorted({e.rank for e in events if e.rank is not None} | set(file_ranks or []))
     klass = CLASS.get(primary.code, primary.code) if primary else "no failure found"
-    return Diagnosis(klass, primary, others, sorted(r for r in failing if r not in culprits), seen, hosts)
+    vocab = (primary.family or VOCAB.get(primary.code, "unrecognised")) if primary else "none"
+    return Diagnosis(klass, primary, others, sorted(r for r in failing if r not in culprits), seen, hosts,
+                     vocab_class=vocab)  # fmt: skip
 
 
 def _corroborate(primary: Cause, rest: list[Cause]) -> None:
@@ -156,31 +188,24 @@ def _distinct(primary: Cause, rest: list[Cause]) -> list[Cause]:
 def _fallbacks(events: list[Event]) -> list[Cause]:
     """Timeouts and NCCL errors with nothing better: name the class, not a culprit."""
     out = []
-    nccl = causes.by_kind(events, "nccl.error", "nccl.result", "nccl.last_error", "nccl.ib_error", "nccl.peer_closed",
-                          "nccl.connect_failed", "nccl.warn", "gloo.peer_closed", "coll.watchdog_exception")  # fmt: skip
+    nccl = causes.by_kind(events, *causes_net.NCCL_KINDS, "gloo.peer_closed")
     cuda = [e for e in nccl if "cuda" in str(e.data.get("what", "")).lower()]
-    if cuda:
+    if cuda and not causes.by_kind(events, "cuda.error", "cuda.oom"):
         ranks = sorted({e.rank for e in cuda if e.rank is not None})
         out.append(Cause("DGN008", f"NCCL reports a CUDA failure on {causes._who(ranks)}", ranks, "medium" if len(ranks) == 1 else "low",
                          "NCCL's own error names a CUDA failure on these ranks", [causes.ev(e) for e in cuda[:3]], strength=45))  # fmt: skip
-    hard = [e for e in nccl if e.kind in ("nccl.error", "nccl.result", "nccl.ib_error", "nccl.connect_failed")]
-    if hard:
-        ranks = sorted({e.rank for e in hard if e.rank is not None})
-        peers = sorted({str(e.data["peer"]) for e in nccl if "peer" in e.data})
-        extra = f"; peer{'s' if len(peers) > 1 else ''} named: {', '.join(peers[:4])}" if peers else ""
-        out.append(Cause("DGN007", f"NCCL/network errors on {causes._who(ranks)}: {hard[0].text[:160]}{extra}", [], "unknown",
-                         "NCCL errors on many ranks are usually the echo of one peer's failure; none failed first in these logs",
-                         [causes.ev(e) for e in hard[:3]], strength=25))  # fmt: skip
-    timeouts = causes.by_kind(
-        events, "coll.watchdog_timeout", "coll.gloo_timeout", "coll.blocking_wait", "coll.heartbeat"
-    )
+    net = causes_net.network(events)
+    out += net
+    timeouts = causes.by_kind(events, "coll.watchdog_timeout", "coll.gloo_timeout", "coll.blocking_wait", "coll.heartbeat",
+                              "coll.watchdog_status", "coll.watchdog_teardown", "coll.dump_signal")  # fmt: skip
     if timeouts:
         ranks = sorted({e.rank for e in timeouts if e.rank is not None})
         out.append(Cause("COL003", f"{causes._who(ranks)} timed out in a collective; no rank failed differently", [], "unknown",
                          "all reporting ranks show the same timeout and nothing else names a culprit",
                          [causes.ev(e) for e in timeouts[:3]], strength=20))  # fmt: skip
-    fatal = [e for e in events if e.role != Role.FACT and e.time is not None and e.rank is not None]
-    if fatal and not timeouts and not hard:
+    fatal = [e for e in events if e.role != Role.FACT and e.time is not None and e.rank is not None
+             and not e.kind.startswith("misc")]  # fmt: skip
+    if fatal and not timeouts and not net:
         first = min(fatal, key=lambda e: e.time or 0.0)
         out.append(Cause("DGN007" if first.kind.startswith(("nccl", "gloo")) else "DGN010",
                          f"earliest error: rank {first.rank}: {first.text[:160]}", [int(first.rank)],  # type: ignore[arg-type]

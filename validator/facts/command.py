@@ -1,4 +1,4 @@
-"""Parse a launch command (torchrun, python -m torch.distributed.run, deepspeed) into options.
+"""Parse a launch command (torchrun, python -m torch.distributed.run, deepspeed, accelerate launch).
 
 Mirrors the launchers' own argparse tables (torch 2.13/2.14 ``torch/distributed/run.py``,
 DeepSpeed ``launcher/runner.py``): dash and underscore spellings, ``--opt=value``, unique-prefix
@@ -88,6 +88,30 @@ DEEPSPEED: dict[str, tuple[bool, tuple[str, ...]]] = {
     "comment": (True, ("--comment",)),
 }
 
+
+def _both(*dests: str) -> dict[str, tuple[str, ...]]:
+    """accelerate spells every long option with underscores and with dashes."""
+    return {d: (f"--{d}", f"--{d.replace('_', '-')}") for d in dests}
+
+
+# `accelerate launch` (accelerate 1.15, accelerate/commands/launch.py). Every flag (nargs=0) is
+# listed, so an option that is not listed takes a value (accelerate has ~100 of them); only the
+# values the launch contract needs are named.
+ACCELERATE_FLAGS = (
+    "cpu", "debug", "downcast_bf16", "dynamo_use_dynamic", "dynamo_use_fullgraph",
+    "dynamo_use_regional_compilation", "enable_cpu_affinity", "fp8_use_autocast_during_eval", "multi_gpu",
+    "no_python", "no_tpu_cluster", "same_network", "tpu", "tpu_cluster", "tpu_use_sudo", "use_deepspeed",
+    "use_fsdp", "use_megatron_lm", "use_parallelism_config",
+)  # fmt: skip
+ACCELERATE_VALUES = ("config_file", "num_processes", "num_machines", "machine_rank", "main_process_ip",
+                     "main_process_port", "rdzv_backend", "rdzv_conf", "max_restarts")  # fmt: skip
+ACCELERATE: dict[str, tuple[bool, tuple[str, ...]]] = {
+    **{d: (False, s) for d, s in _both(*ACCELERATE_FLAGS).items()},
+    "module": (False, ("-m", "--module")),
+    "quiet": (False, ("-q", "--quiet")),
+    **{d: (True, s) for d, s in _both(*ACCELERATE_VALUES).items()},
+}
+
 TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 PYTHONS = ("python", "python3")
 PYTHON_OPTS_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")  # `python -X dev -m ...`
@@ -102,6 +126,10 @@ def identify(argv: list[str]) -> tuple[str, list[str]]:
         return "torchrun", argv[1:]
     if prog == "deepspeed":
         return "deepspeed", argv[1:]
+    if prog == "accelerate" and argv[1:2] == ["launch"]:
+        return "accelerate", argv[2:]
+    if prog == "accelerate-launch":
+        return "accelerate", argv[1:]
     if prog.startswith(PYTHONS):
         rest = argv[1:]
         while rest and rest[0].startswith("-") and rest[0] != "-m":
@@ -120,9 +148,10 @@ def _spellings(table: dict[str, tuple[bool, tuple[str, ...]]]) -> dict[str, str]
 
 
 def parse_options(
-    args: list[str], table: dict[str, tuple[bool, tuple[str, ...]]]
+    args: list[str], table: dict[str, tuple[bool, tuple[str, ...]]], unknown_take_values: bool = False
 ) -> tuple[dict[str, str], str | None, list[str], list[str]]:
-    """argparse-compatible scan: (options, script, script args, errors)."""
+    """argparse-compatible scan: (options, script, script args, errors). With
+    ``unknown_take_values`` (a table that lists every flag), an unlisted ``--opt`` takes a value."""
     spell = _spellings(table)
     longs = [s for s in spell if s.startswith("--")]
     options: dict[str, str] = {}
@@ -145,6 +174,9 @@ def parse_options(
                 i += 1
                 continue
         if name not in spell:
+            if unknown_take_values and name.startswith("--"):
+                i += 1 if eq else 2
+                continue
             errors.append(f"unrecognized option {arg}")
             i += 1
             continue
@@ -168,11 +200,11 @@ def parse_options(
 
 def parse_command(argv: list[str]) -> CommandFacts:
     tool, rest = identify(argv)
-    table = {"torchrun": TORCHRUN, "deepspeed": DEEPSPEED}.get(tool)
+    table = {"torchrun": TORCHRUN, "deepspeed": DEEPSPEED, "accelerate": ACCELERATE}.get(tool)
     if table is None:
         script = rest[0] if tool == "python" and rest else None
         return {"tool": tool, "argv": argv, "options": {}, "script": script, "errors": []}
-    options, script, _, errors = parse_options(rest, table)
+    options, script, _, errors = parse_options(rest, table, unknown_take_values=tool == "accelerate")
     if script is None:
         errors.append(f"{tool}: no training script given")
     return {"tool": tool, "argv": argv, "options": options, "script": script, "errors": errors}

@@ -267,6 +267,39 @@ def _from_deepspeed(c: Contract, opts: dict[str, str]) -> None:
     c.values.pop("local_rank", None)
 
 
+def _from_accelerate(c: Contract, opts: dict[str, str]) -> None:
+    """`accelerate launch` runs torchrun's launcher with this contract (accelerate 1.15,
+    utils/launch.py prepare_multi_gpu_env): nproc = num_processes // num_machines, node rank =
+    machine_rank, and across machines the main process as the endpoint unless --same_network.
+    Values from an accelerate config file (--config_file, `accelerate config`) are not read."""
+
+    def opt(dest: str, default: str) -> tuple[str, str]:
+        return (opts[dest], f"accelerate:--{dest}") if dest in opts else (default, f"accelerate default --{dest}")
+
+    machines, src = opt("num_machines", "1")
+    c.set("nnodes", machines, src)
+    c.set("node_rank", *opt("machine_rank", "0"))
+    backend, bsrc = opt("rdzv_backend", "static")
+    c.set("rdzv_backend", backend, bsrc)
+    addr, asrc = opt("main_process_ip", "127.0.0.1")
+    port, psrc = opt("main_process_port", "29500")
+    c.set("master_addr", addr, asrc)
+    c.set("master_port", port, psrc)
+    if machines.strip() not in ("", "1") and "same_network" not in opts:
+        c.set("rdzv_endpoint", f"{addr}:{port}", asrc)
+    procs = opts.get("num_processes", "")
+    n = c.values.get("nnodes")
+    if procs.strip().isdigit() and isinstance(n, int) and n > 0:
+        c.set("world_size", procs, "accelerate:--num_processes")
+        c.set("local_world_size", str(int(procs) // n), "derived: num_processes / num_machines")
+    if backend != "static":  # node ranks are assigned at rendezvous, as with torchrun
+        c.values.pop("node_rank", None)
+        c.sources.pop("node_rank", None)
+    for key in ("rank", "local_rank"):
+        c.values.pop(key, None)
+        c.sources.pop(key, None)
+
+
 def job_identity(env: dict[str, str], c: Contract) -> tuple[str | None, str]:
     for name in ("VALIDATOR_JOB_ID", "SLURM_JOB_ID", "SLURM_JOBID"):
         if env.get(name):
@@ -291,6 +324,9 @@ def parse_launch(env: dict[str, str], command: CommandFacts | None) -> LaunchFac
     elif command and command["tool"] == "deepspeed":
         launcher, mode = "deepspeed", "node"
         _from_deepspeed(c, command["options"])
+    elif command and command["tool"] == "accelerate":  # runs torchrun's launcher: the same contract
+        launcher, mode = "torchrun", "node"
+        _from_accelerate(c, command["options"])
     job_id, job_src = job_identity(env, c)
     if job_id:
         c.values["job_id"] = job_id

@@ -35,6 +35,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--smoke", action="store_true", help="after a pass, a tiny all_reduce with torch")
     ap.add_argument("--verbose", "-v", action="store_true", help="print the full report on every participant")
     ap.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
+    ap.add_argument("--prom-file", help="also write Prometheus textfile metrics here")
     return ap
 
 
@@ -54,7 +55,7 @@ def main(argv: list[str]) -> int:
             output=ns.output, fail_on=None if ns.fail_on == "never" else Severity.parse(ns.fail_on),
             select=split(ns.select), ignore=split(ns.ignore), allow_incomplete=ns.allow_incomplete,
             net_check=ns.net_check, smoke=ns.smoke, verbose=ns.verbose, quiet=ns.quiet,
-            termination_log=ns.termination_log,
+            termination_log=ns.termination_log, prom_file=ns.prom_file,
         )  # fmt: skip
         return execute(opts)
     except UserError as e:

@@ -56,6 +56,7 @@ class Options:
     verbose: bool = False
     quiet: bool = False
     termination_log: str | None = None  # one-line summary for `kubectl describe pod`
+    prom_file: str | None = None  # Prometheus textfile metrics (validator.report.prom)
 
 
 # Findings a late arrival can still clear (missing participants, names that may resolve later,
@@ -359,6 +360,9 @@ def named(verdict: dict[str, Any], facts: Facts) -> bool:
 def emit(opts: Options, doc: dict[str, Any], text: str, show_full: bool, code: int) -> None:
     """The report: JSON to --output (and to stdout with --format json, only without a command:
     the job's own stdout follows); the table, or only the verdict line, to stderr."""
+    from validator.schema import self_check  # docs/schema: off unless VALIDATOR_SELF_CHECK=1
+
+    self_check(doc, "report")
     if opts.output:
         try:
             with open(opts.output, "w") as f:
@@ -369,6 +373,10 @@ def emit(opts: Options, doc: dict[str, Any], text: str, show_full: bool, code: i
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     if opts.termination_log:
         k8s.write_termination_log(opts.termination_log, doc, code, text)
+    if opts.prom_file:
+        from validator.report.prom import write_report_doc
+
+        write_report_doc(opts.prom_file, doc, "preflight", code)
     if opts.quiet:
         show_full = False
     if text:

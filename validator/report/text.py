@@ -71,7 +71,11 @@ def render_table(report: Report, colour: bool = False, verdict: str | None = Non
 
 
 def render_json(report: Report, **_: object) -> str:
-    return json.dumps(report.to_json(), indent=2) + "\n"
+    from validator.schema import self_check
+
+    doc = report.to_json()
+    self_check(doc, "report")
+    return json.dumps(doc, indent=2) + "\n"
 
 
 def render_facts(f: Any) -> str:

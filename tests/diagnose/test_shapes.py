@@ -1,0 +1,171 @@
+"""Golden tests: real log shapes (issue 11 item 3) read the same as the plain log would be.
+
+Fixtures in tests/fixtures/diagnose/shapes/ are excerpts as posted (SOURCES.md); where a shape
+has no public sample with a failure in it (ANSI with ESC, CRLF, ``kubectl --prefix``, ``cat -n``),
+the test applies the shape to a real excerpt exactly as the tool would print it and checks that
+the events are the same as without it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from validator.diagnose.filescan import FileResult, scan_file
+from validator.diagnose.logs import line_cleaner, parse_line, stream_of
+from validator.diagnose.run import diagnose_paths
+from validator.diagnose.scan import ANCHORS
+
+SHAPES = Path(__file__).parent.parent / "fixtures" / "diagnose" / "shapes"
+YEAR = 2026
+
+
+def _events(res: FileResult) -> list[tuple[str, int, int | None, str]]:
+    return [(e.kind, int(e.source.rsplit(":", 1)[1]), e.rank, e.text[:60]) for e in res.events]
+
+
+def _variant(tmp_path: Path, name: str, transform: object) -> Path:
+    src = (SHAPES / "rank-prefix.log").read_bytes()
+    lines = src.split(b"\n")
+    out = tmp_path / name
+    out.write_bytes(transform(lines))  # type: ignore[operator]
+    return out
+
+
+def test_terminal_hard_wrap_is_joined() -> None:
+    res = scan_file(str(SHAPES / "terminal-wrapped.log"))
+    got = [(e.source, e.rank, e.data.get("seq"), e.data.get("op"), e.data.get("ms")) for e in res.events]
+    assert got == [
+        ("terminal-wrapped.log:1", 2, "532339", "BROADCAST", "1800042"),
+        ("terminal-wrapped.log:3", 1, "532339", "BROADCAST", "1800042"),
+        ("terminal-wrapped.log:5", 0, "532341", "_ALLGATHER_BASE", "1800036"),
+    ]
+    assert "NumelOut=5164000" in res.events[0].text  # the token the terminal split is whole again
+
+
+def test_wrap_is_not_guessed_on_an_unwrapped_log() -> None:
+    res = scan_file(str(SHAPES / "rank-prefix.log"))
+    assert [k for k, *_ in _events(res)] == ["cuda.oom", "coll.watchdog_timeout"]
+
+
+def test_character_interleaved_ranks_still_give_the_pair() -> None:
+    _, diag = diagnose_paths([str(SHAPES / "interleaved-chars.log")])
+    assert diag.primary is not None and diag.primary.code == "DGN004"
+    assert diag.primary.culprits == [2, 3]
+
+
+def test_pasted_line_numbers_are_not_launcher_labels() -> None:
+    res = scan_file(str(SHAPES / "line-numbers.log"))
+    watchdog = [(line, rank) for kind, line, rank, _ in _events(res) if kind.startswith("coll.watchdog")]
+    assert watchdog == [(1, 0), (2, 4), (3, 0), (4, 3)]
+    assert all(e.ident.node is None for e in res.events)  # [80746] is a line number, not a node
+
+
+def test_cat_n_and_bar_line_numbers_read_like_the_plain_log(tmp_path: Path) -> None:
+    plain = _events(scan_file(str(SHAPES / "rank-prefix.log")))
+    for name, fmt in (("catn.log", b"%6d\t"), ("bar.log", b"%d | "), ("colon.log", b"%d: ")):
+        numbered = _variant(tmp_path, name, lambda ls, f=fmt: b"\n".join(f % (i + 1) + ln for i, ln in enumerate(ls)))
+        assert _events(scan_file(str(numbered))) == plain, name
+
+
+def test_srun_labels_are_not_taken_for_line_numbers(tmp_path: Path) -> None:
+    p = tmp_path / "srun.log"
+    p.write_text(
+        "0: [rank0]: RuntimeError: boom\n1: [rank1]: ok\n0: [rank0]: ok\n1: [rank1]: RuntimeError: boom\n2: x\n"
+    )
+    res = scan_file(str(p))
+    assert [(e.ident.node, e.rank) for e in res.events] == [("0", 0), ("1", 1)]
+
+
+def test_user_added_time_stamps() -> None:
+    res = scan_file(str(SHAPES / "user-timestamps.log"))
+    exc = [e for e in res.events if e.kind == "py.exception"]
+    assert exc and exc[0].stack == ["test/run_test.py:393 in <module>", "test/run_test.py:385 in main"]
+    when = dt.datetime.fromtimestamp(exc[0].time or 0)
+    assert (when.month, when.day, when.hour, when.minute) == (10, 16, 2, 7)
+
+
+def test_determined_prefix_gives_rank_and_time() -> None:
+    lines = (SHAPES / "determined-prefix.log").read_text().splitlines()
+    one, zero = parse_line(lines[1], YEAR), parse_line(lines[2], YEAR)
+    assert (one.ident.rank, zero.ident.rank) == (1, 0)
+    assert one.text == zero.text == "batch limit hit, simulating hang"
+    assert one.time is not None and dt.datetime.fromtimestamp(one.time).second == 14
+    assert stream_of(lines[1].encode()) != stream_of(lines[2].encode())
+    agent = parse_line(lines[6], YEAR)
+    assert agent.ident.rank is None and agent.level == "error" and agent.text.startswith("crashed: resources failed")
+
+
+def test_ray_worker_prefix_and_vllm_header() -> None:
+    res = scan_file(str(SHAPES / "ray-vllm-prefix.log"))
+    assert {e.ident.pid for e in res.events} == {7602}
+    last = [e for e in res.events if e.kind == "nccl.last_error"]
+    assert last and last[0].text == "Attribute busid of node nic not found"
+    assert all(e.time is not None for e in res.events)
+
+
+def test_ansi_codes_that_lost_their_escape() -> None:
+    raw = (SHAPES / "ray-ansi-lost.log").read_bytes()
+    clean = line_cleaner(raw, ANCHORS)
+    line = parse_line(clean(raw.split(b"\n")[1]).decode(), YEAR)
+    assert (line.ident.pid, line.ident.host) == (3464, "100.64.83.225")
+    assert line.text == "[nltk_data] Error with downloaded zip file"
+
+
+def test_ansi_colours_crlf_and_progress_bars_read_like_the_plain_log(tmp_path: Path) -> None:
+    plain = _events(scan_file(str(SHAPES / "rank-prefix.log")))
+    colour = _variant(
+        tmp_path, "colour.log", lambda ls: b"\n".join(b"\x1b[1;31m" + ln.replace(b"]:", b"]:\x1b[0m", 1) for ln in ls)
+    )
+    crlf = _variant(tmp_path, "crlf.log", lambda ls: b"\r\n".join(ls))
+    bar = _variant(tmp_path, "bar.log", lambda ls: b"\n".join(b" 37%|###   | 37/100\r" + ln for ln in ls))
+    for p in (colour, crlf, bar):
+        assert _events(scan_file(str(p))) == plain, p.name
+
+
+def test_kubectl_prefix_keeps_rank_and_names_the_pod(tmp_path: Path) -> None:
+    plain = _events(scan_file(str(SHAPES / "rank-prefix.log")))
+    pod = _variant(tmp_path, "pod.log", lambda ls: b"\n".join(b"[pod/train-worker-1/pytorch] " + ln for ln in ls))
+    res = scan_file(str(pod))
+    assert _events(res) == plain
+    assert {e.ident.host for e in res.events} == {"train-worker-1"}
+
+
+def test_tee_logs_of_two_nodes_keep_local_ranks_local(tmp_path: Path) -> None:
+    """torchrun --tee on two nodes: ``[default1]:`` is local rank 1 on each; without a line that
+    ties it to a global rank, the exception is not pinned on global rank 1."""
+    node0, node1 = tmp_path / "node0" / "out.log", tmp_path / "node1" / "out.log"
+    node0.parent.mkdir()
+    node1.parent.mkdir()
+    node0.write_text("[default0]:step 1\n[default1]:step 1\n")
+    node1.write_text(
+        "[default0]:step 1\n[default1]:RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    _, diag = diagnose_paths([str(tmp_path)])
+    assert diag.primary is not None
+    assert 1 not in diag.primary.culprits
+    assert diag.primary.evidence and diag.primary.evidence[0].source == "node1/out.log:2"
+
+
+def test_tee_logs_of_two_nodes_in_one_file_place_nobody_by_local_rank(tmp_path: Path) -> None:
+    """Two agents' --tee output concatenated: [default1] is rank 1 on one node and rank 3 on the
+    other, so a line with only [default1]: is not pinned on either."""
+    p = tmp_path / "job.log"
+    p.write_text(
+        "[default1]:[rank1]: RuntimeError: boom\n"
+        "[default1]:[rank3]: RuntimeError: boom\n"
+        "[default1]:RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    _, diag = diagnose_paths([str(p)])
+    cuda = [e for e in (diag.primary.evidence if diag.primary else []) if "illegal memory" in e.text]
+    assert all(e.rank is None for e in cuda)
+    assert not (diag.primary and diag.primary.code == "DGN008" and diag.primary.culprits in ([1], [3]))
+
+
+def test_srun_labels_on_a_real_two_node_run() -> None:
+    lines = (SHAPES / "srun-label.log").read_text().splitlines()
+    parsed = [parse_line(ln, YEAR) for ln in lines if ln.strip()]
+    assert {p.ident.node for p in parsed} == {"0", "1"}
+    assert parsed[0].level == "warning" and parsed[0].ident.pid == 5197
+    clean = line_cleaner((SHAPES / "srun-label.log").read_bytes(), ANCHORS)
+    assert all(clean(ln.encode()) == ln.encode() for ln in lines)  # labels are not line numbers

@@ -1,0 +1,341 @@
+"""Message families derived from the format strings of NCCL, gloo and PyTorch c10d/elastic.
+
+Each rule follows one ``WARN(...)`` / ``GLOO_ERROR_MSG`` / ``TORCH_CHECK`` / Python ``raise``
+format string (cited next to it), with the ``%s``/``%d`` fields as named groups, so every
+message the source can print in that family matches, not one sample of it. They are tried
+before the older rules in ``classify.RULES`` (first match wins).
+
+``NCCL_CLASS`` maps what NCCL says about an error to its ``ncclResult_t``: 2 system, 3
+internal, 5 invalid usage, 6 remote (``src/include/nccl.h``, ``ncclGetErrorString`` in
+``src/misc/utils.cc``, PyTorch's ``getNcclErrorDetailStr`` in ``NCCLUtils.cpp``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from validator.diagnose.events import Role
+
+ORG, S = Role.ORIGIN, Role.SYMPTOM
+
+# (kind, role, guard, pattern); see classify.Rule
+FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
+    # EADDRINUSE wherever it surfaces first: c10d TCPStore ("[errno: 98 - Address already in use]"), NCCL
+    # checks.h SYSCHECK "Call to bind failed : Address already in use", gloo "bind: Address already in use"
+    ("net.addr_in_use", ORG, "EADDRINUSE", r"port: (?P<port>\d+)"),
+    ("net.addr_in_use", ORG, "ddress already in use", r"(?:\[[^\]]*\]:(?P<port>\d+))?.*?ddress already in use"),
+    # NCCL src/init.cc: WARN("Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx"), also bare as
+    # PyTorch's "Last error:" text
+    (
+        "nccl.duplicate_gpu",
+        ORG,
+        "Duplicate GPU detected",
+        r"rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device (?P<dev>\w+)",
+    ),
+    # NCCL src/init.cc (2.4-2.7): WARN("Mismatched collective detected, please check your collective
+    # calls at and around rank %d. ..."). A pointer into the ring, not the initiator.
+    (
+        "nccl.mismatch_around",
+        ORG,
+        "Mismatched collective",
+        r"Mismatched collective detected.*?around rank (?P<around>\d+)",
+    ),
+    # NCCL src/transport/net_ib.cc (2.3-2.19): WARN("NET/IB : req %d/%d tag %x peer %s collective mismatch error,
+    # local size %d remote size %d"): the two ends of a transfer disagree on its size (invalid usage, code 5)
+    (
+        "nccl.size_mismatch",
+        ORG,
+        "collective mismatch error",
+        r"peer (?P<peer>\S+?)(?:<\d+>)? collective mismatch error, local size (?P<local>\d+) remote size (?P<remote>\d+)",
+    ),
+    # NCCL src/proxy.cc: WARN("[Proxy Service %d] Failed to execute operation %s from rank %d, retcode %d");
+    # "from rank" is the communicator rank that asked, a victim
+    (
+        "nccl.proxy_failed",
+        S,
+        "Failed to execute operation",
+        r"Failed to execute operation (?P<op>\w+) from rank (?P<from>\d+), retcode (?P<retcode>\d+)",
+    ),
+    # src/proxy.cc: "[Service thread] Error encountered progressing operation=%s, res=%d, closing connection"
+    (
+        "nccl.proxy_failed",
+        S,
+        "Error encountered progressing",
+        r"progressing operation=(?P<op>\w+), res=(?P<retcode>\d+)",
+    ),
+    # src/proxy.cc: "[Service thread] Could not receive type from localRank %d, res=%u, closed=%d"
+    (
+        "nccl.proxy_closed",
+        S,
+        "Could not receive type from localRank",
+        r"localRank (?P<local>\d+), res=(?P<retcode>\d+)",
+    ),
+    # src/misc/socket.cc: "socketProgress: Connection closed by remote peer %s"; "Net : Connection closed by remote peer"
+    (
+        "nccl.peer_closed",
+        S,
+        "Connection closed by remote peer",
+        r"Connection closed by remote peer (?P<peer>\S+?)(?:<(?P<port>\d+)>)?$",
+    ),
+    # src/misc/socket.cc ncclSocketProgressOpt: "Call to %s %s failed : %s" ("recv from" | "send to")
+    (
+        "nccl.peer_io",
+        S,
+        "Call to ",
+        r"Call to (?:recv from|send to) (?P<peer>\S+?)(?:<(?P<port>\d+)>)? failed ?: ?(?P<why>.*)",
+    ),
+    # src/misc/socket.cc: "%s: connect to %s returned %s, exceeded error retry count after %d attempts",
+    # "%s: connect to %s failed : %s", "ncclOsSocketPollConnect to %s failed with error %s";
+    # include/socket.h (<= 2.10): "Connect to %s failed : %s"; bootstrap: return code 2 (system)
+    (
+        "nccl.connect_failed",
+        S,
+        "onnect to",
+        r"[Cc]onnect to (?P<peer>\S+?)(?:<(?P<port>\d+)>)? (?:returned (?P<ret>[^,]+)|failed(?: with error)? ?:? ?(?P<why>[^,]*))",
+    ),
+    # src/misc/socket.cc: "ncclOsSocketTryAccept: Accept failed: %s" (older "socketTryAccept: Accept failed: %s")
+    ("nccl.connect_failed", S, "Accept failed", r"[Aa]ccept failed ?: ?(?P<why>.*)"),
+    # src/transport/net_ib (p2p.cc, common.cc): "NET/IB : Got completion from peer %s with status=%d opcode=%d
+    # len=%u vendor err %u (%s)" (older: "with error %d, opcode %d, len %d, vendor err %d"); code 6
+    (
+        "nccl.ib_error",
+        S,
+        "Got completion from peer",
+        r"Got completion from peer (?P<peer>\S+?)(?:<(?P<port>\d+)>)? with (?:status=|error )(?P<status>\d+)",
+    ),
+    # src/transport/net_ib/common.cc: "NET/IB : %s:%d async fatal event: %s"
+    ("nccl.ib_error", S, "async fatal event", r"NET/IB : (?P<dev>\S+?):(?P<port>\d+) async fatal event(?P<what>.*)"),
+    # aws-ofi-nccl: "NET/OFI Request %p completed with error. RC: %d. Error: %d (%s)"
+    (
+        "nccl.ib_error",
+        S,
+        "completed with error",
+        r"NET/OFI .*completed with error.*?Error: (?P<status>\d+) \((?P<what>\w+)\)",
+    ),
+    # src/include/ibvwrap.h, src/misc/ibvwrap.cc: "Call to ibv_... failed", "ibv_post_send() failed with error %s";
+    # src/include/checks.h SYSCHECK: "Call to %s failed : %s" (system, code 2)
+    (
+        "nccl.syscall_failed",
+        S,
+        "NCCL WARN",
+        r"NCCL WARN .*?(?:Call to (?P<call>\w+)(?:\(\))? (?:failed|returned)|(?P<ibv>ibv_\w+)\(\) failed)",
+    ),
+    # src/misc/socket.cc: "Net : error encountered when getting address info : %s" / "No valid ... pair found"
+    ("nccl.syscall_failed", S, "Net : ", r"Net : (?:error encountered when getting address info|No valid)"),
+    # NCCL RAS (src/ras/client_support.cc, 2.24+): INCOMPLETE communicators list
+    # "  Rank %d -- GPU %s managed by process %d on node %s" / "  Rank %d -- [process information not found]";
+    # DEAD: "  Process %d on node %s managing GPU%s %s"
+    (
+        "nccl.ras_missing",
+        S,
+        "managed by process",
+        r"Rank (?P<comm_rank>\d+) -- GPU \S+ managed by process (?P<pid>\d+) on node (?P<node>\S+)",
+    ),
+    (
+        "nccl.ras_missing",
+        S,
+        "process information not found",
+        r"Rank (?P<comm_rank>\d+) -- \[process information not found\]",
+    ),
+    ("nccl.ras_missing", S, "managing GPU", r"Process (?P<pid>\d+) on node (?P<node>\S+) managing GPU"),
+    # PyTorch distributed_c10d.py _store_based_barrier: "Timed out initializing process group in store based
+    # barrier on rank: {rank}, for key: {key} (world_size={n}, worker_count={c}, timeout={t})", newer
+    # "... on rank {rank}, for key: {key} (world_size={n}, num_workers_joined={c}, timeout={t} error={e})", and
+    # the INFO line "Waiting in store based barrier to initialize process group for rank: {rank}, key: {key} (...)"
+    (
+        "rdzv.store_barrier",
+        S,
+        "store based barrier",
+        r"store based barrier (?:on|to initialize process group for) rank:? (?P<reporter>\d+),? (?:for )?key: ?(?P<key>\S+?),? "
+        r"\(world_size=(?P<world>\d+), (?:worker_count|num_workers_joined)=(?P<count>\d+)",
+    ),
+    # ProcessGroupGloo.cpp monitoredBarrier, on ranks != 0: "Rank {r} successfully reached monitoredBarrier,
+    # but received errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank."
+    ("coll.monitored_peer", S, "successfully reached monitoredBarrier", r"Rank (?P<reporter>\d+) successfully reached"),
+    # gloo/transport/tcp/pair.cc (<= 2023): GLOO_ERROR_MSG("connect ", peer_.str(), ": ", strerror(errno)); older
+    # GLOO_ENFORCE_EQ(optval, 0, "SO_ERROR: ", strerror(optval)); newer tcp/socket.cc: "Connect timeout " peer
+    (
+        "gloo.connect_refused",
+        S,
+        "onnection refused",
+        r"pair\.cc:\d+\] (?:connect \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+): |.*SO_ERROR: )Connection refused",
+    ),
+    ("gloo.connect_refused", S, "Connect timeout", r"Connect timeout \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+)"),
+    # gloo pair.cc: "Socket unexpectedly closed " peer / "Socket closed " peer / "Read timeout " / "Write timeout "
+    ("gloo.peer_closed", S, "ocket", r"Socket (?:unexpectedly )?closed \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+)"),
+    ("coll.gloo_timeout", S, "timeout [", r"(?:Read|Write) timeout \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+)"),
+    # c10d socket.cpp: "The client socket has failed to connect to any network address of ({}, {})." and
+    # "The client socket has failed to connect to {} (errno: {} - {})." (a W line per retry)
+    (
+        "rdzv.connect_failed",
+        S,
+        "failed to connect to",
+        r"client socket has failed to connect to (?:any network address of \((?P<host>[^,]+), (?P<port>\d+)\)|"
+        r"\[?(?P<addr>[^\s\]]+?)\]?:(?P<aport>\d+) \(errno: (?P<errno>\d+))",
+    ),
+    # older c10d: socket.cpp "connect() timed out. Original timeout was {} ms.", Utils.hpp "Socket Timeout",
+    # FileStore.cpp / TCPStore.cpp "Wait timeout"
+    (
+        "rdzv.store_timeout",
+        S,
+        "imeout",
+        r"(?:connect\(\) timed out\. Original timeout was (?P<ms>\d+) ms|Error: Socket Timeout$|: Socket Timeout$|: Wait timeout\b)",
+    ),
+    # NCCL src/misc/socket.cc ncclSocketInit: "connecting to address %s with family %d is neither AF_INET(%d) nor
+    # AF_INET6(%d)": an address that was never set, i.e. no interface matched NCCL_SOCKET_IFNAME
+    (
+        "nccl.no_interface",
+        ORG,
+        "is neither AF_INET",
+        r"connecting to address (?P<addr>\S*) ?with family (?P<family>\d+)",
+    ),
+    # gloo/transport/tcp/device.cc: GLOO_ENFORCE(ifa != nullptr, "Unable to find address for: ", iface) and the
+    # hostname lookup beside it; an excerpt may keep only the "[enforce fail at .../device.cc:84]" line
+    (
+        "nccl.no_interface",
+        ORG,
+        "device.cc",
+        r"enforce fail at \S*gloo/transport/tcp/device\.cc:\d+\](?:.*Unable to find address for: ?(?P<iface>\S+))?",
+    ),
+    # NCCL src/init.cc showVersion: "NCCL version %d.%d.%d+cuda%d.%d" (once per process): versions compared across
+    # the log; a different one on some node is the version mismatch NCCL itself may never report
+    ("misc.nccl_version", S, "NCCL version", r"^NCCL version (?P<version>\d+\.\d+\.\d+)\S*$"),
+    # Horovod horovod/common/stall_inspector.cc: "One or more tensors were submitted to be reduced, gathered or
+    # broadcasted by subset of ranks and are waiting for remainder of ranks for more than %d seconds. ..." then per
+    # tensor "NAME [missing ranks: 0, 2]" (older "[ready ranks: 1, 3]"), newer a "Missing ranks:" block of "R: [...]"
+    ("hvd.stall", S, "ranks: ", r"(?P<name>[\w./:-]+) \[(?P<which>missing|ready) ranks: (?P<ranks>[\d, ]+)\]"),
+    ("hvd.missing_block", S, "Missing ranks:", r"^Missing ranks:\s*$"),
+    # NCCL RAS status (src/ras/client_support.cc): the section a rank line belongs to is read from the lines above
+    # it ("#0-0 (hash) INCOMPLETE" / "MISMATCH") by blocks.ras_section
+    # NCCL src/include/alloc.h: WARN("Failed to CUDA calloc %ld bytes") / "Failed to CUDA malloc" / "Failed to CUDA host
+    # alloc" / "Failed to CUDA calloc async": NCCL could not get GPU memory for its buffers
+    (
+        "cuda.oom",
+        ORG,
+        "Failed to CUDA",
+        r"Failed to CUDA (?:host alloc|calloc async|calloc|malloc) (?P<bytes>\d+) bytes",
+    ),
+    # ProcessGroupNCCL.cpp: "Received a dump signal due to a collective timeout from {rank} and we will try our best
+    # to dump the debug info": the rank that noticed the timeout first, not its cause
+    (
+        "coll.dump_signal",
+        S,
+        "dump signal",
+        r"dump signal (?:due to a collective timeout )?from\s+(?:rank\s*)?(?P<from>\d+)",
+    ),
+    # c10d/CPUAllocator: "DefaultCPUAllocator: can't allocate memory: you tried to allocate %d bytes" (older "not
+    # enough memory"); ROCm builds print "HIP out of memory" / "HIP error: %s" where CUDA builds print "CUDA ..."
+    ("host.oom", ORG, "DefaultCPUAllocator", r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)"),
+    ("cuda.oom", ORG, "HIP out of memory", r"HIP out of memory"),
+    ("cuda.error", ORG, "HIP error", r"HIP error: (?P<what>[^.\n]+)"),
+    # cuDNN/cuBLAS status errors surface as "cuDNN error: CUDNN_STATUS_%s" / "CUBLAS_STATUS_%s"
+    ("cuda.error", ORG, "cuDNN error", r"cuDNN error: (?P<what>\w+)"),
+    # launchers that wrap the workers (accelerate, deepspeed, mp.spawn): the worker's exit as the launcher sees it.
+    # subprocess.py: "Command '%s' returned non-zero exit status %d." (negative: died of signal -N);
+    # torch/multiprocessing/spawn.py: "process %d terminated with signal %s" / "process %d terminated with exit code %d"
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "returned non-zero exit status",
+        r"returned non-zero exit status (?P<exit>-?\d+)",
+    ),
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "terminated with exit code",
+        r"process (?P<local>\d+) terminated with exit code (?P<exit>-?\d+)",
+    ),
+    (
+        "agent.spawn_signal",
+        Role.SUMMARY,
+        "terminated with signal",
+        r"process (?P<local>\d+) terminated with signal (?P<sig>SIG\w+)",
+    ),
+    # accelerate's launcher pre-check (commands/launch.py): "Tried to launch distributed communication on port
+    # `{port}`, but another process is utilizing it."
+    ("net.addr_in_use", ORG, "another process is utilizing it", r"on port `?(?P<port>\d+)`?, but another process"),
+)
+
+# What NCCL and PyTorch print for each ncclResult_t, and the corpus class it belongs to
+NCCL_CLASS: tuple[tuple[str, str], ...] = (
+    ("remote process exited or there was a network error", "remote"),  # ncclGetErrorString(ncclRemoteError)
+    ("ncclRemoteError", "remote"),
+    ("unhandled system error", "system"),  # ncclSystemError
+    ("ncclSystemError", "system"),
+    ("internal error", "internal"),  # ncclInternalError ("Internal check failed")
+    ("ncclInternalError", "internal"),
+    ("invalid usage", "usage"),  # ncclInvalidUsage
+    ("ncclInvalidUsage", "usage"),
+    ("invalid argument", "usage"),
+    ("ncclInvalidArgument", "usage"),
+)
+RETCODE = {2: "system", 3: "internal", 4: "usage", 5: "usage", 6: "remote"}
+KIND_CLASS = {
+    "nccl.peer_closed": "remote",
+    "nccl.peer_io": "remote",
+    "nccl.ib_error": "remote",
+    "nccl.proxy_closed": "remote",
+    "nccl.connect_failed": "system",
+    "nccl.syscall_failed": "system",
+}
+VOCAB = {"remote": "nccl_remote_error", "system": "nccl_system_error", "internal": "nccl_system_error",
+         "usage": "nccl_system_error"}  # fmt: skip
+LOOPBACK = re.compile(r"^(?:127\.\d+\.\d+\.\d+|::1|localhost|0\.0\.0\.0)$")
+
+
+def nccl_class(kind: str, data: dict[str, object], text: str) -> tuple[str, bool] | None:
+    """(remote | system | internal | usage, explicit) for an NCCL event, or None when it does not
+    say. Explicit: NCCL's own result (retcode, ``ncclSystemError``, PyTorch's error string); the
+    others are what the message family usually returns."""
+    if "retcode" in data:
+        cls = RETCODE.get(int(str(data["retcode"])))
+        return (cls, True) if cls else None
+    for phrase, cls in NCCL_CLASS:
+        if phrase in text:
+            return cls, True
+    if kind == "nccl.connect_failed" and "reset by peer" in text:
+        return "remote", False  # the peer side closed the socket
+    if kind in KIND_CLASS:
+        return KIND_CLASS[kind], False
+    return None
+
+
+def nccl_vocab(classes: list[tuple[str, bool]]) -> str:
+    """The corpus class of NCCL errors in log order: a remote result anywhere wins (the internal or
+    system errors of the other ranks echo it), else the first system/usage result NCCL states;
+    "internal error" is NCCL's catch-all (older releases wrap a closed peer in it), so the usual
+    result of the message family underneath decides before it."""
+    explicit = [c for c, sure in classes if sure]
+    if "remote" in explicit:
+        return VOCAB["remote"]
+    for c in explicit:
+        if c != "internal":
+            return VOCAB[c]
+    guessed = [c for c, sure in classes if not sure]
+    return VOCAB[guessed[0]] if guessed else VOCAB["internal" if explicit else "remote"]
+
+
+_HVD = re.compile(r"\[(missing|ready) ranks: ([\d, ]+)\]")
+INFO_KINDS = frozenset({"misc.nccl_version"})  # recognised lines that are not errors
+
+
+def enrich(kind: str, text: str, data: dict[str, object]) -> None:
+    """Fields that need the whole line: every tensor's rank list of a Horovod stall line (pastes
+    glue dozens of them into one line)."""
+    if kind == "hvd.stall":
+        sets = {f"{w}:{','.join(sorted(r.replace(' ', '').split(','), key=int))}" for w, r in _HVD.findall(text)}
+        data["sets"] = "|".join(sorted(sets)[:32])
+
+
+# Lines that report an error but match no family: kept (a few per rank) for the "unrecognised
+# failure" finding, never used to attribute.
+UNKNOWN_ERROR = re.compile(r"(?:\b\w*(?:Error|Exception)\b|\bERROR\b|\bFATAL\b|\b[Ee]rror\b|NCCL WARN|\bfailed\b)")
+NOT_AN_ERROR = (
+    "warnings.warn",
+    "Warning:",
+    "UserWarning",
+    "FutureWarning",
+    "DeprecationWarning",
+    "deprecated",
+    "NCCL INFO",
+)

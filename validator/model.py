@@ -130,6 +130,39 @@ class SystemFacts(TypedDict):
     time: float
 
 
+class IbPort(TypedDict):
+    device: str  # mlx5_0
+    port: int
+    name: str  # "mlx5_0:1", as NCCL prints it
+    state: str | None  # ACTIVE, DOWN, INIT, ARMED (sysfs "4: ACTIVE")
+    phys_state: str | None  # LinkUp, Polling, Disabled, ... (sysfs "5: LinkUp")
+    rate: str | None  # as sysfs says: "200 Gb/sec (4X HDR)"
+    rate_gbps: float | None
+    link_layer: str | None  # InfiniBand | Ethernet (RoCE)
+    netdev: str | None  # the netdev behind the port (RoCE: of its GIDs; else the device's first)
+    roce_v2: bool | None  # RoCE: a RoCE v2 GID with a routable address exists; null on InfiniBand
+    gid_ok: bool | None  # RoCE: NCCL would find its GID (NCCL_IB_GID_INDEX's, or one of its own choice); null on IB
+    selected: bool  # NCCL_IB_HCA matches it (whatever its state)
+    used: bool  # NCCL would use it: selected, ACTIVE, InfiniBand or Ethernet, IB not disabled
+
+
+class IbDevice(TypedDict):
+    name: str
+    node_guid: str | None
+    fw_ver: str | None
+    ports: list[IbPort]
+
+
+class IbFacts(TypedDict):
+    devices: list[IbDevice]
+    transport: str  # what NCCL's net would be: IB | Socket | the NCCL_NET plugin name
+    rule: str  # why: "NCCL_IB_DISABLE=1", "NCCL_IB_HCA=mlx5_9 matches no active port", "default: IB"
+    hca: str | None  # NCCL_IB_HCA as given
+    used: list[str]  # ports NCCL would use, in its order ("mlx5_0:1")
+    gid_index: int | None  # NCCL_IB_GID_INDEX
+    error: str | None  # NCCL's own failure when it would fail
+
+
 class Facts(TypedDict):
     schema: int
     kind: str  # "facts"
@@ -145,6 +178,7 @@ class Facts(TypedDict):
     software: SoftwareFacts
     system: SystemFacts
     env: dict[str, str]
+    ib: IbFacts | None  # null: not collected (documents of older validators lack it: loaded as null)
 
 
 # --------------------------------------------------------------------------- findings

@@ -18,6 +18,7 @@ from typing import Any
 
 from validator import documents, model
 from validator.errors import UserError
+from validator.facts.schema import ADDED_LATER
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 ID = "urn:cluster-validator:schema"
@@ -74,7 +75,8 @@ def _record(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     if doc and not doc.startswith(f"{tp.__name__}("):  # TypedDicts without a docstring get a generated one
         out["description"] = " ".join(doc.split())
     out["properties"] = {name: _convert(t, defs) for name, t in hints.items()}
-    out["required"] = [name for name in hints if name in tp.__required_keys__]
+    later = ADDED_LATER.get(tp.__name__, ())  # a document of an older validator lacks them (loaded as null)
+    out["required"] = [name for name in hints if name in tp.__required_keys__ and name not in later]
     out["additionalProperties"] = False
     return out
 
@@ -116,6 +118,9 @@ def main(argv: list[str]) -> int:
 
     check = "--check" in argv
     paths = [a for a in argv if a != "--check"]
+    if len(paths) > 1 or any(a.startswith("-") for a in paths):
+        print("usage: python -m validator.schema [--check] [DIR]   (default docs/schema)", file=sys.stderr)
+        return 2
     directory = Path(paths[0] if paths else "docs/schema")
     drift = []
     for name, content in expected_files().items():

@@ -44,6 +44,9 @@ SECTIONS = {
     "MasterFacts": model.MasterFacts,
     "SoftwareFacts": model.SoftwareFacts,
     "SystemFacts": model.SystemFacts,
+    "IbFacts": model.IbFacts,
+    "IbDevice": model.IbDevice,
+    "IbPort": model.IbPort,
 }
 FACTS_DOC = (DOCS / "facts.md").read_text()
 
@@ -51,7 +54,7 @@ FACTS_DOC = (DOCS / "facts.md").read_text()
 def section_fields(name: str) -> set[str]:
     m = re.search(rf"^#+ `{name}`.*?\n(.*?)(?=^#)", FACTS_DOC + "\n#", re.M | re.S)
     assert m, f"docs/facts.md has no section for {name}"
-    return set(re.findall(r"^\| `([a-z_]+)` \|", m.group(1), re.M))
+    return set(re.findall(r"^\| `([a-z_0-9]+)` \|", m.group(1), re.M))
 
 
 @pytest.mark.parametrize("name", SECTIONS)

@@ -434,6 +434,80 @@ def ib_devices() -> list[str]:
         return []
 
 
+IB_ROOT = "/sys/class/infiniband"
+IB_MAX = {"devices": 64, "ports": 4, "gid_slots": 128, "gap": 16, "gids": 16, "files": 4096}
+ZERO_GIDS = ("0000:0000:0000:0000:0000:0000:0000:0000", "fe80:0000:0000:0000:0000:0000:0000:0000")
+
+
+def _natural(name: str) -> tuple[str, int]:
+    """``mlx5_2`` before ``mlx5_10``, ``2`` before ``10``."""
+    stem = name.rstrip("0123456789")
+    return stem, int(name[len(stem) :] or -1)
+
+
+def ib_sysfs(root: str = IB_ROOT, budget_s: float = 1.0) -> dict[str, Any]:
+    """RDMA devices and ports as sysfs shows them (what `ibstat`/`ibstatus`/`show_gids` print):
+    each port's state, phys_state, rate, link_layer and its populated GIDs with their RoCE type
+    and netdev. Bounded (IB_MAX devices, ports, GID slots, files read; ``budget_s``); a file that
+    cannot be read is an entry of ``errors``, never an exception."""
+    errors: dict[str, str] = {}
+    deadline, reads = time.monotonic() + budget_s, [0]
+
+    def text(path: str, quiet: bool = False) -> str | None:
+        if reads[0] >= IB_MAX["files"] or time.monotonic() > deadline:
+            errors.setdefault("limit", f"stopped after {reads[0]} files or {budget_s:g}s")
+            return None
+        reads[0] += 1
+        try:
+            with open(path, "rb") as f:
+                return f.read(256).decode("utf-8", "replace").strip()
+        except OSError as e:  # EINVAL: a GID slot not mapped into this container (NCCL skips it too)
+            if not quiet and not isinstance(e, FileNotFoundError) and e.errno != errno.EINVAL and len(errors) < 8:
+                errors[os.path.relpath(path, root)] = (e.strerror or type(e).__name__)[:80]
+            return None
+
+    def names(path: str, limit: int) -> list[str]:
+        try:
+            found = os.listdir(path)
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            errors[os.path.relpath(path, root)] = (e.strerror or type(e).__name__)[:80]
+            return []
+        return sorted(found, key=_natural)[:limit]
+
+    devices = []
+    for dev in names(root, IB_MAX["devices"]):
+        d = os.path.join(root, dev)
+        ports = []
+        for p in names(os.path.join(d, "ports"), IB_MAX["ports"]):
+            pd = os.path.join(d, "ports", p)
+            port: dict[str, Any] = {"port": p}
+            port.update({k: text(os.path.join(pd, k)) for k in ("state", "phys_state", "rate", "link_layer")})
+            gids: list[list[Any]] = []
+            slots = 2 if port["link_layer"] == "InfiniBand" else IB_MAX["gid_slots"]  # IB: NCCL uses index 0 (or 1)
+            seen = gap = 0  # stop after IB_MAX["gap"] empty slots in a row: tables fill from the start
+            for g in names(os.path.join(pd, "gids"), slots):
+                if gap >= IB_MAX["gap"] or len(gids) >= IB_MAX["gids"]:
+                    break
+                seen += 1
+                gid = text(os.path.join(pd, "gids", g), quiet=True)
+                gap = gap + 1 if not gid or gid in ZERO_GIDS else 0
+                if not gap:
+                    attrs = [text(os.path.join(pd, "gid_attrs", a, g), quiet=True) for a in ("types", "ndevs")]
+                    gids.append([int(g) if g.isdigit() else g, gid, *attrs])
+            port["gids"], port["gid_slots"] = gids, seen
+            ports.append(port)
+        devices.append({
+            "name": dev,
+            "node_guid": text(os.path.join(d, "node_guid")),
+            "fw_ver": text(os.path.join(d, "fw_ver")),
+            "netdevs": names(os.path.join(d, "device", "net"), 8),
+            "ports": ports,
+        })  # fmt: skip
+    return {"devices": devices, "errors": errors}
+
+
 # ----------------------------------------------------------------------------- driver
 
 
@@ -514,6 +588,7 @@ def collect(
     attempt("limits", limits)
     attempt("sysctl", sysctl)
     attempt("ib_devices", ib_devices)
+    attempt("ib", ib_sysfs)
     names = master_names(env, argv) + list(resolve_names)
     names.append(doc["hostname"])  # Gloo binds to what the hostname resolves to
     resolved = attempt("resolve", lambda: resolve(list(dict.fromkeys(names))))

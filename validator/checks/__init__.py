@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterable
 
-from validator.checks import gpu, k8s, meta, net, profile, rank, rdzv, software, system
+from validator.checks import gpu, ib, k8s, meta, net, profile, rank, rdzv, software, system
 from validator.checks.base import Check, Hit, Job
 from validator.errors import UserError
 from validator.model import Facts, Finding, Severity
@@ -47,6 +47,12 @@ CHECKS: dict[str, Check] = {
         net.subnets,
         net.iface_names,
         net.mtu,
+        ib.transport,
+        ib.hca_selects_nothing,
+        ib.hca_set,
+        ib.port_down,
+        ib.rate_link,
+        ib.roce_gid,
         software.torch_version,
         software.nccl_version,
         software.cuda_version,
@@ -77,7 +83,7 @@ CHECKS: dict[str, Check] = {
 
 # Codes that are not checks over facts but findings of other stages (preflight, diagnose);
 # `validator explain` and the docs list them too. Filled by those stages' modules.
-FAMILIES = ("RNK", "RDZ", "GPU", "NET", "SW", "ENV", "SYS", "PRF", "COL", "DGN", "PRE", "NOD", "VAL")
+FAMILIES = ("RNK", "RDZ", "GPU", "NET", "IB", "SW", "ENV", "SYS", "PRF", "COL", "DGN", "PRE", "NOD", "VAL")
 
 
 def select(codes: Iterable[str], select: list[str], ignore: list[str], known: Iterable[str]) -> list[str]:

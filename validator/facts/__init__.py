@@ -9,6 +9,7 @@ from validator import __version__
 from validator.errors import UserError
 from validator.facts.command import parse_command
 from validator.facts.gpu import parse_gpus
+from validator.facts.ib import parse_ib
 from validator.facts.launch import parse_launch
 from validator.facts.network import gloo_select, master_facts, nccl_select, parse_interfaces
 from validator.facts.node import parse_software, parse_system
@@ -40,7 +41,7 @@ def parse(raw: dict[str, Any]) -> Facts:
         "hostname": hostname,
         "pid": int(raw.get("pid", 0)),
         "probe_ms": float(raw.get("probe_ms", 0.0)),
-        "errors": dict(raw.get("errors") or {}),
+        "errors": {**dict(raw.get("errors") or {}), **ib_errors(raw.get("ib"))},
         "launch": launch,
         "gpus": parse_gpus(raw.get("gpus"), env),
         "network": {
@@ -59,7 +60,14 @@ def parse(raw: dict[str, Any]) -> Facts:
         "software": software,
         "system": parse_system(raw),
         "env": env,
+        "ib": parse_ib(raw.get("ib"), env),
     }
+
+
+def ib_errors(ib: Any) -> dict[str, str]:
+    """sysfs files the agent could not read under /sys/class/infiniband, as collector errors."""
+    errs = ib.get("errors") if isinstance(ib, dict) else None
+    return {f"ib:{path}": str(err) for path, err in list((errs or {}).items())[:8]}
 
 
 def load_facts(doc: Any, where: str) -> Facts:

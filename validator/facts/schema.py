@@ -39,6 +39,9 @@ def _bad(want: str, got: Any) -> SchemaError:
     return SchemaError(f"expected {want}, got {type(got).__name__} {shown[:37] + '...' if len(shown) > 40 else shown}")
 
 
+# Nullable fields added after FACTS_SCHEMA 1: a document that lacks one loads with it null.
+ADDED_LATER: dict[str, tuple[str, ...]] = {"Facts": ("ib",)}
+
 # Leaves are checked inline by exact class (JSON gives exact types; bool is not an int here).
 LeafSpec = tuple[frozenset[type], str]
 
@@ -96,6 +99,7 @@ def _container(tp: Any, nullable: bool) -> Validator:
         return container
     if typing.is_typeddict(tp):
         fields = [(name, _spec(t)) for name, t in typing.get_type_hints(tp).items()]
+        added = ADDED_LATER.get(tp.__name__, ())
 
         def record(v: Any) -> None:
             if v is None and nullable:
@@ -106,6 +110,9 @@ def _container(tp: Any, nullable: bool) -> Validator:
                 try:
                     x = v[name]
                 except KeyError:
+                    if name in added:  # a document of an older validator: unknown, as null
+                        v[name] = None
+                        continue
                     raise SchemaError("missing field", path=(name,)) from None
                 if isinstance(spec, tuple):
                     if x.__class__ not in spec[0]:

@@ -207,6 +207,11 @@ class Severity(enum.IntEnum):
             raise UserError(f"unknown severity {text!r}; use one of: {', '.join(s.label for s in cls)}") from None
 
 
+# Reported, but never counted toward --fail-on: connections the preflight coordinator refused
+# come from strangers as often as not, and strangers never change the job's verdict.
+NEVER_FAILS = frozenset({"PRE004"})
+
+
 @dataclass(slots=True)
 class Finding:
     code: str
@@ -281,7 +286,8 @@ class Report:
         return sum(1 for f in self.findings if f.severity == severity)
 
     def worst(self) -> Severity | None:
-        return max((f.severity for f in self.findings), default=None)
+        """The highest severity among findings that can fail a run (not NEVER_FAILS)."""
+        return max((f.severity for f in self.findings if f.code not in NEVER_FAILS), default=None)
 
     def exit_code(self, fail_on: Severity | None = Severity.ERROR, allow_incomplete: bool = False) -> int:
         """2 bad input; 1 findings at or above ``fail_on``; 3 incomplete (targets unreachable,

@@ -190,10 +190,11 @@ def _connect_with_retry(port: int, limit: float = 10) -> socket.socket:
             time.sleep(0.05)
 
 
-def _send_facts(s: socket.socket, body: bytes) -> dict[str, object]:
+def _send_facts(s: socket.socket, body: bytes, token: str = "t0ken") -> dict[str, object]:
     hello = wire.recv_msg(s)
     assert hello["type"] == "hello"
-    s.sendall(wire.encode({"type": "facts", "proto": 1, "job_id": "", "size": len(body), "mac": ""}) + wire.frame(body))
+    header = {"type": "facts", "proto": 1, "job_id": "", "size": len(body), "mac": "", "token": token}
+    s.sendall(wire.encode(header) + wire.frame(body))
     return wire.recv_msg(s)
 
 
@@ -208,6 +209,9 @@ def test_same_participant_connecting_twice_counts_once(tmp_path: Path, port: int
     second = _connect_with_retry(port)
     ack = _send_facts(second, body)
     assert ack == {"type": "ack", "arrived": 2, "expected": 3}, "the reconnect replaced the first arrival"
+    with _connect_with_retry(port) as impostor:  # same host and pid, another token: refused
+        reply = _send_facts(impostor, body, token="other")
+    assert reply["type"] == "reject" and "without its token" in str(reply["reason"]), reply
     last = start([*VALIDATOR, "preflight", "--timeout", "15"], base_env(**envs[2]), tmp_path / "r2.json")
     verdict = wire.recv_msg(second, wire.MAX_VERDICT)
     second.close()

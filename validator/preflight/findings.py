@@ -46,24 +46,29 @@ def rejected(job: Job) -> Iterator[Hit]:
 
     It refuses participants of another job (a different SLURM_JOB_ID, rdzv id or --job-id), a
     wrong or missing HMAC when VALIDATOR_SECRET is set, and facts it cannot validate. Two jobs
-    configured with the same MASTER_ADDR:MASTER_PORT would collide the same way.
+    configured with the same MASTER_ADDR:MASTER_PORT would collide the same way. A coordinator at
+    its connection limit or memory budget refuses with that reason too (a flood on the port):
+    the participant retries until its deadline.
 
     Give every participant the same job identity and secret (export them in the job script), or
-    move one of the jobs to another port.
+    move one of the jobs to another port; for a flood, find its source in the coordinator's PRE004.
     """
     yield from ()
 
 
 @check("PRE004", Severity.INFO, "Connections refused by the coordinator")
 def strangers(job: Job) -> Iterator[Hit]:
-    """The coordinator saw no connection that it had to refuse (another job, bad MAC, garbage,
-    oversized frames).
+    """The coordinator saw no connection that it had to refuse or drop (another job, bad MAC,
+    garbage, oversized or deeply nested frames, idle or slow connections, a connection claiming a
+    registered participant's identity, a flood at the connection limit or the memory budget).
 
-    Refused connections never change the verdict, but they show that something else on the
-    network talks to this job's rendezvous port: another job with the same MASTER_ADDR:PORT, a
-    scanner, or a participant with the wrong secret.
+    Refused connections never change the verdict, at any --fail-on: this finding is information
+    only. It shows that something else on the network talks to this job's rendezvous port:
+    another job with the same MASTER_ADDR:PORT, a scanner, a flood, or a participant with the
+    wrong secret. Each reason is one finding with a count, a few peers and one short example.
 
-    Look at the peers listed; give colliding jobs distinct ports.
+    Look at the peers listed; give colliding jobs distinct ports; set VALIDATOR_SECRET where the
+    port is reachable from untrusted hosts.
     """
     yield from ()
 

@@ -64,8 +64,21 @@ def _connect(addr: str, port: int, timeout: float) -> socket.socket:
     return s
 
 
+def _rejected(msg: dict[str, Any]) -> str:
+    """BUSY (at capacity, budget spent, too slow: worth a retry) or REJECTED, with the reason cut short."""
+    reason = msg.get("reason")
+    text = wire.printable(reason, 240) if isinstance(reason, str) else "no reason given"
+    return f"{'BUSY' if msg.get('retry') else 'REJECTED'}: {text}"
+
+
 def _exchange(
-    s: socket.socket, body: bytes, job_id: str, secret: bytes | None, listen: list[Any] | None, deadline: float
+    s: socket.socket,
+    body: bytes,
+    job_id: str,
+    secret: bytes | None,
+    listen: list[Any] | None,
+    deadline: float,
+    token: str,
 ) -> dict[str, Any] | str:
     """One session on a connected socket: verdict dict, or why it failed (str)."""
     s.settimeout(max(0.2, min(HELLO_S, deadline - time.monotonic())))
@@ -77,17 +90,19 @@ def _exchange(
         return f"FOREIGN: no preflight hello ({e})"
     except OSError as e:  # silence until the timeout: a listener that is not ours
         return f"FOREIGN: no preflight hello ({e})"
+    if hello.get("type") == "reject":  # e.g. at its connection limit: it is our coordinator, busy
+        return _rejected(hello)
     if hello.get("type") != "hello" or hello.get("proto") != wire.PROTO:
         return "FOREIGN: not a preflight coordinator"
     nonce = str(hello.get("nonce", ""))
     header = {"type": "facts", "proto": wire.PROTO, "job_id": job_id, "size": len(body),
-              "mac": wire.mac(secret, nonce, job_id, body), "listen": listen}  # fmt: skip
+              "mac": wire.mac(secret, nonce, job_id, body, token), "listen": listen, "token": token}  # fmt: skip
     s.sendall(wire.encode(header) + wire.frame(body))
-    deadline_in = float(hello.get("deadline_in") or 0.0)
-    s.settimeout(deadline_in + VERDICT_GRACE_S)
+    deadline_in = hello.get("deadline_in")
+    s.settimeout(min(3600.0, max(0.0, deadline_in if isinstance(deadline_in, (int, float)) else 0.0)) + VERDICT_GRACE_S)
     reply = wire.recv_msg(s)
     if reply.get("type") == "reject":
-        return f"{'BUSY' if reply.get('retry') else 'REJECTED'}: {str(reply.get('reason'))[:300]}"
+        return _rejected(reply)
     if reply.get("type") != "ack":
         return f"unexpected {reply.get('type')!r}"
     for _ in range(3):  # at most: probe (--net-check), verdict
@@ -136,6 +151,7 @@ def participate(
     start = time.monotonic()
     deadline = start + timeout
     body = json.dumps(facts, separators=(",", ":")).encode()
+    token = wire.new_nonce()  # ours alone: only a connection presenting it may replace our registration
     att = Attempts()
     delay = 0.05
     foreign_streak = 0
@@ -156,7 +172,7 @@ def participate(
         for addr in addrs[:2]:
             reached = False
             for port in ports:
-                outcome = _attempt(addr, port, body, job_id, secret, listen, deadline, att)
+                outcome = _attempt(addr, port, body, job_id, secret, listen, deadline, att, token)
                 if isinstance(outcome, dict):
                     outcome.setdefault("port", port)
                     return Result(outcome, att)
@@ -186,6 +202,7 @@ def _attempt(
     listen: list[Any] | None,
     deadline: float,
     att: Attempts,
+    token: str,
 ) -> dict[str, Any] | str:
     """One connection: the verdict, or what happened (recorded in ``att``)."""
     where = f"{addr}:{port}"
@@ -195,7 +212,7 @@ def _attempt(
         att.note(f"{where}: {e.strerror or e}")
         return "refused"
     try:
-        outcome = _exchange(s, body, job_id, secret, listen, deadline)
+        outcome = _exchange(s, body, job_id, secret, listen, deadline, token)
     except (OSError, wire.ProtocolError) as e:
         outcome = f"{type(e).__name__}: {e}"
     finally:

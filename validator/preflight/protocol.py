@@ -1,7 +1,7 @@
 """The preflight wire protocol: length-prefixed JSON frames, bounded, optionally HMAC-signed.
 
     coordinator -> participant  hello   {"type": "hello", "proto": 1, "job_id", "nonce"}
-    participant -> coordinator  header  {"type": "facts", "proto": 1, "job_id", "size", "mac", "listen"}
+    participant -> coordinator  header  {"type": "facts", "proto": 1, "job_id", "size", "mac", "listen", "token"}
                                 body    the facts document, ``size`` bytes of JSON
     coordinator -> participant  ack     {"type": "ack", "arrived": n, "expected": N}  or  reject {"reason"}
     coordinator -> participant  probe   {"type": "probe", "targets": [...]}           (--net-check only)
@@ -9,23 +9,32 @@
     coordinator -> participant  verdict {"type": "verdict", "exit_code", "report", "text"}
 
 Each frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. The MAC is
-HMAC-SHA256(secret, nonce || 0 || job_id || 0 || body), checked before the body is parsed, so an
-unauthenticated peer never gets its JSON decoded. Nothing received is executed or unpickled.
+HMAC-SHA256(secret, nonce || 0 || job_id || 0 || token || 0 || body), checked before the body is
+parsed, so an unauthenticated peer never gets its JSON decoded. ``token`` is a random value each
+participant process draws once: only a connection presenting the same token may replace its
+registration. Nothing received is executed or unpickled, and every frame is parsed by ``loads``,
+which refuses nesting and numbers beyond what facts need with a one-line ProtocolError.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import struct
 from typing import Any
 
 PROTO = 1
-MAX_HEADER = 64 << 10  # header frames and small messages
+MAX_HEADER = 64 << 10  # small messages (hello, ack, probe results)
+MAX_FACTS_HEADER = 16 << 10  # the facts header: a job id, a MAC, a token, a listener address
 MAX_FACTS = 4 << 20  # one node's facts are ~10 KB; generous for huge environments
 MAX_VERDICT = 64 << 20
+MAX_DEPTH = 32  # facts nest 5 levels
+MAX_DIGITS = 40  # a number's characters: facts hold pids, byte counts, milliseconds
+SHORT = 40  # characters of an untrusted string quoted in a message
 LEN = struct.Struct(">I")
+_CONTAINERS = frozenset((dict, list))  # what json.loads builds containers of (exactly these types)
 
 
 class ProtocolError(Exception):
@@ -42,30 +51,92 @@ def frame(body: bytes) -> bytes:
 
 
 def decode(body: bytes) -> dict[str, Any]:
-    try:
-        msg = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ProtocolError(f"not JSON: {e}") from None
+    msg = loads(body)
     if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
         raise ProtocolError("not a preflight message")
     return msg
 
 
-def mac(secret: bytes | None, nonce: str, job_id: str, body: bytes) -> str:
+def _number(text: str) -> None:
+    if len(text) > MAX_DIGITS:
+        raise ProtocolError(f"number of {len(text)} characters (at most {MAX_DIGITS})")
+
+
+def _int(text: str) -> int:
+    _number(text)
+    return int(text)
+
+
+def _float(text: str) -> float:
+    _number(text)
+    value = float(text)
+    if math.isinf(value):
+        raise ProtocolError(f"number {text} out of range")
+    return value
+
+
+def _constant(name: str) -> Any:
+    raise ProtocolError(f"{name} is not a number")
+
+
+def loads(body: bytes) -> Any:
+    """JSON from an untrusted peer, bounded: nesting up to MAX_DEPTH, numbers up to MAX_DIGITS
+    characters and finite, no NaN/Infinity. Anything else is one ProtocolError, never a
+    RecursionError, OverflowError or ValueError. (The C scanner stops a deep document at the
+    recursion limit; the walk afterwards holds the stricter bound. validator/safejson.py, on
+    another branch, bounds the file readers the same way: to be unified.)"""
+    try:
+        doc = json.loads(body, parse_int=_int, parse_float=_float, parse_constant=_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ProtocolError(f"not JSON: {printable(str(e), 80)}") from None
+    except RecursionError:
+        raise ProtocolError(f"nested deeper than {MAX_DEPTH} levels") from None
+    if body.count(b"[") + body.count(b"{") > MAX_DEPTH:  # else it cannot be deeper
+        level = [doc] if type(doc) in _CONTAINERS else []
+        for _ in range(MAX_DEPTH):  # one level at a time: ~20 us for a node's facts
+            if not level:
+                break
+            level = [v for c in level for v in (c.values() if type(c) is dict else c) if type(v) in _CONTAINERS]
+        if level:
+            raise ProtocolError(f"nested deeper than {MAX_DEPTH} levels")
+    return doc
+
+
+def short(value: object, limit: int = SHORT) -> str:
+    """An untrusted value for a message: a string quoted (control characters escaped) and cut to
+    ``limit`` characters, a number as it is, anything else by its type."""
+    if isinstance(value, str):
+        more = f"... ({len(value)} characters)" if len(value) > limit else ""
+        return repr(value[:limit]) + more
+    if value is None or isinstance(value, (bool, float)) or (isinstance(value, int) and value.bit_length() < 128):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+def printable(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, control characters escaped, unquoted."""
+    cut = text[:limit]
+    return (cut if cut.isprintable() else repr(cut)[1:-1]) + ("..." if len(text) > limit else "")
+
+
+def mac(secret: bytes | None, nonce: str, job_id: str, body: bytes, token: str = "") -> str:
     if not secret:
         return ""
     import hashlib
     import hmac  # only with a secret: OpenSSL's import costs every rank start-up time
 
-    return hmac.new(secret, nonce.encode() + b"\0" + job_id.encode() + b"\0" + body, hashlib.sha256).hexdigest()
+    signed = b"\0".join(s.encode("utf-8", "surrogatepass") for s in (nonce, job_id, token)) + b"\0" + body
+    return hmac.new(secret, signed, hashlib.sha256).hexdigest()
 
 
-def verify(secret: bytes | None, nonce: str, job_id: str, body: bytes, tag: object) -> bool:
+def verify(secret: bytes | None, nonce: str, job_id: str, body: bytes, tag: object, token: str = "") -> bool:
     if not secret:
         return True
     import hmac
 
-    return isinstance(tag, str) and hmac.compare_digest(mac(secret, nonce, job_id, body), tag)
+    # bytes, not str: compare_digest refuses non-ASCII strings with a TypeError
+    expected = mac(secret, nonce, job_id, body, token).encode()
+    return isinstance(tag, str) and hmac.compare_digest(expected, tag.encode("utf-8", "surrogatepass"))
 
 
 def new_nonce() -> str:

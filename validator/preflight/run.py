@@ -24,6 +24,7 @@ from validator.model import Facts, Finding, Outcome, Report, Severity
 from validator.preflight import k8s, netcheck
 from validator.preflight import protocol as wire
 from validator.preflight.participant import Result, participate
+from validator.preflight.refusals import PEERS_MAX, Refusals
 from validator.profiles import Profile, load_profile
 
 # Only the coordinator needs asyncio and the checks: participants (every other rank, on the launch
@@ -204,15 +205,19 @@ def codes(opts: Options) -> list[str]:
     return [c for c in pipeline.resolve_codes(opts.select, opts.ignore) if c not in NOT_IN_PREFLIGHT]
 
 
-def rejected_findings(rejected: dict[str, list[str]]) -> list[Finding]:
+def rejected_findings(rejected: Refusals) -> list[Finding]:
+    """One PRE004 per reason: a count, at most a few peers and one short example, whatever
+    strangers sent. Information only: PRE004 never changes the exit code (model.NEVER_FAILS)."""
     from validator.preflight.findings import finding
-    from validator.targets import fold_hosts
 
-    return [
-        finding("PRE004", f"{len(peers)} connection(s) refused: {reason}", hosts=sorted(set(peers)),
-                actual=fold_hosts(peers) if all(p[0].isalpha() for p in peers) else ", ".join(sorted(set(peers))[:5]))
-        for reason, peers in rejected.items()
-    ]  # fmt: skip
+    out = []
+    for reason, r in rejected.by_reason.items():
+        peers = sorted(r.peers)
+        more = "" if len(peers) < PEERS_MAX else " and maybe others"
+        example = f"; e.g. {r.example}" if r.example else ""
+        out.append(finding("PRE004", f"{r.count} connection(s) {reason}{example}", hosts=peers, expected="none",
+                           actual=f"{r.count} from {', '.join(peers[:5])}{' ...' if len(peers) > 5 else ''}{more}"))  # fmt: skip
+    return out
 
 
 class Gate:

@@ -1,0 +1,162 @@
+"""Connections the coordinator refuses or drops, folded into a bounded tally, and the checks on
+what a connection claims before it becomes a participant.
+
+Everything here comes from strangers as well as from the job's participants: the tally keeps
+a count per reason (a fixed phrase), at most PEERS_MAX peers and one short example each, so the
+verdict frame stays small whatever arrives; the PRE004 findings made from it are information
+only and never change the exit code (``model.NEVER_FAILS``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from validator.preflight import protocol as wire
+
+REASONS_MAX = 16  # distinct reasons kept; the rest are counted as OTHER
+PEERS_MAX = 16  # distinct peers named per reason
+DETAIL_MAX = 160  # characters of one example
+TOKEN_MAX = 64  # characters of a participant's token
+SPEAK_S = 5.0  # a connection must send its header within this many seconds of connecting
+BODY_BUDGET = 256 << 20  # facts bytes in flight across all connections
+SMALL_BODY = 256 << 10  # a body this small may evict a bigger one when the budget is spent
+
+# Each reason completes "N connection(s) ...".
+OTHER_JOB = "refused: participant of another job"
+AUTH = "refused: authentication failed (wrong or missing VALIDATOR_SECRET)"
+INVALID = "refused: invalid facts"
+IMPOSTOR = "refused: claims a registered participant's host and pid without its token"
+CAPACITY = "refused: the coordinator is at its connection limit"
+EVICTED = "dropped at the connection limit: the oldest connection that had not sent its facts"
+BUDGET = "refused: the coordinator's memory budget for facts in flight is spent"
+FULL = "refused: the coordinator holds as many participants or facts as it accepts"
+IDLE = f"dropped: idle, no facts header within {SPEAK_S:.0f} s"
+SLOW = "dropped: too slow, facts incomplete in time"
+MALFORMED = "dropped: malformed frame"
+OTHER = "refused or dropped for other reasons"
+RETRY = frozenset({CAPACITY, EVICTED, BUDGET, IDLE, SLOW})  # the participant is told to retry
+
+
+@dataclass
+class Refused:
+    count: int = 0
+    peers: dict[str, int] = field(default_factory=dict)  # at most PEERS_MAX
+    example: str = ""
+
+
+class Refusals:
+    """reason -> Refused, bounded in reasons, peers and characters."""
+
+    def __init__(self) -> None:
+        self.by_reason: dict[str, Refused] = {}
+
+    def add(self, reason: str, peer: str, detail: str = "") -> None:
+        reason = reason[:DETAIL_MAX]
+        if reason not in self.by_reason and len(self.by_reason) >= REASONS_MAX:
+            reason, detail = OTHER, ""
+        r = self.by_reason.setdefault(reason, Refused())
+        r.count += 1
+        peer = peer[:64]
+        if peer in r.peers or len(r.peers) < PEERS_MAX:
+            r.peers[peer] = r.peers.get(peer, 0) + 1
+        if detail and not r.example:
+            r.example = clip(detail)
+
+
+class Guest(Protocol):
+    size: int  # the facts body it announced
+    timer: asyncio.TimerHandle | None
+
+    def refuse(self, reason: str, tell: bool = True, detail: str = "") -> None: ...
+
+
+class Gate:
+    """Connections that are not participants yet, oldest first, and their facts bodies in flight,
+    reserved in BODY_BUDGET: what a flood of silent or slow connections can hold is bounded."""
+
+    def __init__(self) -> None:
+        self.silent: dict[Guest, None] = {}
+        self.bodies: set[Guest] = set()
+        self.in_flight = 0  # bytes reserved by self.bodies
+
+    def enter(self, conn: Guest) -> None:
+        self.silent[conn] = None
+
+    def evict(self) -> bool:
+        """At the connection limit: drop the oldest connection that has not sent its facts."""
+        for conn in self.silent:
+            conn.refuse(EVICTED)
+            return True
+        return False
+
+    def reserve(self, conn: Guest, size: int) -> bool:
+        """Room for a facts body of ``size`` bytes. A small body (every real node's) makes room
+        by dropping the biggest one in flight; a big one waits its turn (refused, retried)."""
+        while self.in_flight + size > BODY_BUDGET:
+            biggest = max(self.bodies, key=lambda b: b.size, default=None)
+            if size > SMALL_BODY or biggest is None or biggest.size <= SMALL_BODY:
+                return False
+            biggest.refuse(BUDGET, detail=f"{biggest.size} bytes in flight, dropped for a smaller one; retry")
+        conn.size = size
+        self.bodies.add(conn)
+        self.in_flight += size
+        return True
+
+    def release(self, conn: Guest) -> None:
+        if conn in self.bodies:
+            self.bodies.discard(conn)
+            self.in_flight -= conn.size
+
+    def leave(self, conn: Guest) -> None:
+        """``conn`` is done sending its facts (accepted, or closing): stop its timer, free its budget."""
+        self.silent.pop(conn, None)
+        self.release(conn)
+        if conn.timer is not None:
+            conn.timer.cancel()
+            conn.timer = None
+
+
+def clip(text: str, limit: int = DETAIL_MAX) -> str:
+    return wire.printable(text, limit)
+
+
+def token(value: object) -> str:
+    """The participant's per-process token ("" when absent: it can register but never replace)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > TOKEN_MAX:
+        raise wire.ProtocolError(f"bad token {wire.short(value)}")
+    return value
+
+
+def listener(value: object) -> list[Any] | None:
+    """The participant's net-check listener: [address, port, interface or null]."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, list)
+        and len(value) == 3
+        and isinstance(value[0], str)
+        and len(value[0]) <= 64
+        and isinstance(value[1], int)
+        and 0 < value[1] < 65536
+        and (value[2] is None or (isinstance(value[2], str) and len(value[2]) <= 64))
+    ):
+        return value
+    raise wire.ProtocolError(f"bad listener {wire.short(value)}")
+
+
+ROW: dict[str, type | tuple[type, ...]] = {"host": str, "addr": (str, type(None)), "port": (int, type(None)), "iface": (str, type(None)),
+       "role": str, "ok": bool, "error": (str, type(None)), "ms": (int, float)}  # fmt: skip
+
+
+def netcheck_rows(msg: dict[str, Any], limit: int = 4) -> list[dict[str, Any]]:
+    """A participant's probe results, keeping only well-formed rows with short strings."""
+    rows = msg.get("results") if msg.get("type") == "netcheck" else None
+    out = []
+    for r in rows[:limit] if isinstance(rows, list) else []:
+        if isinstance(r, dict) and all(isinstance(r.get(k), t) for k, t in ROW.items()):
+            out.append({k: clip(v, 256) if isinstance(v, str) else v for k, v in r.items() if k in ROW})
+    return out

@@ -168,8 +168,8 @@ def test_deep_nesting_and_non_finite_numbers(tmp_path: Path, port: int) -> None:
     assert seen["deep header"] == "closed" and seen["header Infinity"] == "closed"  # unreadable: dropped
     for name in set(frames) - {"deep header", "header Infinity"}:
         assert refusals.INVALID in seen[name], (name, seen[name])
-    assert "nested deeper than" in seen["deep body"] and "Infinity is not a number" in seen["pid Infinity"]
-    assert "number of 5000 characters" in seen["5000-digit int"]
+    assert "nested more than" in seen["deep body"] and "Infinity is not a JSON number" in seen["pid Infinity"]
+    assert "integer of 5,000 digits" in seen["5000-digit int"]
     counts = refused(report)
     assert counts[refusals.MALFORMED] == 2 and counts[refusals.INVALID] == len(frames) - 2, counts
 

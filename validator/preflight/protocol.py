@@ -19,7 +19,6 @@ which refuses nesting and numbers beyond what facts need with a one-line Protoco
 from __future__ import annotations
 
 import json
-import math
 import os
 import socket
 import struct
@@ -31,10 +30,8 @@ MAX_FACTS_HEADER = 16 << 10  # the facts header: a job id, a MAC, a token, a lis
 MAX_FACTS = 4 << 20  # one node's facts are ~10 KB; generous for huge environments
 MAX_VERDICT = 64 << 20
 MAX_DEPTH = 32  # facts nest 5 levels
-MAX_DIGITS = 40  # a number's characters: facts hold pids, byte counts, milliseconds
 SHORT = 40  # characters of an untrusted string quoted in a message
 LEN = struct.Struct(">I")
-_CONTAINERS = frozenset((dict, list))  # what json.loads builds containers of (exactly these types)
 
 
 class ProtocolError(Exception):
@@ -57,49 +54,17 @@ def decode(body: bytes) -> dict[str, Any]:
     return msg
 
 
-def _number(text: str) -> None:
-    if len(text) > MAX_DIGITS:
-        raise ProtocolError(f"number of {len(text)} characters (at most {MAX_DIGITS})")
-
-
-def _int(text: str) -> int:
-    _number(text)
-    return int(text)
-
-
-def _float(text: str) -> float:
-    _number(text)
-    value = float(text)
-    if math.isinf(value):
-        raise ProtocolError(f"number {text} out of range")
-    return value
-
-
-def _constant(name: str) -> Any:
-    raise ProtocolError(f"{name} is not a number")
-
-
 def loads(body: bytes) -> Any:
-    """JSON from an untrusted peer, bounded: nesting up to MAX_DEPTH, numbers up to MAX_DIGITS
-    characters and finite, no NaN/Infinity. Anything else is one ProtocolError, never a
-    RecursionError, OverflowError or ValueError. (The C scanner stops a deep document at the
-    recursion limit; the walk afterwards holds the stricter bound. validator/safejson.py, on
-    another branch, bounds the file readers the same way: to be unified.)"""
+    """JSON from an untrusted peer, through the one bounded reader (validator/safejson.py):
+    nesting up to MAX_DEPTH, integers up to 40 digits, finite numbers only. Anything else is one
+    ProtocolError line, never a RecursionError, OverflowError or ValueError."""
+    from validator.safejson import JsonError
+    from validator.safejson import loads as bounded
+
     try:
-        doc = json.loads(body, parse_int=_int, parse_float=_float, parse_constant=_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ProtocolError(f"not JSON: {printable(str(e), 80)}") from None
-    except RecursionError:
-        raise ProtocolError(f"nested deeper than {MAX_DEPTH} levels") from None
-    if body.count(b"[") + body.count(b"{") > MAX_DEPTH:  # else it cannot be deeper
-        level = [doc] if type(doc) in _CONTAINERS else []
-        for _ in range(MAX_DEPTH):  # one level at a time: ~20 us for a node's facts
-            if not level:
-                break
-            level = [v for c in level for v in (c.values() if type(c) is dict else c) if type(v) in _CONTAINERS]
-        if level:
-            raise ProtocolError(f"nested deeper than {MAX_DEPTH} levels")
-    return doc
+        return bounded(body, "frame", max_bytes=MAX_VERDICT, max_depth=MAX_DEPTH, unit="frame")
+    except JsonError as e:
+        raise ProtocolError(printable(str(e), 120)) from None
 
 
 def short(value: object, limit: int = SHORT) -> str:

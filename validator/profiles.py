@@ -203,7 +203,13 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{p}:{mark.line + 1}" if mark else p
-        raise UserError(f"not valid YAML: {str(getattr(e, 'problem', None) or e)[:100]}", where) from None
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())  # a reader error spans lines
+        if isinstance(e, yaml.reader.ReaderError):  # a character YAML refuses: its position, not the text
+            where, problem = (
+                f"{p}:{text.count(chr(10), 0, e.position) + 1}",
+                f"character #x{e.character:04x} is not allowed",
+            )
+        raise UserError(f"not valid YAML: {problem[:100]}", where) from None
     if node is None:
         raise UserError("profile is empty", p)
     data = _validate(p, node, SCHEMA)

@@ -112,7 +112,7 @@ def run_validator(n: int) -> dict[str, Any]:
         def waiting(self, c: Any) -> None:
             return None
 
-    from validator.preflight.run import Plan, expectation, key
+    from validator.preflight.plan import Plan, expectation, key
 
     coord_raise_nofile()
     port = free_port()

@@ -44,7 +44,8 @@ def split(values: list[str]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    from validator.preflight.run import Options, execute
+    from validator.preflight.plan import Options
+    from validator.preflight.run import execute
 
     args, command = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     ns = parser().parse_args(args)

@@ -2,203 +2,43 @@
 
 Every participant runs this. The one whose node rank (or rank) is 0 and whose address is the
 rendezvous endpoint becomes the coordinator: it binds the job's own port, so the rehearsal proves
-what the job will use, and releases it before the job starts.
+what the job will use, and releases it before the job starts. Who is expected and who
+coordinates: plan.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from validator import pipeline
 from validator.agent.probe import port_owner
 from validator.errors import UserError
-from validator.model import Facts, Finding, Outcome, Report, Severity
+from validator.model import Facts, Finding, Report
 from validator.preflight import k8s, netcheck
 from validator.preflight import protocol as wire
 from validator.preflight.participant import Result, participate
+from validator.preflight.plan import (
+    HEALABLE,
+    NOT_IN_PREFLIGHT,
+    Options,
+    Plan,
+    expectation,
+    is_candidate,
+    key,
+    missing,
+    plan,
+)
 from validator.preflight.refusals import PEERS_MAX, Refusals
 from validator.profiles import Profile, load_profile
 
 # Only the coordinator needs asyncio and the checks: participants (every other rank, on the launch
 # path) import them lazily, which keeps their start-up to the standard library and the agent.
-
-# Missing participants are reported as outcomes (exit 3, worth a retry), not as RNK findings.
-NOT_IN_PREFLIGHT = ("RNK002", "RNK007", "PRF008")
-MAX_PARTICIPANTS = 1_000_000  # a sanity bound on --expect, WORLD_SIZE and --nnodes
-
-
-@dataclass
-class Options:
-    command: list[str] = field(default_factory=list)
-    timeout: float = 60.0
-    coordinator: str | None = None
-    job_id: str | None = None
-    secret_file: str | None = None
-    expect: int | None = None
-    hosts: str | None = None
-    profile: str | None = None
-    fmt: str = "table"
-    output: str | None = None
-    fail_on: Severity | None = Severity.ERROR
-    select: list[str] = field(default_factory=list)
-    ignore: list[str] = field(default_factory=list)
-    allow_incomplete: bool = False
-    net_check: bool = False
-    smoke: bool = False
-    verbose: bool = False
-    quiet: bool = False
-    termination_log: str | None = None  # one-line summary for `kubectl describe pod`
-    prom_file: str | None = None  # Prometheus textfile metrics (validator.report.prom)
-
-
-# Findings a late arrival can still clear (missing participants, names that may resolve later,
-# counts per node or job): they wait for the deadline. Anything else at or above --fail-on ends
-# the wait at once: no late arrival can make that verdict a pass.
-HEALABLE = frozenset({"RNK002", "RNK005", "RNK007", "PRF001", "PRF002", "PRF008", "RDZ003", "RDZ005"})
-LAST_CALL_S = 30.0  # torchrun's default last_call_timeout for an elastic --nnodes=MIN:MAX
-PORT_TRIES = 8  # per-rank mode inside torchrun: candidate ports after the agent's store
-
-
-@dataclass
-class Plan:
-    host: str
-    ports: list[int]  # the job's port; inside torchrun, candidates after the agent's store
-    mode: str  # rank | node
-    keyed: bool  # participants known by rank or node rank; else by (host, pid), as c10d knows nodes
-    expected: int  # participants (the maximum, for an elastic range)
-    minimum: int  # an elastic range passes with this many once the last call is over
-    last_call: float
-    job_id: str
-    names: list[str]  # expected hosts in node (or node-of-rank) order, when known
-
-    @property
-    def port(self) -> int:
-        return self.ports[0]
-
-
-def endpoint(opts: Options, facts: Facts) -> tuple[str, list[int]]:
-    """--coordinator, else the launch contract's master (torchrun command, PET_*, MASTER_*).
-    Inside torchrun (per-rank mode) the agent's store holds MASTER_PORT: the coordinator binds
-    the first free port after it, and participants try the same short list in the same order."""
-    launch = facts["launch"]
-    if opts.coordinator:
-        text_host, _, text_port = opts.coordinator.rpartition(":")
-        if not text_host or not text_port.isdigit():
-            raise UserError(f"--coordinator must be HOST:PORT, got {opts.coordinator!r}")
-        return text_host.strip("[]"), [int(text_port)]
-    host, port = launch["master_addr"], launch["master_port"]
-    if not host or port is None:
-        raise UserError(
-            "no rendezvous address: set MASTER_ADDR and MASTER_PORT, wrap a torchrun command, "
-            "or pass --coordinator HOST:PORT"
-        )
-    if not 0 <= port < 65536 or (port == 0 and launch["nnodes"] != 1):
-        raise UserError(f"rendezvous port {port} is out of range (1-65535)")  # 0: --standalone picks one
-    if facts["env"].get("TORCHELASTIC_USE_AGENT_STORE") == "True":
-        return host, [q for q in range(port + 1, port + 1 + PORT_TRIES) if q < 65536]
-    return host, [port]
-
-
-def elastic(launch: Any, env: dict[str, str]) -> tuple[int | None, float]:
-    """The minimum of torchrun's --nnodes=MIN:MAX (None when fixed) and its last call."""
-    options = (launch["command"] or {}).get("options", {})
-    raw = str(options.get("nnodes") or env.get("PET_NNODES") or "")
-    conf = str(options.get("rdzv_conf") or env.get("PET_RDZV_CONF") or "")
-    last_call = LAST_CALL_S
-    for item in conf.split(","):
-        name, _, value = item.partition("=")
-        if name.strip() == "last_call_timeout":
-            with contextlib.suppress(ValueError):
-                last_call = float(value)
-    low, sep, _ = raw.partition(":")
-    return (int(low) if sep and low.strip().isdigit() else None), last_call
-
-
-def plan(opts: Options, facts: Facts, profile: Profile | None) -> Plan:
-    from validator.targets import expand
-
-    launch = facts["launch"]
-    host, ports = endpoint(opts, facts)
-    mode = launch["mode"]
-    expected = opts.expect or (launch["world_size"] if mode == "rank" else launch["nnodes"])
-    if not expected:
-        raise UserError(f"cannot tell how many participants to expect ({mode} mode, no "
-                        f"{'WORLD_SIZE' if mode == 'rank' else '--nnodes'}); pass --expect N")  # fmt: skip
-    if expected > MAX_PARTICIPANTS:
-        raise UserError(f"{expected} participants expected; at most {MAX_PARTICIPANTS} are supported")
-    # c10d and etcd assign node ranks at rendezvous (torchrun ignores --node-rank there) and know a
-    # node by its host and agent pid; the wrapper execs torchrun in place, so the pid is the same.
-    keyed = mode == "rank" or launch["rdzv_backend"] in (None, "static")
-    minimum, last_call = elastic(launch, facts["env"]) if not keyed and not opts.expect else (None, 0.0)
-    hostlist = opts.hosts or launch["nodelist"] or (profile.hosts if profile else None)
-    names = expand(hostlist) if hostlist else []
-    job = opts.job_id or launch["job_id"] or ""
-    return Plan(host, ports, mode, keyed, int(expected), min(minimum or expected, expected), last_call, job, names)
-
-
-def key(p: Plan) -> Callable[[Facts], Any]:
-    def by(f: Facts) -> Any:
-        launch = f["launch"]
-        value = launch["rank"] if p.mode == "rank" else launch["node_rank"]
-        return value if p.keyed and isinstance(value, int) else (f["host"], f["pid"])
-
-    return by
-
-
-def expectation(p: Plan) -> Any:
-    from validator.preflight.coordinator import Expect
-
-    return Expect(set(range(p.expected)) if p.keyed else None, p.expected, p.minimum, p.last_call)
-
-
-def missing(p: Plan, arrived: list[Facts], facts: Facts, waited: float, early: bool = False) -> list[Outcome]:
-    """Participants that never arrived, one outcome per expected host (or one in all when the
-    hosts are unknown), ranks folded: 50,000 missing ranks stay a few lines."""
-    from validator.targets import fold_hosts, fold_ranks
-
-    when = f"{'had not arrived when the verdict was decided' if early else 'never reached the coordinator'} in {waited:.0f} s"
-    if not p.keyed:  # c10d: nodes have no rank until the rendezvous; name the hosts not seen
-        short = p.minimum - len({key(p)(f) for f in arrived})
-        if short <= 0:
-            return []
-        seen = {f["host"] for f in arrived}
-        absent = [n for n in p.names if n not in seen]
-        who = f"expected on {fold_hosts(absent)}; " if absent else ""
-        need = f"{p.minimum}-{p.expected}" if p.minimum < p.expected else str(p.expected)
-        return [Outcome(f"{short} of {need} nodes (--nnodes)", "missing", who + when)]
-    present = {key(p)(f) for f in arrived}
-    lws = facts["launch"]["local_world_size"] or 1
-    by_host: dict[str, list[int]] = {}
-    for k in range(p.expected):
-        if k not in present:
-            node = k if p.mode == "node" else k // lws
-            by_host.setdefault(p.names[node] if node < len(p.names) else "", []).append(k)
-    what = "rank" if p.mode == "rank" else "node rank"
-    return [
-        Outcome(f"{what} {fold_ranks(ks)}", "missing", f"{'expected on ' + host + '; ' if host else ''}{when}")
-        for host, ks in by_host.items()
-    ]
-
-
-def is_candidate(facts: Facts, p: Plan) -> bool:
-    """Rank 0 / node rank 0 (any node, with c10d) on the host the endpoint names."""
-    launch = facts["launch"]
-    mine = launch["rank"] if p.mode == "rank" else launch["node_rank"]
-    if p.keyed and mine not in (0, None):
-        return False
-    from validator.agent.probe import resolve
-
-    addrs = resolve([p.host])[p.host].get("addrs", [])
-    ours = {a.split("/")[0] for i in facts["network"]["interfaces"] for a in i["addrs"]}
-    return any(a in ours or a.startswith("127.") or a == "::1" for a in addrs)
 
 
 def codes(opts: Options) -> list[str]:

@@ -1,0 +1,194 @@
+"""One participant's connection to the coordinator: a small state machine on an asyncio Protocol
+(no task, no stream per connection), hello -> header -> facts -> ack -> [probe -> results] ->
+verdict. Everything it receives is hostile until proven otherwise: frames are bounded, silent and
+slow senders are dropped by the coordinator's gate, and refusals are counted, never quoted whole."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from validator.errors import UserError
+from validator.facts import load_facts
+from validator.model import Facts
+from validator.preflight import protocol as wire
+from validator.preflight import refusals as rf
+
+if TYPE_CHECKING:
+    from validator.preflight.coordinator import Coordinator
+
+BODY_RATE = 1 << 20  # bytes/s a facts body must at least arrive at, after the header
+
+
+@dataclass
+class Arrival:
+    facts: Facts
+    conn: Connection | None  # None: the coordinator's own facts
+    listen: list[Any] | None = None  # [ip, port, interface] of the participant's net-check listener
+    token: str = ""  # the participant's per-process token: only its holder may replace this arrival
+    size: int = 0  # bytes of its facts on the wire, counted in the coordinator's FACTS_BUDGET
+
+
+class Connection(asyncio.Protocol):
+    """hello -> header frame -> facts frame -> ack -> [probe -> results] -> verdict -> client closes.
+
+    A connection that has not sent its header within SPEAK_S, or its facts at BODY_RATE after
+    that, is dropped; at the connection limit the oldest such connection makes room."""
+
+    def __init__(self, coord: Coordinator) -> None:
+        self.coord = coord
+        self.buf = bytearray()
+        self.state = "header"  # header | body | registered | probing | closed
+        self.header: dict[str, Any] = {}
+        self.size = 0  # the facts body's size, reserved in the coordinator's budget while it arrives
+        self.token = ""
+        self.peer = "?"
+        self.nonce = wire.new_nonce()
+        self.transport: asyncio.Transport | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.results: asyncio.Future[list[dict[str, Any]]] | None = None
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.peer = str((transport.get_extra_info("peername") or ("?",))[0])
+        c = self.coord
+        if c.closing:
+            transport.abort()
+            return
+        if len(c.open) >= c.max_connections and not c.gate.evict():
+            self.refuse(rf.CAPACITY, detail=f"{c.max_connections} connections open; retry")
+            return
+        c.open.add(self)
+        c.gate.enter(self)
+        self.timer = asyncio.get_running_loop().call_later(rf.SPEAK_S, self.expire)
+        transport.write(wire.encode({"type": "hello", "proto": wire.PROTO, "job_id": c.job_id, "nonce": self.nonce,
+                                     "deadline_in": c.remaining()}))  # fmt: skip
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.leave()
+        self.state = "closed"
+        if self.results is not None and not self.results.done():
+            self.results.set_result([])
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def expire(self) -> None:
+        if self.state == "header" and not self.buf:
+            self.refuse(rf.IDLE)
+        elif self.state in ("header", "body"):
+            self.refuse(rf.SLOW, detail=f"{len(self.buf)} bytes of a {self.state} frame")
+
+    def data_received(self, data: bytes) -> None:
+        if self.state not in ("header", "body", "probing"):
+            return  # nothing is expected now: ignored, never buffered
+        self.buf += data
+        try:
+            while self.state in ("header", "body", "probing") and len(self.buf) >= 4:
+                (size,) = wire.LEN.unpack_from(self.buf)
+                limit = {"header": wire.MAX_FACTS_HEADER, "body": self.size}.get(self.state, wire.MAX_HEADER * 16)
+                if size > limit:
+                    raise wire.ProtocolError(f"{self.state} frame of {size} bytes over the {limit}-byte limit")
+                if len(self.buf) < 4 + size:
+                    return
+                frame = bytes(self.buf[4 : 4 + size])
+                del self.buf[: 4 + size]
+                self.frame(frame)
+        except wire.ProtocolError as e:
+            self.refuse(rf.MALFORMED, tell=False, detail=str(e))
+
+    def frame(self, body: bytes) -> None:
+        if self.state == "header":
+            self.got_header(wire.decode(body))
+        elif self.state == "body":
+            self.got_facts(body)
+        elif self.state == "probing":
+            rows = rf.netcheck_rows(wire.decode(body))
+            if self.results is not None and not self.results.done():
+                self.results.set_result(rows)
+            self.state = "registered"
+
+    def got_header(self, header: dict[str, Any]) -> None:
+        c = self.coord
+        if header.get("type") != "facts" or header.get("proto") != wire.PROTO:
+            raise wire.ProtocolError(f"unexpected {wire.short(header.get('type'))} message")
+        job_id = header.get("job_id")
+        if job_id != c.job_id:
+            detail = f"job id {wire.short(job_id)}; this coordinator serves {wire.short(c.job_id)}"
+            self.refuse(rf.OTHER_JOB, detail=detail)
+            return
+        size = header.get("size")
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= wire.MAX_FACTS:
+            raise wire.ProtocolError(f"bad facts size {wire.short(size)}")
+        self.token = rf.token(header.get("token"))
+        rf.listener(header.get("listen"))
+        if not c.gate.reserve(self, size):
+            self.refuse(rf.BUDGET, detail=f"{size} bytes announced; retry")
+            return
+        self.header, self.state = header, "body"
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = asyncio.get_running_loop().call_later(rf.SPEAK_S + size / BODY_RATE, self.expire)
+
+    def got_facts(self, body: bytes) -> None:
+        c = self.coord
+        c.gate.release(self)
+        if len(body) != self.size:
+            raise wire.ProtocolError("facts size does not match the header")
+        if not wire.verify(c.secret, self.nonce, c.job_id, body, self.header.get("mac"), self.token):
+            self.refuse(rf.AUTH)
+            return
+        try:
+            doc = wire.loads(body)
+            if isinstance(doc, dict) and doc.get("kind") == "raw":
+                raise wire.ProtocolError("raw agent output: participants send parsed facts")
+            facts = load_facts(doc, self.peer)
+        except (wire.ProtocolError, ValueError, UserError) as e:  # refused, never crashes the server
+            self.refuse(rf.INVALID, detail=str(e))
+            return
+        old = c.arrivals.get((facts["host"], facts["pid"]))
+        if old is not None and (not self.token or old.token != self.token):
+            self.refuse(rf.IMPOSTOR, detail=f"host {wire.short(facts['host'])} pid {facts['pid']}")
+            return
+        if c.verdict is None and not c.admits(len(body), old):
+            self.refuse(rf.FULL, detail=f"{len(c.arrivals)} participants, {c.accepted} bytes of facts")
+            return
+        self.leave(closing=False)
+        self.state = "registered"
+        if c.verdict is not None:  # decided already: a late arrival gets the same verdict at once
+            c.served.add(c.key(facts))
+            c.served_n += 1
+            self.send({"type": "ack", "arrived": len(c.arrivals), "expected": c.expect.maximum})
+            if self.transport is not None:
+                self.transport.write(c.verdict)
+            c.changed.set()
+            return
+        if old is not None and old.conn is not None and old.conn.transport is not None:
+            old.conn.transport.close()  # the same process reconnected: its earlier connection is stale
+        c.register(Arrival(facts, self, self.header.get("listen"), self.token, len(body)))
+        self.send({"type": "ack", "arrived": len(c.arrivals), "expected": c.expect.maximum})
+
+    def leave(self, closing: bool = True) -> None:
+        """Done sending facts (accepted, or closing): out of the gate (timer, budget), and of the open set."""
+        self.coord.gate.leave(self)
+        if closing:
+            self.coord.open.discard(self)
+
+    def send(self, msg: dict[str, Any]) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(wire.encode(msg))
+
+    def refuse(self, reason: str, tell: bool = True, detail: str = "") -> None:
+        """Close this connection and count it under ``reason`` (a fixed phrase); ``detail`` is an
+        example, cut short. The peer is told why unless its frames could not be read."""
+        self.coord.rejected.add(reason, self.peer, detail)
+        if tell:
+            why = f"{reason} ({rf.clip(detail)})" if detail else reason
+            self.send({"type": "reject", "reason": why, "retry": reason in rf.RETRY})
+        self.state = "closed"
+        self.buf.clear()
+        self.leave()
+        if self.transport is not None:
+            self.transport.close()

@@ -243,9 +243,12 @@ class Fleet:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         try:
-            if stdin is not None:
-                proc.stdin.write(stdin.encode())
-            proc.stdin.write_eof()
+            # a command that exits before reading its input (no python3 there) closes the channel
+            # first: its stderr and exit status say why, not the write that found it closed
+            with contextlib.suppress(BrokenPipeError, ConnectionError):
+                if stdin is not None:
+                    proc.stdin.write(stdin.encode())
+                proc.stdin.write_eof()
             pending = set(readers)
             while pending:  # asyncio.wait, not wait_for(gather): a cancelled gather logs "never retrieved"
                 left = max(deadline - loop.time(), 0)

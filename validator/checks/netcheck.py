@@ -1,5 +1,5 @@
 """NET1xx: findings of the net check (`validator scan --net-check`, `validator preflight
---net-check`, and `--smoke`'s timings), which listens on each node's chosen address, connects
+--net-check`), which listens on each node's chosen address, connects
 and measures along two rings (validator/netcheck/).
 
 These are not checks over facts (the facts cannot tell whether packets get through): the net
@@ -91,22 +91,4 @@ def slow_node(job: Job) -> Iterator[Hit]:
     return iter(())
 
 
-@check("NET106", Severity.WARNING, "Slow all_reduce on a node (--smoke)")
-def slow_smoke(job: Job) -> Iterator[Hit]:
-    """With --smoke, each node's all_reduce time is within 3x of the median node's (and no more
-    than a few milliseconds slower).
-
-    Every rank waits in an all_reduce for the slowest one: a node whose all_reduce takes
-    several times the median (a slow NIC or link, a busy CPU, a GPU clocked down) sets the
-    pace of the whole job. The smoke line gives each outlier's time and bus bandwidth and the
-    median.
-
-    Rerun with --net-check to tell a slow link from a slow node; look at the named node's load,
-    clocks and NIC.
-    """
-    return iter(())
-
-
-CODES: dict[str, Check] = {
-    c.code: c for c in (unreachable_pair, cannot_listen, not_checked, slow_link, slow_node, slow_smoke)
-}
+CODES: dict[str, Check] = {c.code: c for c in (unreachable_pair, cannot_listen, not_checked, slow_link, slow_node)}

@@ -47,8 +47,12 @@ def loss(row: dict[str, Any]) -> float:
     return 0.0
 
 
-def _bulk_ms(mbps: float) -> float:
-    return BULK_BYTES * 8 / max(mbps, 1e-3) / 1e3
+def mbps(x: float) -> str:
+    return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
+
+
+def _bulk_ms(rate: float) -> float:
+    return BULK_BYTES * 8 / max(rate, 1e-3) / 1e3
 
 
 def why_slow(row: dict[str, Any], med: dict[str, float]) -> list[str]:
@@ -64,7 +68,7 @@ def why_slow(row: dict[str, Any], med: dict[str, float]) -> list[str]:
         if not isinstance(rate, (int, float)) or not med[key]:
             continue
         if rate * FACTOR <= med[key] and _bulk_ms(rate) - _bulk_ms(med[key]) >= BULK_FLOOR_MS:
-            out.append(f"{way} {rate:g} Mbit/s (median {med[key]:g} Mbit/s)")
+            out.append(f"{way} {mbps(rate)} Mbit/s (median {mbps(med[key])} Mbit/s)")
     lost = loss(row)
     if lost >= LOSS_RATIO and lost >= FACTOR * med["loss"]:
         out.append(f"{lost:.1%} of segments retransmitted (median {med['loss']:.1%})")
@@ -72,7 +76,9 @@ def why_slow(row: dict[str, Any], med: dict[str, float]) -> list[str]:
 
 
 def measured(results: Results) -> dict[Link, dict[str, Any]]:
-    return {(src, str(r.get("label"))): r for src, r in rows(results) if r.get("ok") and ("rtt_ms" in r or r.get("lost"))}
+    return {
+        (src, str(r.get("label"))): r for src, r in rows(results) if r.get("ok") and ("rtt_ms" in r or r.get("lost"))
+    }
 
 
 def suspects(results: Results) -> set[Link]:
@@ -169,16 +175,11 @@ def line(results: Results) -> str:
     links = measured(results)
     if links:
         med = medians(list(links.values()))
-        text += f"; median of {len(links)} measured: {med['rtt_ms']:.2f} ms, {med['up_mbps']:g}/{med['down_mbps']:g} Mbit/s"
+        text += (
+            f"; median of {len(links)} measured: {med['rtt_ms']:.2f} ms, "
+            f"{mbps(med['up_mbps'])}/{mbps(med['down_mbps'])} Mbit/s"
+        )
     return text
-
-
-def outliers(values: dict[str, float], floor: float) -> tuple[float, list[str]]:
-    """(median, the keys FACTOR times and ``floor`` above it): --smoke's slow nodes."""
-    if len(values) < MIN_LINKS:
-        return (statistics.median(values.values()) if values else 0.0), []
-    med = statistics.median(values.values())
-    return med, [k for k, v in values.items() if v >= FACTOR * med and v - med >= floor]
 
 
 def by_label(nodes: Iterable[Node]) -> dict[str, Node]:

@@ -163,7 +163,11 @@ def _row(r: object) -> dict[str, Any] | None:
     out = {k: clip(v, 256) if isinstance(v, str) else v for k, v in r.items() if k in ROW}
     for k, t in FIGURES.items():
         v = r.get(k)
-        if isinstance(v, bool) if t is bool else isinstance(v, (int, float)) and type(v) is not bool and math.isfinite(v):
+        if (
+            isinstance(v, bool)
+            if t is bool
+            else isinstance(v, (int, float)) and type(v) is not bool and math.isfinite(v)
+        ):
             out[k] = v
     got = r.get("retrans")
     if isinstance(got, list) and len(got) == 2 and all(type(x) is int and 0 <= x < 1 << 32 for x in got):

@@ -33,7 +33,7 @@ def one(n: int) -> dict[str, Any]:
 
     async def probe_round(plans: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         got = await asyncio.gather(*(asyncio.to_thread(probe.probe, t, probe.TIMEOUT_S) for t in plans.values()))
-        return dict(zip(plans, got))
+        return dict(zip(plans, got, strict=True))
 
     try:
         t0 = time.monotonic()

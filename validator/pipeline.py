@@ -219,13 +219,13 @@ async def _scan_ssh(
         async def listen(addrs: dict[str, str], lifetime: float) -> dict[str, dict[str, Any]]:
             return await fleet.listen_all(addrs, opts.python, lifetime)
 
-        async def probe(plans: dict[str, list[list[Any]]]) -> dict[str, Any]:
-            try:
-                return dict(await fleet.probe_all(plans, opts.python, opts.net_timeout))
-            finally:
-                await fleet.stop_listeners()
+        async def probe(plans: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+            return dict(await fleet.probe_all(plans, opts.python, opts.net_timeout))
 
-        return (*await _net_check(hosts, gathered, opts, profile, note, listen, probe), fleet.warnings)
+        try:
+            return (*await _net_check(hosts, gathered, opts, profile, note, listen, probe), fleet.warnings)
+        finally:
+            await fleet.stop_listeners()
 
 
 async def _scan_slurm(
@@ -244,13 +244,14 @@ async def _scan_slurm(
         step.append(proc)
         return listening
 
-    async def probe(plans: dict[str, list[list[Any]]]) -> dict[str, Any]:
-        try:
-            return dict(await slurm.probe_all(plans, opts.python, opts.net_timeout))
-        finally:
-            await slurm.stop(step[0])
+    async def probe(plans: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+        return dict(await slurm.probe_all(plans, opts.python, opts.net_timeout))
 
-    return (*await _net_check(hosts, gathered, opts, profile, note, listen, probe), [])
+    try:
+        return (*await _net_check(hosts, gathered, opts, profile, note, listen, probe), [])
+    finally:
+        if step:
+            await slurm.stop(step[0])
 
 
 async def _net_check(
@@ -260,25 +261,26 @@ async def _net_check(
     profile: Profile | None,
     note: Note,
     listen: Callable[[dict[str, str], float], Awaitable[dict[str, dict[str, Any]]]],
-    probe: Callable[[dict[str, list[list[Any]]]], Awaitable[dict[str, Any]]],
+    probe: Callable[[dict[str, list[dict[str, Any]]]], Awaitable[dict[str, Any]]],
 ) -> NetOutcome:
-    """Listen on every node's chosen address, probe along the ring and from the first node:
-    (summary, NET1xx findings). The ring follows the target order (node rank order)."""
-    from validator.checks import netcheck
+    """Listen on every node's chosen address, probe and measure along the rings (validator/
+    netcheck/): (summary, NET1xx findings). The rings follow the target order (node rank order)."""
+    from validator.facts.network import uses_nccl
+    from validator.netcheck import rounds
 
-    loaded = [_to_facts(h, r) for h in hosts if isinstance(r := gathered.get(h), dict)]
-    addrs = _net_addrs([f for f in loaded if not isinstance(f, str)], profile)
-    if len(addrs) < 2:
+    loaded = [f for h in hosts if isinstance(r := gathered.get(h), dict) and not isinstance(f := _to_facts(h, r), str)]
+    nodes = rounds.nodes(loaded, uses_nccl(loaded, profile.gpus_per_node if profile else None))
+    if len(nodes) < 2:
         note("net check skipped: fewer than two nodes with an address to probe")
         return None, []
-    note(f"net check: listening on {len(addrs)} nodes")
-    lifetime = opts.net_timeout * (len(addrs) // 64 + 4) + opts.timeout + 60
-    listening = await listen(addrs, lifetime)
-    plans = _net_plans([h for h in addrs if "port" in listening[h]], addrs, listening)
-    results = await probe(plans)
-    made = [r for res in results.values() if isinstance(res, list) for r in res]
-    summary = {"nodes": len(addrs), "probes": len(made), "failed": sum(1 for r in made if not r.get("ok"))}
-    return summary, netcheck.findings(addrs, listening, plans, results)
+    note(f"net check: listening on {len(nodes)} nodes")
+    lifetime = opts.net_timeout * (len(nodes) // 64 + 4) + opts.timeout + 60
+    listening = await listen({n.label: str(n.addr) for n in nodes}, lifetime)
+    for n in nodes:
+        got = listening[n.label]
+        n.port, n.token, n.error, n.bind = got.get("port"), got.get("token"), got.get("error"), bool(got.get("bind"))
+    outcome = await rounds.run(nodes, probe)
+    return outcome.counts, outcome.findings
 
 
 def _to_facts(host: str, raw: dict[str, Any]) -> Facts | str:
@@ -289,27 +291,6 @@ def _to_facts(host: str, raw: dict[str, Any]) -> Facts | str:
         return str(e)
     facts["host"] = host
     return facts
-
-
-def _net_addrs(facts: list[Facts], profile: Profile | None) -> dict[str, str]:
-    """host -> the address NCCL (GPU jobs) or Gloo (CPU jobs) would use there."""
-    from validator.checks.base import Job
-
-    lib = "nccl" if Job(facts, profile, "scan").uses_gpus else "gloo"
-    return {f["host"]: str(f["network"][lib]["addr"]) for f in facts if f["network"][lib]["addr"]}  # type: ignore[literal-required]
-
-
-def _net_plans(
-    order: list[str], addrs: dict[str, str], listening: dict[str, dict[str, Any]]
-) -> dict[str, list[list[Any]]]:
-    """Each node is probed by its ring predecessor, and every node by the first one."""
-    plans: dict[str, list[list[Any]]] = {h: [] for h in order}
-    for i, src in enumerate(order):
-        dests = [order[(i + 1) % len(order)]] if i else [d for d in order if d != src]
-        for dest in dests:
-            if dest != src:
-                plans[src].append([dest, addrs[dest], listening[dest]["port"], listening[dest]["token"]])
-    return plans
 
 
 def scan(opts: ScanOptions) -> ScanResult:

@@ -68,8 +68,8 @@ def test_net_check_names_the_host_whose_nccl_address_is_unreachable(odd_hosts: O
     unreachable = next(f for f in run.doc["findings"] if f["code"] == "NET101")
     assert "172.18.0.1" in unreachable["message"]
     assert {h.split(" -> ")[0] for h in unreachable["message"].split(": ")[1].split(", ")} == {
-        odd_hosts.names[0],  # the first node probes everyone
-        odd_hosts.names[2],  # the ring neighbour before it
+        odd_hosts.names[1],  # its neighbour on ring 2 (stride 2 of 4)
+        odd_hosts.names[2],  # its neighbour on ring 1
     }
     assert run.rc == 1 and run.doc["drain"] == [odd]
 

@@ -294,21 +294,10 @@ class Job:
 
     @cached_property
     def uses_gpus(self) -> bool:
-        """A GPU job: some node has GPUs, or the job asks for them (NCCL settings,
-        CUDA_VISIBLE_DEVICES, a profile). Otherwise GPU checks stay silent (a CPU/gloo job)."""
-        if self.profile and self.profile.gpus_per_node:
-            return True
-        for f in self.facts:
-            cvd = f["env"].get("CUDA_VISIBLE_DEVICES")
-            # "" or "-1" hides every GPU: that asks for a CPU job, not a GPU one
-            if f["gpus"]["devices"] or (cvd is not None and cvd.strip() and not cvd.strip().startswith("-")):
-                return True
-            if any(k.startswith("NCCL_") for k in f["env"]):
-                return True
-            cmd = f["launch"]["command"]
-            if cmd and any("nccl" in a.lower() for a in cmd["argv"]):
-                return True
-        return False
+        """A GPU job (``facts.network.uses_nccl``): otherwise GPU checks stay silent (a CPU/gloo job)."""
+        from validator.facts.network import uses_nccl
+
+        return uses_nccl(self.facts, self.profile.gpus_per_node if self.profile else None)
 
     def who(self, members: list[int]) -> str:
         """``node rank 1 on vm`` for one participant, folded hosts for several."""

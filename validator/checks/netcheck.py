@@ -1,28 +1,28 @@
-"""NET1xx: findings of `validator scan --net-check`, which listens on each node's chosen address
-and connects to it from the node's ring neighbour and from the first node.
+"""NET1xx: findings of the net check (`validator scan --net-check`, `validator preflight
+--net-check`), which listens on each node's chosen address, connects
+and measures along two rings (validator/netcheck/).
 
-These are not checks over facts (the facts cannot tell whether packets get through): the scan
-pipeline runs the probes and ``findings`` turns their results into findings. The ``Check``
-objects below carry the codes' documentation for `validator explain` and docs/checks/.
+These are not checks over facts (the facts cannot tell whether packets get through): the net
+check runs the probes and ``validator.netcheck.verdict`` turns their results into findings. The
+``Check`` objects below carry the codes' documentation for `validator explain` and docs/checks/.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from validator.checks.base import Check, Hit, Job, check
-from validator.model import Finding, Severity
-from validator.targets import fold_hosts
+from validator.model import Severity
 
 VERIFY = "nc -zv ADDR PORT   # from the named source node, while `nc -l ADDR PORT` runs on the destination"
 
 
 @check("NET101", Severity.ERROR, "Node unreachable on the address NCCL would use")
 def unreachable_pair(job: Job) -> Iterator[Hit]:
-    """A TCP connection from the node's ring neighbour (and from the first node) to a listener on
-    the address NCCL (GPU jobs) or Gloo (CPU jobs) would use on that node gets through, and
-    reaches that listener.
+    """A TCP connection from the node's neighbours on two rings (and from the others to the first
+    node) to a listener on the address NCCL (GPU jobs) or Gloo (CPU jobs) would use on that node
+    gets through, and reaches that listener. (`validator preflight --net-check` reported this as
+    PRE005 in 0.1.0; PRE005 is retired in favour of NET101.)
 
     NCCL's bootstrap and ring connect every rank to its neighbours over these addresses; a
     firewall, a missing route, a wrong subnet or an address that only exists inside a container
@@ -59,75 +59,36 @@ def not_checked(job: Job) -> Iterator[Hit]:
     return iter(())
 
 
-CODES: dict[str, Check] = {c.code: c for c in (unreachable_pair, cannot_listen, not_checked)}
+@check("NET104", Severity.WARNING, "Slow or lossy link between two nodes")
+def slow_link(job: Job) -> Iterator[Hit]:
+    """Each measured link (a node and its neighbours on two rings, over the address NCCL or Gloo
+    would use) is within 3x of the median link in latency (5 small round trips) and in
+    throughput each way (up to 4 MB, at most 0.5 s per direction), and retransmits no more than
+    2% of its segments. A link that is not is measured again before it is named.
+
+    A collective runs at the pace of its slowest link: one degraded cable, a port negotiated
+    down, a congested uplink or a mis-set MTU slows every step of the job, with nothing in
+    its logs. The finding gives the link's figures and the median.
+
+    Look at both ends' interface counters (`ip -s link`, `ethtool -S`) and the switch port; rerun
+    the net check after reseating or replacing the cable.
+    """
+    return iter(())
 
 
-def _finding(chk: Check, message: str, hosts: list[str], expected: str, actual: str, fix: str) -> Finding:
-    return chk.finding(message, hosts=hosts, expected=expected, actual=actual, fix=fix, verify=VERIFY)
+@check("NET105", Severity.WARNING, "Slow node: every measured link of the node is slow")
+def slow_node(job: Job) -> Iterator[Hit]:
+    """No node has all of its measured links (two neighbours on each of two rings) slow or lossy
+    by NET104's measure.
+
+    When every link of one node is slow, whichever peer it talks to, the node is the cause (its
+    NIC, its driver, its CPU under load, a rate limit on its port), not one cable: every
+    collective of the job waits for it. The finding gives the node's figures and the median.
+
+    Drain the node, or look at its NIC (`ethtool`, `ip -s link`), its load and its port's
+    configuration; rerun the net check.
+    """
+    return iter(())
 
 
-def findings(
-    addrs: dict[str, str],
-    listening: dict[str, dict[str, Any]],
-    plans: dict[str, list[list[Any]]],
-    results: dict[str, list[dict[str, Any]] | str],
-) -> list[Finding]:
-    """Findings from the net check: ``addrs`` host -> chosen address; ``listening`` host ->
-    {"port", "token"} or {"error", "bind"}; ``plans`` prober -> [[dest, addr, port, token]];
-    ``results`` prober -> [{"label", "ok", "error"}] or why the prober did not run."""
-    out: list[Finding] = []
-    not_run: dict[str, list[str]] = {}
-    for host, info in listening.items():
-        if "error" not in info:
-            continue
-        if info.get("bind"):
-            out.append(
-                _finding(
-                    cannot_listen,
-                    f"cannot listen on {addrs.get(host)}: {info['error']}",
-                    [host],
-                    "a bindable address",
-                    str(info["error"]),
-                    "make sure the chosen interface has this address, or pin NCCL_SOCKET_IFNAME",
-                )
-            )
-        else:
-            not_run.setdefault(f"listener: {info['error']}", []).append(host)
-    failed: dict[str, list[tuple[str, str]]] = {}  # destination -> [(source, error)]
-    probed_from: dict[str, set[str]] = {}
-    for source, res in results.items():
-        if isinstance(res, str):
-            not_run.setdefault(f"prober: {res}", []).append(source)
-            continue
-        for r in res:
-            dest = str(r.get("label"))
-            probed_from.setdefault(dest, set()).add(source)
-            if not r.get("ok"):
-                failed.setdefault(dest, []).append((source, str(r.get("error"))))
-    for dest, fails in failed.items():
-        sources = [s for s, _ in fails]
-        everyone = set(sources) >= probed_from.get(dest, set())
-        pairs = ", ".join(f"{s} -> {dest}" for s in sources)
-        out.append(
-            _finding(
-                unreachable_pair,
-                f"{dest} ({addrs.get(dest)}) cannot be reached: {pairs}: {fails[0][1]}"
-                + ("" if everyone else " (other nodes get through: look at the named source's routes and firewall)"),
-                [dest] if everyone else [*sources, dest],
-                "connects from every peer",
-                f"unreachable from {fold_hosts(sources)}",
-                "open the ports between the nodes, fix the route, or pin NCCL_SOCKET_IFNAME to the cluster interface",
-            )
-        )
-    for why, hosts in not_run.items():
-        out.append(
-            _finding(
-                not_checked,
-                why,
-                sorted(set(hosts)),
-                "listener and prober ran",
-                why.split(":", 1)[0] + " failed",
-                "rerun with --net-check; check the node's load and sshd MaxSessions",
-            )
-        )
-    return out
+CODES: dict[str, Check] = {c.code: c for c in (unreachable_pair, cannot_listen, not_checked, slow_link, slow_node)}

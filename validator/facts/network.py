@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from validator.model import Interface, MasterFacts, Selection
+from validator.model import Facts, Interface, MasterFacts, Selection
 
 # Kinds whose addresses other nodes cannot reach (container/VM bridges, tunnels, overlays). Not
 # veth (a Kubernetes pod's eth0 is one), bond (the cluster NIC itself), macvlan/ipvlan (secondary
@@ -183,6 +183,32 @@ def nccl_select(interfaces: list[Interface], env: dict[str, str], nccl_version: 
         "default",
         "no interface with an IP address: NCCL fails with 'Bootstrap : no socket interface found'",
     )
+
+
+def uses_nccl(facts: list[Facts], gpus_per_node: int | None = None) -> bool:
+    """The job communicates over NCCL (a GPU job): some node has GPUs, or the job asks for them
+    (NCCL settings, CUDA_VISIBLE_DEVICES, ``nccl`` on the command line, a profile's GPUs per node);
+    otherwise over Gloo. The one rule for the checks, the scan's and the preflight's net check."""
+    if gpus_per_node:
+        return True
+    for f in facts:
+        cvd = f["env"].get("CUDA_VISIBLE_DEVICES")
+        # "" or "-1" hides every GPU: that asks for a CPU job, not a GPU one
+        if f["gpus"]["devices"] or (cvd is not None and cvd.strip() and not cvd.strip().startswith("-")):
+            return True
+        if any(k.startswith("NCCL_") for k in f["env"]):
+            return True
+        cmd = f["launch"]["command"]
+        if cmd and any("nccl" in a.lower() for a in cmd["argv"]):
+            return True
+    return False
+
+
+def chosen(facts: Facts, nccl: bool) -> tuple[str | None, str | None]:
+    """(address without prefix, interface) that NCCL (``nccl``) or Gloo would use on this node."""
+    sel = facts["network"]["nccl" if nccl else "gloo"]
+    addr = sel["addr"]
+    return (addr.split("/", 1)[0] if addr else None), next(iter(sel["ifaces"]), None)
 
 
 def gloo_select(

@@ -25,7 +25,7 @@ BODY_RATE = 1 << 20  # bytes/s a facts body must at least arrive at, after the h
 class Arrival:
     facts: Facts
     conn: Connection | None  # None: the coordinator's own facts
-    listen: list[Any] | None = None  # [ip, port, interface] of the participant's net-check listener
+    listen: dict[str, Any] | None = None  # the participant's net-check listener: {"port", "token", "addrs"}
     token: str = ""  # the participant's per-process token: only its holder may replace this arrival
     size: int = 0  # bytes of its facts on the wire, counted in the coordinator's FACTS_BUDGET
 

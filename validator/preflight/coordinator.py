@@ -25,7 +25,7 @@ from validator.preflight import refusals as rf
 from validator.preflight.connection import Arrival, Connection
 
 CLOSE_WAIT_S = 3.0  # how long we let clients close first after the verdict (TIME_WAIT on their side)
-NET_ROUND_S = 15.0  # --net-check: how long the ring probes may take in all
+NET_ROUND_S = 15.0  # --net-check: how long one round of probes may take in all
 FACTS_BUDGET = 16 << 20  # accepted facts bytes kept, plus FACTS_EACH per expected participant
 FACTS_EACH = 64 << 10
 QUIET_S = 0.5  # after arrivals stop this long, look for a failure no late arrival can fix
@@ -136,7 +136,7 @@ class Coordinator:
         secret: bytes | None,
         timeout: float,
         max_connections: int | None = None,
-        own_listen: list[Any] | None = None,
+        own_listen: dict[str, Any] | None = None,
         net_check: bool = False,
     ) -> None:
         self.expect = expect
@@ -270,31 +270,62 @@ class Coordinator:
             if conn.state in ("header", "body"):
                 conn.refuse("still sending at the deadline", tell=False)
 
-    async def net_round(
-        self, order: Callable[[Facts], Any]
-    ) -> dict[Any, tuple[str, list[Any] | None, list[dict[str, Any]]]]:
-        """Hand out ring targets, probe our own, and collect everyone's results (bounded)."""
-        from validator.preflight.netcheck import plan_ring, probe
+    async def check_network(self, order: Callable[[Facts], Any], gpus_per_node: int | None) -> Any:
+        """--net-check over the arrivals (validator/netcheck/): one node per host in rank order (each
+        participant when the whole job runs on one host); returns a ``rounds.Outcome``."""
+        from validator.facts.network import uses_nccl
+        from validator.netcheck import rounds
 
-        def rank_order(kv: tuple[tuple[str, int], Arrival]) -> tuple[int, int, str]:
-            k = order(kv[1].facts)
+        def rank_order(a: Arrival) -> tuple[int, int, str]:
+            k = order(a.facts)
             return (0, k, "") if isinstance(k, int) else (1, 0, str(k))
 
-        ranked = sorted(self.arrivals.items(), key=rank_order)
-        plan = plan_ring([(i, a.facts["host"], a.listen) for i, a in ranked])
+        ranked = sorted(self.arrivals.values(), key=rank_order)
+        per_host = list({a.facts["host"]: a for a in reversed(ranked)}.values())[::-1]
+        chosen = per_host if len(per_host) > 1 else ranked
+        by_label = {str(i): a for i, a in enumerate(chosen)}
+        nccl = uses_nccl([a.facts for a in ranked], gpus_per_node)
+        nodes = rounds.nodes([a.facts for a in chosen], nccl, list(by_label))
+        for n in nodes:
+            listen = by_label[n.label].listen
+            if listen is None:
+                n.error = "no listener (the participant could not open one)"
+            elif n.addr not in listen["addrs"]:
+                n.error, n.bind = f"{n.addr} could not be bound on the node", True
+            else:
+                n.port, n.token = listen["port"], listen["token"]
+
+        return await rounds.run(nodes, lambda plans: self.net_round(plans, by_label))
+
+    async def net_round(self, plans: dict[str, list[dict[str, Any]]], who: dict[str, Arrival]) -> dict[str, Any]:
+        """Hand out the targets (label -> targets; ``who``: label -> arrival), probe our own, collect
+        everyone's rows (bounded by NET_ROUND_S): label -> rows, or why there are none."""
+        from validator.netcheck.probe import TIMEOUT_S, probe
+
         loop = asyncio.get_running_loop()
-        waiting: dict[tuple[str, int], asyncio.Future[list[dict[str, Any]]]] = {}
-        for ident, a in ranked:
-            if a.conn is not None and a.conn.state == "registered" and a.listen is not None:
-                a.conn.results = waiting[ident] = loop.create_future()
-                a.conn.state = "probing"
-                a.conn.send({"type": "probe", "targets": plan.get(ident, [])})
-        results = {self.own_id: await asyncio.to_thread(probe, plan.get(self.own_id, []))}
+        waiting: dict[str, asyncio.Future[list[dict[str, Any]]]] = {}
+        results: dict[str, Any] = {}
+        own: tuple[str, list[dict[str, Any]]] | None = None
+        for label, targets in plans.items():
+            conn = who[label].conn
+            if conn is None:
+                own = label, targets
+            elif conn.state == "registered":
+                conn.results = waiting[label] = loop.create_future()
+                conn.state = "probing"
+                conn.send({"type": "probe", "targets": targets})
+            else:
+                results[label] = "the participant's connection closed before the net check"
+        if own:
+            results[own[0]] = await asyncio.to_thread(probe, own[1], TIMEOUT_S)
         if waiting:
             await asyncio.wait(list(waiting.values()), timeout=NET_ROUND_S)
-        for ident, fut in waiting.items():
-            results[ident] = fut.result() if fut.done() else []
-        return {i: (self.arrivals[i].facts["host"], self.arrivals[i].listen, rows) for i, rows in results.items()}
+        for label, fut in waiting.items():
+            results[label] = fut.result() if fut.done() else f"no probe results within {NET_ROUND_S:g} s"
+            conn = who[label].conn
+            if conn is not None and conn.state == "probing":
+                conn.state = "registered"  # late results are dropped; the verdict still reaches it
+        return results
 
     async def deliver(self, verdict: bytes, linger: bool) -> None:
         """Send the verdict to every participant still connected. With ``linger`` (a failure),

@@ -73,17 +73,16 @@ def strangers(job: Job) -> Iterator[Hit]:
     yield from ()
 
 
-@check("PRE005", Severity.ERROR, "Network check: peers cannot reach each other")
+@check("PRE005", Severity.ERROR, "Network check: peers cannot reach each other (retired: NET101)")
 def net_pair(job: Job) -> Iterator[Hit]:
-    """With --net-check, every node accepts a TCP connection on the address NCCL (or Gloo) would
-    use from its ring neighbour and from the master.
+    """Retired: `validator preflight --net-check` reports an unreachable pair as NET101 now, as
+    `validator scan --net-check` always did (one net check for both). PRE005 is no longer emitted;
+    the code keeps this meaning and is never reused.
 
-    NCCL's bootstrap and its socket transport connect every rank to its ring neighbours on those
-    addresses; a pair that cannot connect hangs the first collective (or init), long after the
-    rendezvous succeeded.
+    It meant: with --net-check, a node's ring neighbour or the master could not connect to the
+    address NCCL (or Gloo) would use on that node, which hangs the first collective.
 
-    Fix routing or firewalls between the named interfaces, or select another interface with
-    NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME.
+    See NET101 (`validator explain NET101`); rules that select or ignore PRE005 should name NET101.
     """
     yield from ()
 

@@ -22,6 +22,7 @@ from validator.preflight import protocol as wire
 VERDICT_GRACE_S = 30.0  # the coordinator's checks run after its deadline; allow for them at scale
 HELLO_S = 1.0  # our coordinator says hello as it accepts; silence this long is something else
 FOREIGN_TRIES = 3  # something else answers on the port this many times in a row: it is not going away
+PROBES_MAX = 8  # --net-check: targets a participant probes in one round (the planner gives it at most 3)
 UNRESOLVED_S = 5.0  # outside Kubernetes a name that does not resolve for this long will not
 
 
@@ -76,7 +77,7 @@ def _exchange(
     body: bytes,
     job_id: str,
     secret: bytes | None,
-    listen: list[Any] | None,
+    listen: dict[str, Any] | None,
     deadline: float,
     token: str,
 ) -> dict[str, Any] | str:
@@ -105,15 +106,15 @@ def _exchange(
         return _rejected(reply)
     if reply.get("type") != "ack":
         return f"unexpected {reply.get('type')!r}"
-    for _ in range(3):  # at most: probe (--net-check), verdict
+    for _ in range(4):  # at most: two rounds of probes (--net-check), verdict
         msg = wire.recv_msg(s, wire.MAX_VERDICT)
         if msg.get("type") == "verdict":
             return msg
         if msg.get("type") != "probe" or not isinstance(msg.get("targets"), list):
             return f"unexpected {msg.get('type')!r}"
-        from validator.preflight.netcheck import probe
+        from validator.netcheck.probe import TIMEOUT_S, probe
 
-        s.sendall(wire.encode({"type": "netcheck", "results": probe(msg["targets"])}))
+        s.sendall(wire.encode({"type": "netcheck", "results": probe(msg["targets"][:PROBES_MAX], TIMEOUT_S)}))
     return "no verdict"
 
 
@@ -142,7 +143,7 @@ def participate(
     job_id: str,
     secret: bytes | None,
     timeout: float,
-    listen: list[Any] | None = None,
+    listen: dict[str, Any] | None = None,
     patient: bool = False,
 ) -> Result:
     """Retry until the deadline; return the verdict, or what was tried. Gives up early on what
@@ -199,7 +200,7 @@ def _attempt(
     body: bytes,
     job_id: str,
     secret: bytes | None,
-    listen: list[Any] | None,
+    listen: dict[str, Any] | None,
     deadline: float,
     att: Attempts,
     token: str,

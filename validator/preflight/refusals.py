@@ -10,6 +10,7 @@ only and never change the exit code (``model.NEVER_FAILS``).
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -131,32 +132,50 @@ def token(value: object) -> str:
     return value
 
 
-def listener(value: object) -> list[Any] | None:
-    """The participant's net-check listener: [address, port, interface or null]."""
+def listener(value: object) -> dict[str, Any] | None:
+    """The participant's net-check listener: {"port", "token", "addrs": the addresses it bound}."""
     if value is None:
         return None
     if (
-        isinstance(value, list)
-        and len(value) == 3
-        and isinstance(value[0], str)
-        and len(value[0]) <= 64
-        and isinstance(value[1], int)
-        and 0 < value[1] < 65536
-        and (value[2] is None or (isinstance(value[2], str) and len(value[2]) <= 64))
+        isinstance(value, dict)
+        and set(value) == {"port", "token", "addrs"}
+        and type(value["port"]) is int
+        and 0 < value["port"] < 65536
+        and isinstance(value["token"], str)
+        and len(value["token"]) <= TOKEN_MAX
+        and isinstance(value["addrs"], list)
+        and len(value["addrs"]) <= 2
+        and all(isinstance(a, str) and len(a) <= 64 for a in value["addrs"])
     ):
         return value
     raise wire.ProtocolError(f"bad listener {wire.short(value)}")
 
 
-ROW: dict[str, type | tuple[type, ...]] = {"host": str, "addr": (str, type(None)), "port": (int, type(None)), "iface": (str, type(None)),
-       "role": str, "ok": bool, "error": (str, type(None)), "ms": (int, float)}  # fmt: skip
+NUMBER = (int, float)
+ROW: dict[str, type | tuple[type, ...]] = {"label": str, "ok": bool, "error": (str, type(None))}
+FIGURES: dict[str, type | tuple[type, ...]] = {"rtt_ms": NUMBER, "up_mbps": NUMBER, "down_mbps": NUMBER,
+                                               "up_bytes": int, "down_bytes": int, "lost": bool}  # fmt: skip
 
 
-def netcheck_rows(msg: dict[str, Any], limit: int = 4) -> list[dict[str, Any]]:
-    """A participant's probe results, keeping only well-formed rows with short strings."""
-    rows = msg.get("results") if msg.get("type") == "netcheck" else None
-    out = []
-    for r in rows[:limit] if isinstance(rows, list) else []:
-        if isinstance(r, dict) and all(isinstance(r.get(k), t) for k, t in ROW.items()):
-            out.append({k: clip(v, 256) if isinstance(v, str) else v for k, v in r.items() if k in ROW})
+def _row(r: object) -> dict[str, Any] | None:
+    if not isinstance(r, dict) or not all(isinstance(r.get(k), t) for k, t in ROW.items()):
+        return None
+    out = {k: clip(v, 256) if isinstance(v, str) else v for k, v in r.items() if k in ROW}
+    for k, t in FIGURES.items():
+        v = r.get(k)
+        if (
+            isinstance(v, bool)
+            if t is bool
+            else isinstance(v, (int, float)) and type(v) is not bool and math.isfinite(v)
+        ):
+            out[k] = v
+    got = r.get("retrans")
+    if isinstance(got, list) and len(got) == 2 and all(type(x) is int and 0 <= x < 1 << 32 for x in got):
+        out["retrans"] = got
     return out
+
+
+def netcheck_rows(msg: dict[str, Any], limit: int = 8) -> list[dict[str, Any]]:
+    """A participant's probe results, keeping only well-formed rows, short strings and figures."""
+    rows = msg.get("results") if msg.get("type") == "netcheck" else None
+    return [row for r in (rows[:limit] if isinstance(rows, list) else []) if (row := _row(r)) is not None]

@@ -20,7 +20,7 @@ from validator import pipeline
 from validator.agent.probe import port_owner
 from validator.errors import UserError
 from validator.model import Facts, Finding, Report
-from validator.preflight import k8s, netcheck
+from validator.preflight import k8s
 from validator.preflight import protocol as wire
 from validator.preflight.participant import Result, participate
 from validator.preflight.plan import (
@@ -96,7 +96,7 @@ class Gate:
 
 
 def coordinate(
-    opts: Options, p: Plan, facts: Facts, sock: Any, profile: Profile | None, listen: list[Any] | None
+    opts: Options, p: Plan, facts: Facts, sock: Any, profile: Profile | None, listen: dict[str, Any] | None
 ) -> int:
     """Gather, decide, print the report here, send it to everyone; returns the exit code."""
     import asyncio
@@ -112,9 +112,9 @@ def coordinate(
         notes = []
         net: list[Finding] = []
         if opts.net_check and gathered.complete:
-            results = await c.net_round(key(p))
-            net = netcheck.findings(results)
-            notes.append(netcheck.summary(results))
+            outcome = await c.check_network(key(p), profile.gpus_per_node if profile else None)
+            net = outcome.findings
+            notes.append(outcome.line)
         all_facts = [a.facts for a in gathered.arrivals]
         report = pipeline.check(all_facts, profile, codes(opts), context="preflight",
                                 outcomes=missing(p, all_facts, facts, gathered.seconds, c.early),
@@ -233,16 +233,31 @@ def execute(opts: Options) -> int:
     facts = pipeline.probe_local(opts.command or None, port_check=False)
     p = plan(opts, facts, profile)
     t0 = time.monotonic()
-    listener = netcheck.open_listener(facts) if opts.net_check else None
+    listener = open_listener(facts) if opts.net_check else None
     try:
-        return rendezvous(opts, p, facts, profile, listener.describe() if listener else None, t0)
+        desc = {"port": listener.port, "token": listener.token, "addrs": listener.bound} if listener else None
+        return rendezvous(opts, p, facts, profile, desc, t0)
     finally:
         if listener:
             listener.close()
 
 
+def open_listener(facts: Facts) -> Any:
+    """--net-check: listen on the addresses NCCL and Gloo would use here (the same port on both;
+    which one is probed is decided with everyone's facts); None when neither can be bound."""
+    from validator.facts.network import chosen
+    from validator.netcheck.probe import Listener
+
+    addrs = [a for nccl in (True, False) if (a := chosen(facts, nccl)[0])]
+    listener = Listener(addrs)
+    if not listener.socks:
+        listener.close()
+        return None
+    return listener
+
+
 def rendezvous(
-    opts: Options, p: Plan, facts: Facts, profile: Profile | None, listen: list[Any] | None, t0: float
+    opts: Options, p: Plan, facts: Facts, profile: Profile | None, listen: dict[str, Any] | None, t0: float
 ) -> int:
     if is_candidate(facts, p):
         from validator.preflight import coordinator as coord

@@ -263,7 +263,7 @@ async def listen_all(
 ) -> tuple[asyncio.subprocess.Process | None, dict[str, dict[str, Any]]]:
     """One step of listeners, one per node on its address; they run until ``stop`` (stdin
     closes) or ``lifetime``. node -> {"port", "token"} or {"error", "bind"}."""
-    from validator.transports import netprobe
+    from validator.netcheck import probe as netprobe
 
     program = bootstrap(lifetime, Path(netprobe.__file__).read_text())
     nodes = list(addrs)
@@ -294,10 +294,10 @@ async def listen_all(
 
 
 async def probe_all(
-    plans: dict[str, list[list[Any]]], python: str, per_probe: float
+    plans: dict[str, list[dict[str, Any]]], python: str, per_probe: float
 ) -> dict[str, list[dict[str, Any]] | str]:
     """One step of probers; each node picks its targets from the plan on stdin."""
-    from validator.transports import netprobe
+    from validator.netcheck import probe as netprobe
 
     nodes = [n for n, targets in plans.items() if targets]
     if not nodes:

@@ -318,7 +318,7 @@ class Fleet:
         """Start a listener on each host's address over its open connection: host -> {"port",
         "token"}, or {"error", "bind"} (bind: the address itself is the problem). Listeners live
         until ``stop_listeners``, at most ``lifetime`` seconds."""
-        from validator.transports import netprobe
+        from validator.netcheck import probe as netprobe
 
         program = bootstrap(lifetime, Path(netprobe.__file__).read_text())
         limit = self.opts.command_timeout
@@ -354,16 +354,16 @@ class Fleet:
         return dict(await asyncio.gather(*(one(h, a) for h, a in addrs.items())))
 
     async def probe_all(
-        self, plans: dict[str, list[list[Any]]], python: str, per_probe: float
+        self, plans: dict[str, list[dict[str, Any]]], python: str, per_probe: float
     ) -> dict[str, list[dict[str, Any]] | str]:
         """Run the prober on each host with its targets: host -> results, or why there are none."""
         import json
 
-        from validator.transports import netprobe
+        from validator.netcheck import probe as netprobe
 
         program = bootstrap(per_probe * 4 + 30, Path(netprobe.__file__).read_text())
 
-        async def one(host: str, targets: list[list[Any]]) -> tuple[str, list[dict[str, Any]] | str]:
+        async def one(host: str, targets: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]] | str]:
             conn = self.conns.get(host)
             if conn is None:
                 return host, "no open SSH connection to the host"

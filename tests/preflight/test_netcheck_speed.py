@@ -1,0 +1,103 @@
+"""--net-check names a slow node and a slow link (NET105, NET104) between four real hosts
+(network namespaces on one bridge), and stays silent on a healthy ring.
+
+Rates are throttled with `tc` (tbf and htb, which this kernel has). Delay and loss cannot be
+injected here: the kernel has no netem (`tc qdisc add ... netem` fails with "Specified qdisc kind
+is unknown") and no iptables/nft, so latency and loss findings are tested only on recorded rows
+(tests/unit/test_netcheck.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import NetnsHosts, free_port
+from tests.preflight.conftest import base_env
+from validator.targets import expand
+
+pytestmark = [pytest.mark.root]
+
+
+def net_check(h: NetnsHosts, tmp_path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """All four hosts run `validator preflight --net-check`; (exit code, report) of each."""
+    port = free_port()
+    procs = []
+    for i in range(4):
+        env = base_env(RANK=str(i), LOCAL_RANK="0", WORLD_SIZE="4", GROUP_RANK=str(i),
+                       MASTER_ADDR=h.addrs[0], MASTER_PORT=str(port))  # fmt: skip
+        out = tmp_path / f"net-{port}-{i}.json"
+        cmd = h.exec(i, sys.executable, "-m", "validator", "preflight", "--net-check", "--timeout", "30",
+                     "--output", str(out))  # fmt: skip
+        procs.append((subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), out))
+    results = []
+    for proc, out in procs:
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        assert out.exists(), err[-2000:]
+        results.append((proc.returncode, json.loads(out.read_text())))
+    return results
+
+
+def speed(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for f in report["findings"]:
+        if f["code"] in ("NET101", "NET104", "NET105"):
+            found.setdefault(f["code"], []).append(f)
+    return found
+
+
+@contextmanager
+def tc(ns: str, *commands: list[str]) -> Iterator[None]:
+    """Shape eth0's egress in namespace ``ns`` for the duration; the root qdisc is removed after."""
+    try:
+        for c in commands:
+            subprocess.run(["tc", "-n", ns, *c], check=True, capture_output=True)
+        yield
+    finally:
+        subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", "eth0", "root"], check=False, capture_output=True)
+
+
+def test_healthy_ring_is_silent(netns_hosts: NetnsHosts, tmp_path: Path) -> None:
+    runs = net_check(netns_hosts, tmp_path)
+    assert [rc for rc, _ in runs] == [0, 0, 0, 0], runs[0][1]["findings"]
+    assert speed(runs[0][1]) == {}
+
+
+def test_a_throttled_host_is_named_as_the_node(netns_hosts: NetnsHosts, tmp_path: Path) -> None:
+    h = netns_hosts
+    slow = ["qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "1mbit", "burst", "32kbit", "latency", "400ms"]
+    with tc(h.names[2], slow):
+        runs = net_check(h, tmp_path)
+    found = speed(runs[0][1])
+    assert list(found) == ["NET105"], runs[0][1]["findings"]
+    (node,) = found["NET105"]
+    assert node["hosts"] == h.names[2]
+    assert "measured twice" in node["message"] and "median" in node["message"]
+    assert all(rc == 0 for rc, _ in runs)  # a warning: the job may still run, slowly
+
+
+def test_one_throttled_link_is_named_as_the_pair(netns_hosts: NetnsHosts, tmp_path: Path) -> None:
+    h = netns_hosts
+    # host 0 sends slowly to host 1 only: an htb class at 1 Mbit/s for that destination
+    with tc(h.names[0],
+            ["qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "20"],
+            ["class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", "1mbit", "burst", "32kbit"],
+            ["class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", "10gbit"],
+            ["filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "u32", "match", "ip", "dst",
+             f"{h.addrs[1]}/32", "flowid", "1:10"]):  # fmt: skip
+        runs = net_check(h, tmp_path)
+    found = speed(runs[0][1])
+    assert list(found) == ["NET104"], runs[0][1]["findings"]
+    (link,) = found["NET104"]
+    assert set(expand(link["hosts"])) == {h.names[0], h.names[1]}
+    assert "out " in link["actual"] or "back " in link["actual"]

@@ -1,0 +1,322 @@
+"""The net check's two ends, on the nodes. Standard library only and self-contained: scan sends
+this source to ``python3 -c`` like the agent; a preflight participant imports it.
+
+    probe.py listen ADDR      bind ADDR on a free port, print {"port", "token"} (or {"error"}),
+                              serve until stdin closes
+    probe.py probe TIMEOUT    stdin: [{"label", "addr", "port", "token", "measure"}, ...]; probe
+                              each (in parallel), print {"results": [...]} on one line
+
+ADDR may be a JSON object and stdin's list may be wrapped in one, keyed by node name: in a SLURM
+step every task receives the same input and picks its own entry (SLURMD_NODENAME).
+
+A connection to a listener first reads its token (a line): that proves the prober reached this
+listener, not whatever else holds the port. Then, on a measured link, the prober asks for
+``p`` (one-byte echo: a round trip, PINGS times), ``u`` (it sends up to BULK_BYTES for at most
+BULK_S; the listener reports what it received and over how long) and, on a second connection,
+``d`` (the listener sends, the prober times what arrives). Every request is bounded in size and
+time: whatever connects is a stranger until it has the token, and even then it cannot ask for
+more than BULK_BYTES or BULK_S.
+"""
+
+from __future__ import annotations
+
+import binascii
+import contextlib
+import json
+import os
+import select
+import socket
+import struct
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+PROBE_THREADS = 64
+TIMEOUT_S = 3.0  # connect and answer timeout of one probe (scan: --net-timeout)
+PINGS = 5  # small round trips per measured link; the median is the link's latency
+BULK_BYTES = 4 << 20  # per direction and link
+BULK_S = 0.5  # per direction and link, whatever BULK_BYTES would take
+CHUNK = 64 << 10
+IDLE_S = 5.0  # a connection that says nothing this long is dropped
+SERVING_MAX = 64  # connections served at once; more get the token only
+REQ = struct.Struct(">cII")  # request: kind, bytes wanted, milliseconds allowed
+REPORT = struct.Struct(">QI")  # upload report: bytes received, microseconds from first to last
+NODE = os.environ.get("SLURMD_NODENAME", "")  # names the output in a SLURM step
+ZEROS = memoryview(bytes(CHUNK))
+
+
+def mine(value: Any) -> Any:
+    """This node's entry of a per-node map (SLURM steps), or the value itself."""
+    if isinstance(value, dict):
+        return value.get(os.environ.get("SLURMD_NODENAME", ""), value.get("*"))
+    return value
+
+
+class Listener:
+    """Listens on one port of each given address (the same port on all) until closed."""
+
+    def __init__(self, addrs: list[str], lifetime: float = 3600.0) -> None:
+        self.token = binascii.hexlify(os.urandom(8)).decode()
+        self.socks: list[socket.socket] = []
+        self.errors: dict[str, str] = {}
+        self.port = 0
+        for addr in dict.fromkeys(a.split("/", 1)[0] for a in addrs):
+            try:
+                self.socks.append(self._bind(addr))
+            except OSError as e:
+                self.errors[addr] = f"cannot listen on {addr}: {e.strerror or e}"
+        self.bound = [s.getsockname()[0] for s in self.socks]
+        self.deadline = time.monotonic() + lifetime
+        self.slots = threading.BoundedSemaphore(SERVING_MAX)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _bind(self, addr: str) -> socket.socket:
+        s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind((addr, self.port))
+            s.listen(4096)
+        except OSError:
+            s.close()
+            raise
+        self.port = self.port or int(s.getsockname()[1])
+        return s
+
+    def _serve(self) -> None:
+        while not self.stop.is_set() and time.monotonic() < self.deadline and self.socks:
+            try:
+                ready, _, _ = select.select(self.socks, [], [], 0.2)
+            except (OSError, ValueError):
+                return
+            for s in ready:
+                try:
+                    conn, _ = s.accept()
+                except OSError:
+                    continue
+                if self.slots.acquire(blocking=False):
+                    threading.Thread(target=self._one, args=(conn, True), daemon=True).start()
+                else:
+                    self._one(conn, False)
+
+    def _one(self, conn: socket.socket, serve: bool) -> None:
+        try:
+            conn.settimeout(IDLE_S)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn.sendall(self.token.encode() + b"\n")
+            while serve:
+                req = _read(conn, REQ.size)
+                if req is None:
+                    break
+                kind, want, ms = REQ.unpack(req)
+                want, cap = min(want, BULK_BYTES), min(ms, int(BULK_S * 1000)) / 1000
+                if kind == b"p":
+                    conn.sendall(b"p")
+                elif kind == b"u":
+                    got, secs = _drain(conn, want, cap)
+                    conn.sendall(REPORT.pack(got, int(secs * 1e6)))
+                elif kind == b"d":
+                    _pour(conn, want, cap)
+                    break
+                else:
+                    break
+        except OSError:
+            pass
+        finally:
+            conn.close()
+            if serve:
+                self.slots.release()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(1.0)
+        for s in self.socks:
+            s.close()
+
+
+def _read(s: socket.socket, n: int) -> bytes | None:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def _drain(s: socket.socket, want: int, cap: float) -> tuple[int, float]:
+    """Receive up to ``want`` bytes for at most ``cap`` seconds after the first: (bytes, seconds)."""
+    got, first, last = 0, 0.0, 0.0
+    buf = bytearray(CHUNK)
+    while got < want:
+        s.settimeout(max(0.01, first + cap - time.monotonic()) if first else IDLE_S)
+        try:
+            n = s.recv_into(buf, min(CHUNK, want - got))
+        except TimeoutError:
+            break
+        if not n:
+            break
+        last = time.monotonic()
+        first = first or last
+        got += n
+        if last - first >= cap:
+            break
+    s.settimeout(IDLE_S)
+    return got, last - first
+
+
+def _pour(s: socket.socket, want: int, cap: float) -> int:
+    """Send up to ``want`` bytes for at most ``cap`` seconds; bytes sent."""
+    sent, end = 0, time.monotonic() + cap
+    while sent < want and time.monotonic() < end:
+        s.settimeout(max(0.01, end - time.monotonic()))
+        try:
+            sent += s.send(ZEROS[: min(CHUNK, want - sent)])
+        except TimeoutError:
+            break
+    return sent
+
+
+def _retrans(s: socket.socket) -> tuple[int, int] | None:
+    """(segments retransmitted, segments sent) of a connection, from Linux's TCP_INFO."""
+    try:
+        info = s.getsockopt(socket.IPPROTO_TCP, getattr(socket, "TCP_INFO", 11), 256)
+    except OSError:
+        return None
+    if len(info) < 140:
+        return None
+    return struct.unpack_from("I", info, 100)[0], struct.unpack_from("I", info, 136)[0]
+
+
+def _abort(s: socket.socket) -> None:
+    """Close at once (RST), dropping what is still queued: a slow link must not hold us."""
+    with contextlib.suppress(OSError):
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+
+
+def _connect(host: str, port: int, token: str, timeout: float) -> socket.socket:
+    s = socket.create_connection((host, port), timeout=timeout)
+    try:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        got = b""
+        while not got.endswith(b"\n") and len(got) < 64:  # bounded read of one short line
+            chunk = s.recv(64)
+            if not chunk:
+                break
+            got += chunk
+        if got.decode(errors="replace").strip() != token:
+            raise LookupError("answered, but not with the listener's token (another service?)")
+    except BaseException:
+        s.close()
+        raise
+    return s
+
+
+def measure(host: str, port: int, token: str, timeout: float) -> dict[str, Any]:
+    """Latency and both directions' throughput of one link (the token is already proven)."""
+    s = _connect(host, port, token, timeout)
+    try:
+        rtts = []
+        for _ in range(PINGS):
+            t0 = time.monotonic()
+            s.sendall(REQ.pack(b"p", 0, 0))
+            if _read(s, 1) != b"p":
+                raise ConnectionError("the listener stopped answering")
+            rtts.append(time.monotonic() - t0)
+        s.sendall(REQ.pack(b"u", BULK_BYTES, int(BULK_S * 1000)))
+        sent, report, end = 0, b"", time.monotonic() + BULK_S + timeout
+        while len(report) < REPORT.size and time.monotonic() < end:
+            readable, writable, _ = select.select([s], [s] if sent < BULK_BYTES else [], [], 0.1)
+            if readable:
+                chunk = s.recv(REPORT.size - len(report))
+                if not chunk:
+                    raise ConnectionError("the connection closed during the transfer")
+                report += chunk
+            elif writable:
+                s.setblocking(False)
+                try:
+                    sent += s.send(ZEROS[: min(CHUNK, BULK_BYTES - sent)])
+                except BlockingIOError:
+                    pass
+                finally:
+                    s.settimeout(timeout)
+        if len(report) < REPORT.size:
+            raise TimeoutError(f"no transfer report within {BULK_S + timeout:g} s")
+        got, usecs = REPORT.unpack(report)
+        loss = _retrans(s)
+    finally:
+        _abort(s)
+    s = _connect(host, port, token, timeout)
+    try:
+        s.sendall(REQ.pack(b"d", BULK_BYTES, int(BULK_S * 1000)))
+        down, down_s = _drain(s, BULK_BYTES, BULK_S)
+    finally:
+        _abort(s)
+    return {
+        "rtt_ms": round(sorted(rtts)[len(rtts) // 2] * 1000, 3),
+        "up_mbps": round(got * 8 / max(usecs / 1e6, 1e-4) / 1e6, 1),
+        "down_mbps": round(down * 8 / max(down_s, 1e-4) / 1e6, 1),
+        "up_bytes": got,
+        "down_bytes": down,
+        "retrans": list(loss) if loss else None,
+    }
+
+
+def probe_one(target: dict[str, Any], timeout: float) -> dict[str, Any]:
+    out: dict[str, Any] = {"label": str(target.get("label"))[:64], "ok": False, "error": None}
+    host, port = str(target.get("addr") or "").split("/", 1)[0], target.get("port")
+    if not isinstance(port, int) or not 0 < port < 65536 or not host:
+        out["error"] = f"no listener address for {out['label']}"
+        return out
+    try:
+        _connect(host, port, str(target.get("token")), timeout).close()
+        out["ok"] = True
+        if target.get("measure"):
+            out.update(measure(host, port, str(target.get("token")), timeout))
+    except LookupError as e:
+        out["error"] = f"{host}:{port} {e}"
+    except TimeoutError:
+        what = "a transfer stalled" if out["ok"] else "no answer"
+        out["error"] = f"{what}: {host}:{port} within {timeout:g} s (filtered, no route or overloaded)"
+    except OSError as e:
+        out["error"] = f"{host}:{port}: {e.strerror or e}"
+    if out["ok"] and out["error"]:
+        out["lost"] = True  # reached, then the measurement broke off: the link drops data
+    return out
+
+
+def probe(targets: list[dict[str, Any]], timeout: float) -> list[dict[str, Any]]:
+    """Probe every target at once (up to PROBE_THREADS), one result each, in order."""
+    targets = [t for t in targets if isinstance(t, dict)]
+    if not targets:
+        return []
+    with ThreadPoolExecutor(min(PROBE_THREADS, len(targets))) as pool:
+        return list(pool.map(lambda t: probe_one(t, timeout), targets))
+
+
+def main(args: list[str]) -> int:
+    if args[:1] == ["listen"] and len(args) == 2:
+        addr = args[1]
+        if addr.startswith("{"):
+            addr = str(mine(json.loads(addr)) or "")
+        lst = Listener([addr])
+        if not lst.socks:
+            print(json.dumps({"error": next(iter(lst.errors.values()), "no address"), "node": NODE}), flush=True)
+            return 0
+        print(json.dumps({"port": lst.port, "token": lst.token, "node": NODE}), flush=True)
+        sys.stdin.read()  # until stdin closes (or the bootstrap's watchdog fires)
+        lst.close()
+        return 0
+    if args[:1] == ["probe"] and len(args) == 2:
+        targets = mine(json.loads(sys.stdin.read())) or []
+        print(json.dumps({"results": probe(targets, float(args[1])), "node": NODE}), flush=True)
+        return 0
+    print(json.dumps({"error": f"usage: probe.py listen ADDR | probe TIMEOUT, got {args}"}), flush=True)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -73,6 +73,9 @@ def test_smoke_all_reduce_after_a_pass(tmp_path: Path, port: int) -> None:
     assert [r.rc for r in runs] == [0, 0], [r.err[-1500:] for r in runs]
     assert all(r.out.strip() == "after-smoke" for r in runs)
     assert all("smoke: all_reduce ok in" in r.err for r in runs), "a smoke test that passed says it ran"
+    timed = [r for r in runs if "smoke: all_reduce of 4 MiB per node: median" in r.err]
+    assert len(timed) == 1, "rank 0 alone prints every node's time and bus bandwidth"
+    assert timed[0].err.count(" GB/s") == 1, "both ranks run on one host: one row for the node, its slowest rank"
 
 
 def test_srun_one_task_per_node_passes_and_execs(slurm: Slurm, tmp_path: Path, port: int) -> None:

@@ -299,14 +299,21 @@ def speaks(facts: Facts, p: Plan) -> bool:
     return p.mode != "rank" or facts["launch"]["local_rank"] in (0, None)
 
 
-def smoke_for(opts: Options, p: Plan, facts: Facts, port: int) -> Callable[[], str | None] | None:
+SmokeTest = Callable[[], tuple[str | None, list[str]]]  # (what failed, the lines rank 0 prints)
+
+
+def smoke_for(opts: Options, p: Plan, facts: Facts, port: int) -> SmokeTest | None:
     launch = facts["launch"]
     rank = launch["rank"] if p.mode == "rank" else launch["node_rank"]
     if not opts.smoke or not isinstance(rank, int):
         return None
-    from validator.preflight.smoke import smoke
+    from validator.preflight import smoke
 
-    return lambda: smoke(facts, p.host, port, rank, p.expected)
+    def run() -> tuple[str | None, list[str]]:
+        got = smoke.smoke(facts, p.host, port, rank, p.expected)
+        return got.error, smoke.report(got.rows) if rank == 0 else []
+
+    return run
 
 
 def mark_busy(facts: Facts, port: int) -> Facts:
@@ -328,16 +335,18 @@ def finish_local(opts: Options, report: Report) -> int:
     return act(opts, code)
 
 
-def act(opts: Options, code: int, smoke_test: Callable[[], str | None] | None = None) -> int:
+def act(opts: Options, code: int, smoke_test: SmokeTest | None = None) -> int:
     """After the verdict: the smoke test, then exec the command in place on a pass."""
     if code == 0 and smoke_test is not None:
         t0 = time.monotonic()
-        err = smoke_test()
+        err, lines = smoke_test()
         if err:
             print(f"validator: PRE006 smoke all_reduce failed: {err}", file=sys.stderr)
             return 1
         if not opts.quiet:
             print(f"validator: smoke: all_reduce ok in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+            for line in lines:
+                print(f"validator: {line}", file=sys.stderr)
     if code == 0 and opts.command:
         sys.stdout.flush()
         try:

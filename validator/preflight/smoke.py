@@ -1,20 +1,77 @@
 """--smoke: after a pass, a tiny all_reduce over the real stack (gloo; NCCL where GPUs exist),
-on the job's own rendezvous port (already released by the coordinator), with a short timeout."""
+on the job's own rendezvous port (already released by the coordinator), with a short timeout.
+
+After the sum is checked, each participant times a few all_reduces of BYTES (at most TIMED_S)
+and the rows (host, seconds, bus bandwidth) are gathered to every participant; rank 0 prints
+them, and names a node whose time is FACTOR times the median and above the noise floor, as the
+net check does for links. Each rank of a collective waits for the slowest, so the times mostly
+show what is local to a node (a late or slow rank); a slow link is the net check's to name.
+"""
 
 from __future__ import annotations
 
 import datetime
+import statistics
+import time
+from dataclasses import dataclass, field
 
 from validator.model import Facts
 
+BYTES = 4 << 20
+ITERS = 5
+TIMED_S = 2.0
+FACTOR = 3.0  # the net check's factor (validator.netcheck.verdict.FACTOR)
+FLOOR_MS = 5.0
 
-def smoke(facts: Facts, host: str, port: int, rank: int, world: int, timeout: float = 30.0) -> str | None:
-    """None when the sum is right; otherwise what went wrong."""
+
+@dataclass
+class Smoke:
+    error: str | None = None
+    rows: list[tuple[str, float, float]] = field(default_factory=list)  # (host, seconds, bus GB/s)
+
+
+def bus_gbps(seconds: float, world: int, size: int = BYTES) -> float:
+    """nccl-tests' bus bandwidth of an all_reduce: algbw x 2(n-1)/n."""
+    return size / max(seconds, 1e-9) * 2 * (world - 1) / max(world, 1) / 1e9
+
+
+def per_node(rows: list[tuple[str, float, float]]) -> dict[str, tuple[float, float]]:
+    """host -> (its slowest rank's seconds, that rank's bus bandwidth)."""
+    out: dict[str, tuple[float, float]] = {}
+    for host, s, bw in rows:
+        if host not in out or s > out[host][0]:
+            out[host] = (s, bw)
+    return out
+
+
+def outliers(rows: list[tuple[str, float, float]]) -> list[str]:
+    """Nodes FACTOR times slower than the median node and FLOOR_MS above it (at least 3 nodes)."""
+    nodes = per_node(rows)
+    if len(nodes) < 3:
+        return []
+    med = statistics.median(s for s, _ in nodes.values())
+    return [h for h, (s, _) in nodes.items() if s >= FACTOR * med and (s - med) * 1e3 >= FLOOR_MS]
+
+
+def report(rows: list[tuple[str, float, float]]) -> list[str]:
+    """The lines rank 0 prints: every node's time and bus bandwidth, then the outliers named."""
+    nodes = per_node(rows)
+    if not nodes:
+        return []
+    med = statistics.median(s for s, _ in nodes.values())
+    lines = [f"smoke: all_reduce of {BYTES >> 20} MiB per node: median {med * 1e3:.1f} ms"]
+    lines += [f"smoke:   {h}: {s * 1e3:.1f} ms, bus {bw:.2f} GB/s" for h, (s, bw) in sorted(nodes.items())]
+    lines += [f"smoke: slow node {h}: {nodes[h][0] * 1e3:.1f} ms (median {med * 1e3:.1f} ms)" for h in outliers(rows)]
+    return lines
+
+
+def smoke(facts: Facts, host: str, port: int, rank: int, world: int, timeout: float = 30.0) -> Smoke:
+    """Smoke(error=None, rows) when the sum is right; otherwise what went wrong."""
     try:
         import torch
         import torch.distributed as dist
     except ImportError:
-        return None if world == 1 else "torch is not importable here, so the smoke test cannot run"
+        return Smoke(None if world == 1 else "torch is not importable here, so the smoke test cannot run")
     use_nccl = bool(facts["gpus"]["devices"]) and torch.cuda.is_available()
     device = "cpu"
     if use_nccl:
@@ -22,13 +79,43 @@ def smoke(facts: Facts, host: str, port: int, rank: int, world: int, timeout: fl
         torch.cuda.set_device(local)
         device = f"cuda:{local}"
     addr = f"[{host}]" if ":" in host else host
+    name = str(facts["host"] or facts["hostname"] or f"rank {rank}")
     try:
         dist.init_process_group("nccl" if use_nccl else "gloo", init_method=f"tcp://{addr}:{port}", rank=rank,
                                 world_size=world, timeout=datetime.timedelta(seconds=timeout))  # fmt: skip
         t = torch.ones(1, device=device)
         dist.all_reduce(t)
         got = float(t.item())
+        rows: list[tuple[str, float, float]] = []
+        if got == world and world > 1:
+            rows = _timed(dist, torch, device, name, world)
         dist.destroy_process_group()
     except Exception as e:  # noqa: BLE001 - any failure of the stack is the smoke test's finding
-        return f"{'nccl' if use_nccl else 'gloo'} all_reduce over {world} participants failed: {type(e).__name__}: {e}"
-    return None if got == world else f"all_reduce returned {got}, expected {world}"
+        return Smoke(
+            f"{'nccl' if use_nccl else 'gloo'} all_reduce over {world} participants failed: {type(e).__name__}: {e}"
+        )
+    return Smoke(None, rows) if got == world else Smoke(f"all_reduce returned {got}, expected {world}")
+
+
+def _timed(dist: object, torch: object, device: str, name: str, world: int) -> list[tuple[str, float, float]]:
+    """Every participant's (host, median seconds, bus GB/s) of up to ITERS all_reduces of BYTES."""
+    d, tc = dist, torch
+    buf = tc.zeros(BYTES // 4, device=device)  # type: ignore[attr-defined]
+    d.all_reduce(buf)  # type: ignore[attr-defined]  # warm-up: connections, buffers
+    times: list[float] = []
+    stop = time.monotonic() + TIMED_S
+    go = tc.ones(1, device=device)  # type: ignore[attr-defined]
+    for _ in range(ITERS):  # rank 0's clock decides for all, so every rank runs the same count
+        go.fill_(1.0 if time.monotonic() < stop else 0.0)
+        d.broadcast(go, 0)  # type: ignore[attr-defined]
+        if not go.item():
+            break
+        t0 = time.perf_counter()
+        d.all_reduce(buf)  # type: ignore[attr-defined]
+        if device != "cpu":
+            tc.cuda.synchronize()  # type: ignore[attr-defined]
+        times.append(time.perf_counter() - t0)
+    mine = statistics.median(times)
+    rows: list[object] = [None] * world
+    d.all_gather_object(rows, (name, mine, bus_gbps(mine, world)))  # type: ignore[attr-defined]
+    return [(str(r[0]), float(r[1]), float(r[2])) for r in rows if isinstance(r, tuple) and len(r) == 3]

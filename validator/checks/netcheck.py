@@ -2,24 +2,24 @@
 and connects to it from the node's ring neighbour and from the first node.
 
 These are not checks over facts (the facts cannot tell whether packets get through): the scan
-pipeline runs the probes and ``findings`` turns their results into findings. The ``Check``
-objects below carry the codes' documentation for `validator explain` and docs/checks/.
+pipeline runs the probes and ``findings`` turns their results into findings of the codes below.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-from validator.checks.base import Check, Hit, Job, check
+from validator.codes import Code, code, table
 from validator.model import Finding, Severity
 from validator.targets import fold_hosts
 
 VERIFY = "nc -zv ADDR PORT   # from the named source node, while `nc -l ADDR PORT` runs on the destination"
 
 
-@check("NET101", Severity.ERROR, "Node unreachable on the address NCCL would use")
-def unreachable_pair(job: Job) -> Iterator[Hit]:
+unreachable_pair = code(
+    "NET101",
+    Severity.ERROR,
+    "Node unreachable on the address NCCL would use",
     """A TCP connection from the node's ring neighbour (and from the first node) to a listener on
     the address NCCL (GPU jobs) or Gloo (CPU jobs) would use on that node gets through, and
     reaches that listener.
@@ -30,12 +30,14 @@ def unreachable_pair(job: Job) -> Iterator[Hit]:
 
     Open the port range between the nodes (firewall, security groups), fix the route, or make
     NCCL use the cluster interface (NCCL_SOCKET_IFNAME).
-    """
-    return iter(())
+    """,
+)
 
 
-@check("NET102", Severity.ERROR, "Cannot listen on the address NCCL would use")
-def cannot_listen(job: Job) -> Iterator[Hit]:
+cannot_listen = code(
+    "NET102",
+    Severity.ERROR,
+    "Cannot listen on the address NCCL would use",
     """A process on the node can bind a TCP port on the address NCCL or Gloo would use there.
 
     NCCL and Gloo listen on that address for their peers; when it cannot be bound (the address is
@@ -43,26 +45,28 @@ def cannot_listen(job: Job) -> Iterator[Hit]:
 
     Check the interface and address (`ip addr`), and which one NCCL picks
     (`NCCL_DEBUG=INFO` prints `NET/Socket : Using ...`).
-    """
-    return iter(())
+    """,
+)
 
 
-@check("NET103", Severity.WARNING, "Net check did not run on a node")
-def not_checked(job: Job) -> Iterator[Hit]:
+not_checked = code(
+    "NET103",
+    Severity.WARNING,
+    "Net check did not run on a node",
     """The net check's listener and prober ran on every node that answered the scan.
 
     Where they could not run (python3 stopped, the SSH session closed, a timeout) the node's
     reachability is unknown, which the other results cannot make up for.
 
     Rerun the scan with --net-check; look at the named node's load and SSH limits (MaxSessions).
-    """
-    return iter(())
+    """,
+)
 
 
-CODES: dict[str, Check] = {c.code: c for c in (unreachable_pair, cannot_listen, not_checked)}
+CODES: dict[str, Code] = table(unreachable_pair, cannot_listen, not_checked)
 
 
-def _finding(chk: Check, message: str, hosts: list[str], expected: str, actual: str, fix: str) -> Finding:
+def _finding(chk: Code, message: str, hosts: list[str], expected: str, actual: str, fix: str) -> Finding:
     return chk.finding(message, hosts=hosts, expected=expected, actual=actual, fix=fix, verify=VERIFY)
 
 

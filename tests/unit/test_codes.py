@@ -119,3 +119,14 @@ def test_the_stages_codes_are_records_without_a_function() -> None:
     for family in (netcheck.CODES, preflight.CODES, diagnose.CODES):
         assert family and all(type(c) is Code for c in family.values())
     assert all(type(c) is Code for k, c in registry().items() if k.startswith("NOD"))
+
+
+def test_every_code_a_family_module_declares_is_in_its_table() -> None:
+    """A check written but left out of its module's ``CODES`` would never run: none is."""
+    from validator import nodecheck
+    from validator.checks import gpu, ib, k8s, net, netcheck, profile, rank, rdzv, software, system
+    from validator.preflight import findings as preflight
+
+    for family in (rank, k8s, rdzv, gpu, net, ib, software, system, profile, meta, netcheck, preflight, nodecheck):
+        declared = {v.code for v in vars(family).values() if isinstance(v, Code)}
+        assert declared == set(family.CODES), family.__name__

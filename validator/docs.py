@@ -1,4 +1,5 @@
-"""`validator explain` and the per-code pages in docs/checks/, generated from check docstrings.
+"""`validator explain` and the per-code pages in docs/checks/, generated from the code registry
+(``validator.codes.registry``: every family's table).
 
 `python -m validator.docs docs/checks` rewrites the pages; a test fails when they drift.
 """
@@ -8,74 +9,46 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from validator.checks import CHECKS
-from validator.checks.base import Check
+from validator.codes import Code, registry
 from validator.errors import UserError
 
 
-def extra_checks() -> dict[str, Check]:
-    """Codes that come from other stages than the fact checks (preflight, diagnose)."""
-    out: dict[str, Check] = {}
-    for module in (
-        "validator.preflight.findings",
-        "validator.diagnose.codes",
-        "validator.checks.netcheck",
-        "validator.nodecheck",
-    ):
-        try:
-            mod = __import__(module, fromlist=["CODES"])
-        except ImportError:
-            continue
-        out.update(getattr(mod, "CODES", {}))
-    return out
-
-
-def all_checks() -> dict[str, Check]:
-    return {**CHECKS, **extra_checks()}
-
-
 def explain_text(code: str) -> str:
-    checks = all_checks()
-    chk = checks.get(code.upper())
-    if chk is None:
+    c = registry().get(code.upper())
+    if c is None:
         raise UserError(f"unknown code {code!r} (see `validator explain --list`)")
-    d = chk.doc
+    verify = f"\nHow to check the fix: {c.verify}\n" if c.verify else ""
     return (
-        f"{chk.code} ({chk.severity.label}): {chk.title}\n\n"
-        f"What it checks: {d['what']}\n\nWhy it matters: {d['why']}\n\nHow to fix: {d['fix']}\n"
+        f"{c.code} ({c.severity.label}): {c.title}\n\n"
+        f"What it checks: {c.what}\n\nWhy it matters: {c.why}\n\nHow to fix: {c.fix}\n{verify}"
     )
 
 
 def list_codes() -> str:
-    return "".join(
-        f"{c.code:<8}{c.severity.label:<8}{c.title}\n" for c in sorted(all_checks().values(), key=lambda c: c.code)
-    )
+    return "".join(f"{c.code:<8}{c.severity.label:<8}{c.title}\n" for c in registry().values())
 
 
-def page(chk: Check) -> str:
-    d = chk.doc
+def page(c: Code) -> str:
+    verify = f"To check the fix: {c.verify}.\n\n" if c.verify else ""
     return (
-        f"# {chk.code}: {chk.title}\n\nSeverity: **{chk.severity.label}**\n\n"
-        f"## What it checks\n\n{d['what']}\n\n## Why it matters\n\n{d['why']}\n\n## How to fix\n\n{d['fix']}\n\n"
-        f"Each finding also carries a command that verifies the fix; `validator explain {chk.code}` prints this page.\n"
+        f"# {c.code}: {c.title}\n\nSeverity: **{c.severity.label}**\n\n"
+        f"## What it checks\n\n{c.what}\n\n## Why it matters\n\n{c.why}\n\n## How to fix\n\n{c.fix}\n\n{verify}"
+        f"Each finding also carries a command that verifies the fix; `validator explain {c.code}` prints this page.\n"
     )
 
 
-def index(checks: dict[str, Check]) -> str:
-    rows = "".join(
-        f"| [{c.code}]({c.code}.md) | {c.severity.label} | {c.title} |\n"
-        for c in sorted(checks.values(), key=lambda c: c.code)
-    )
+def index(codes: dict[str, Code]) -> str:
+    rows = "".join(f"| [{c.code}]({c.code}.md) | {c.severity.label} | {c.title} |\n" for c in codes.values())
     return (
-        "# Finding codes\n\nGenerated from the check docstrings by `python -m validator.docs docs/checks`; "
+        "# Finding codes\n\nGenerated from the code tables by `python -m validator.docs docs/checks`; "
         "a code never changes meaning once released.\n\n| code | severity | title |\n| --- | --- | --- |\n" + rows
     )
 
 
 def expected_pages() -> dict[str, str]:
-    checks = all_checks()
-    pages = {f"{c.code}.md": page(c) for c in checks.values()}
-    pages["README.md"] = index(checks)
+    codes = registry()
+    pages = {f"{c.code}.md": page(c) for c in codes.values()}
+    pages["README.md"] = index(codes)
     return pages
 
 
@@ -88,7 +61,7 @@ def write(directory: Path) -> None:
 
 
 def drift(directory: Path) -> list[str]:
-    """Pages that differ from the docstrings (missing, changed or stale)."""
+    """Pages that differ from the code tables (missing, changed or stale)."""
     want = expected_pages()
     have = {p.name: p.read_text() for p in directory.glob("*.md")} if directory.is_dir() else {}
     return sorted(n for n in set(want) | set(have) if want.get(n) != have.get(n))

@@ -49,9 +49,9 @@ def resolve_codes(select_: list[str], ignore: list[str]) -> list[str]:
     """Every known code (checks, and the findings of preflight, scan and diagnose) kept by
     --select/--ignore; the checks not kept are not run, other findings not kept are dropped."""
     from validator.checks import select
-    from validator.docs import all_checks
+    from validator.codes import registry
 
-    known = list(all_checks())
+    known = list(registry())
     return select(known, select_, ignore, known)
 
 

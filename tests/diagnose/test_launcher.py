@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from validator.diagnose.codes import FIX
+from validator.diagnose.codes import CODES
 from validator.diagnose.events import Diagnosis
 from validator.diagnose.run import diagnose_paths
 
@@ -116,11 +116,11 @@ def test_skip_without_dumps_names_nobody_and_gives_gloo_advice(runs: dict[str, P
     first): logs alone cannot tell, so nobody is named with confidence (a rank torchrun stopped
     before it printed is at most a low-confidence suspect), never the earliest by timestamp; the
     fix fits gloo (no TORCH_NCCL_* variables)."""
-    assert "TORCH_NCCL" in FIX["COL003"]
+    assert "TORCH_NCCL" in CODES["COL003"].hint
     for shape, diag in verdicts(runs["skip"]).items():
         p = diag.primary
         assert p is not None and p.code in ("COL003", "COL002") and p.confidence in ("unknown", "low"), (shape, p)
         assert "timestamp" not in p.reason, shape
-        assert "TORCH_NCCL" not in (p.fix or FIX[p.code]), shape
+        assert "TORCH_NCCL" not in (p.fix or CODES[p.code].hint), shape
         if p.code == "COL003":
             assert p.culprits == [] and "gloo" in p.fix, shape

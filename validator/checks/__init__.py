@@ -1,4 +1,4 @@
-"""All checks, listed in one explicit table, and the runner that turns hits into findings."""
+"""All fact checks, gathered from the families' tables, and the runner that turns hits into findings."""
 
 from __future__ import annotations
 
@@ -7,83 +7,25 @@ from collections.abc import Iterable
 
 from validator.checks import gpu, ib, k8s, meta, net, profile, rank, rdzv, software, system
 from validator.checks.base import Check, Hit, Job
+from validator.codes import Code, table
 from validator.errors import UserError
-from validator.model import Facts, Finding, Severity
+from validator.model import Facts, Finding
 from validator.profiles import Profile
 
-CHECKS: dict[str, Check] = {
-    c.code: c
-    for c in (
-        rank.duplicate_rank,
-        rank.missing_ranks,
-        rank.rank_out_of_range,
-        rank.world_size_mismatch,
-        rank.local_ranks,
-        rank.duplicate_node_rank,
-        rank.missing_node_ranks,
-        rank.world_size_product,
-        rank.launch_options,
-        k8s.node_count,
-        k8s.node_rank_range,
-        rdzv.master_addr,
-        rdzv.master_port,
-        rdzv.split_resolution,
-        rdzv.loopback_master,
-        rdzv.unresolvable_master,
-        rdzv.port_busy,
-        rdzv.port_range,
-        rdzv.missing_rendezvous,
-        gpu.too_few_gpus,
-        gpu.shared_gpu,
-        gpu.gpu_count,
-        gpu.gpu_model,
-        gpu.gpu_driver,
-        gpu.bad_visible_devices,
-        net.nccl_ifname,
-        net.gloo_ifname,
-        net.loopback_iface,
-        net.virtual_iface,
-        net.iface_down,
-        net.subnets,
-        net.iface_names,
-        net.mtu,
-        ib.transport,
-        ib.hca_selects_nothing,
-        ib.hca_set,
-        ib.port_down,
-        ib.rate_link,
-        ib.roce_gid,
-        software.torch_version,
-        software.nccl_version,
-        software.cuda_version,
-        software.python_version,
-        software.env_drift,
-        software.env_must_match,
-        software.pet_flags,
-        software.invalid_values,
-        software.command_errors,
-        k8s.kubeflow_plain_python,
-        system.shm,
-        system.memlock,
-        system.somaxconn,
-        system.nofile,
-        profile.nodes,
-        profile.ranks_per_node,
-        profile.gpus_per_node,
-        profile.gpu_model,
-        profile.interface,
-        profile.versions,
-        profile.env,
-        profile.hosts,
-        profile.launcher,
-        profile.master_port,
-        meta.collector_errors,
-    )
-}
-
-# Codes that are not checks over facts but findings of other stages (preflight, diagnose);
-# `validator explain` and the docs list them too. Filled by those stages' modules.
-FAMILIES = ("RNK", "RDZ", "GPU", "NET", "IB", "SW", "ENV", "SYS", "PRF", "COL", "DGN", "PRE", "NOD", "VAL")
+# Every fact-check family's table, and VAL900; adding a check touches only its family module.
+CODES: dict[str, Code] = table(
+    *rank.CODES.values(),
+    *k8s.CODES.values(),
+    *rdzv.CODES.values(),
+    *gpu.CODES.values(),
+    *net.CODES.values(),
+    *ib.CODES.values(),
+    *software.CODES.values(),
+    *system.CODES.values(),
+    *profile.CODES.values(),
+    *meta.CODES.values(),
+)
+CHECKS: dict[str, Check] = {c.code: c for c in CODES.values() if isinstance(c, Check)}
 
 
 def select(codes: Iterable[str], select: list[str], ignore: list[str], known: Iterable[str]) -> list[str]:
@@ -137,13 +79,4 @@ def _run_one(job: Job, code: str) -> list[Finding]:
     try:
         return [to_finding(job, chk, hit) for hit in chk.fn(job)]
     except Exception as e:  # noqa: BLE001 - a buggy check becomes a VAL900 finding, the others still run
-        return [
-            Finding(
-                code="VAL900",
-                severity=Severity.ERROR,
-                title="Check crashed",
-                message=f"check {code} raised {type(e).__name__}: {e}",
-                fix="report this bug with the facts files",
-                verify="",
-            )
-        ]
+        return [meta.crashed.finding(f"check {code} raised {type(e).__name__}: {e}")]

@@ -1,9 +1,10 @@
 """What a check is, and the read-only view of a whole job that every check receives.
 
-A check is one function decorated with ``@check(code, severity, title)``; its docstring has three
-paragraphs (what it checks / why it matters / how to fix), from which ``validator explain`` and
-``docs/checks/`` are generated. It yields ``Hit``s naming participants by index; the runner turns
-them into findings with ranks and hosts.
+A check is a finding code (``validator.codes.Code``) with its function, decorated with
+``@check(code, severity, title)``; the docstring has three paragraphs (what it checks / why it
+matters / how to fix), which become the code's text in ``validator explain`` and ``docs/checks/``.
+It yields ``Hit``s naming participants by index; the runner turns them into findings with ranks
+and hosts. Each family module lists its checks in its table ``CODES``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from itertools import compress, repeat
 from operator import eq, itemgetter
 from typing import Any, TypeVar, cast
 
-from validator.model import Facts, Finding, Severity
+from validator.codes import Code, paragraphs
+from validator.model import Facts, Severity
 from validator.profiles import Profile
 
 T = TypeVar("T", bound=Hashable)
@@ -37,49 +39,18 @@ class Hit:
 
 
 CheckFn = Callable[["Job"], Iterable[Hit]]
-MAX_TEXT = 1000  # characters of a finding's message, expected and actual
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= MAX_TEXT else f"{text[: MAX_TEXT - 30]}... ({len(text):,} characters)"
 
 
 @dataclass(frozen=True)
-class Check:
-    code: str
-    severity: Severity
-    title: str
-    fn: CheckFn
+class Check(Code):
+    """A finding code and the function over a job's facts that finds it."""
 
-    def finding(
-        self,
-        message: str,
-        *,
-        ranks: Iterable[int] = (),
-        hosts: Iterable[str] = (),
-        expected: str | None = None,
-        actual: str | None = None,
-        fix: str = "",
-        verify: str = "",
-        severity: Severity | None = None,
-    ) -> Finding:
-        """A finding of this code: its title and severity, culprits, expected vs actual, fix, verify.
-        Texts are cut at ``MAX_TEXT`` characters: they may quote values from the input."""
-        return Finding(self.code, severity or self.severity, self.title, _cut(message), list(ranks), list(hosts),
-                       expected and _cut(expected), actual and _cut(actual), fix, verify)  # fmt: skip
-
-    @property
-    def doc(self) -> dict[str, str]:
-        import inspect  # only for docs and `explain`: keeps it off every rank's start-up
-
-        parts = [p.strip().replace("\n", " ") for p in inspect.cleandoc(self.fn.__doc__ or "").split("\n\n")]
-        parts = [" ".join(p.split()) for p in parts] + ["", "", ""]
-        return {"what": parts[0], "why": parts[1], "fix": parts[2]}
+    fn: CheckFn = field(kw_only=True)
 
 
 def check(code: str, severity: Severity, title: str) -> Callable[[CheckFn], Check]:
     def wrap(fn: CheckFn) -> Check:
-        return Check(code, severity, title, fn)
+        return Check(code, severity, title, *paragraphs(code, fn.__doc__ or ""), fn=fn)
 
     return wrap
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from validator.checks.base import Hit, Job, check, describe, outliers
+from validator.checks.base import Check, Hit, Job, check, describe, outliers
+from validator.codes import table
 from validator.model import Facts, Severity
 from validator.targets import fold_ranks
 
@@ -205,3 +206,6 @@ def bad_visible_devices(job: Job) -> Iterator[Hit]:
             fix="set CUDA_VISIBLE_DEVICES to GPUs that exist on the node",
             verify=SMI,
         )
+
+
+CODES: dict[str, Check] = table(too_few_gpus, shared_gpu, gpu_count, gpu_model, gpu_driver, bad_visible_devices)

@@ -12,7 +12,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from validator.checks.base import Hit, Job, check, outliers
+from validator.checks.base import Check, Hit, Job, check, outliers
+from validator.codes import table
 from validator.model import IbFacts, IbPort, Severity
 
 VERIFY = (
@@ -323,3 +324,6 @@ def roce_gid(job: Job) -> Iterator[Hit]:
             verify="show_gids   # on each named host",
             severity=Severity.ERROR if named else None,
         )
+
+
+CODES: dict[str, Check] = table(transport, hca_selects_nothing, hca_set, port_down, rate_link, roce_gid)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from validator.checks.base import Hit, Job, check, describe, outliers
+from validator.checks.base import Check, Hit, Job, check, describe, outliers
+from validator.codes import table
 from validator.model import Severity
 
 RERUN = "validator check FACTS... --select RNK (or rerun the preflight) must report no RNK finding"
@@ -123,3 +124,6 @@ def node_rank_range(job: Job) -> Iterator[Hit]:
             fix="make the node count match the number of pods (NNODES = completions), or lower the completions",
             verify=RERUN,
         )
+
+
+CODES: dict[str, Check] = table(node_count, node_rank_range, kubeflow_plain_python)

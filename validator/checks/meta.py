@@ -1,10 +1,11 @@
-"""VAL: the validator's own view: facts that could not be collected."""
+"""VAL: the validator's own view: facts that could not be collected, and its own errors."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from validator.checks.base import Hit, Job, check
+from validator.codes import Code, code, table
 from validator.model import Severity
 
 
@@ -32,3 +33,21 @@ def collector_errors(job: Job) -> Iterator[Hit]:
             fix="see the error; install the missing tool or fix the driver",
             verify="validator probe --json   # on each named host: errors is empty",
         )
+
+
+crashed = code(
+    "VAL900",
+    Severity.ERROR,
+    "Check crashed",
+    """The validator's own code ran without error: a check (named in the finding) raised an
+    exception instead of judging the facts.
+
+    A bug in the validator, usually facts of a shape it did not expect. The other checks still
+    ran and their findings stand, but what the crashed check looks for was not checked.
+
+    Report the bug with the finding's message and the facts files (`validator probe --json` on
+    the named hosts); until it is fixed, `--ignore` the crashed check's code to silence it.""",
+    hint="report this bug with the facts files",
+)
+
+CODES: dict[str, Code] = table(collector_errors, crashed)

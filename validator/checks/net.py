@@ -10,7 +10,8 @@ import ipaddress
 import socket
 from collections.abc import Iterator
 
-from validator.checks.base import Hit, Job, check, describe, outliers
+from validator.checks.base import Check, Hit, Job, check, describe, outliers
+from validator.codes import table
 from validator.model import Facts, Interface, Severity
 
 IP = "ip -br addr show   # on each named host"
@@ -274,3 +275,8 @@ def mtu(job: Job) -> Iterator[Hit]:
             fix="set the same MTU on every node",
             verify=IP,
         )
+
+
+CODES: dict[str, Check] = table(
+    nccl_ifname, gloo_ifname, loopback_iface, virtual_iface, iface_down, subnets, iface_names, mtu
+)

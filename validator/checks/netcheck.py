@@ -4,21 +4,21 @@ and measures along two rings (validator/netcheck/).
 
 These are not checks over facts (the facts cannot tell whether packets get through): the net
 check runs the probes and ``validator.netcheck.verdict`` turns their results into findings. The
-``Check`` objects below carry the codes' documentation for `validator explain` and docs/checks/.
+``Code`` records below carry the codes' documentation for `validator explain` and docs/checks/.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from validator.checks.base import Check, Hit, Job, check
+from validator.codes import Code, code, table
 from validator.model import Severity
 
 VERIFY = "nc -zv ADDR PORT   # from the named source node, while `nc -l ADDR PORT` runs on the destination"
 
 
-@check("NET101", Severity.ERROR, "Node unreachable on the address NCCL would use")
-def unreachable_pair(job: Job) -> Iterator[Hit]:
+unreachable_pair = code(
+    "NET101",
+    Severity.ERROR,
+    "Node unreachable on the address NCCL would use",
     """A TCP connection from the node's neighbours on two rings (and from the others to the first
     node) to a listener on the address NCCL (GPU jobs) or Gloo (CPU jobs) would use on that node
     gets through, and reaches that listener. (`validator preflight --net-check` reported this as
@@ -30,12 +30,14 @@ def unreachable_pair(job: Job) -> Iterator[Hit]:
 
     Open the port range between the nodes (firewall, security groups), fix the route, or make
     NCCL use the cluster interface (NCCL_SOCKET_IFNAME).
-    """
-    return iter(())
+    """,
+)
 
 
-@check("NET102", Severity.ERROR, "Cannot listen on the address NCCL would use")
-def cannot_listen(job: Job) -> Iterator[Hit]:
+cannot_listen = code(
+    "NET102",
+    Severity.ERROR,
+    "Cannot listen on the address NCCL would use",
     """A process on the node can bind a TCP port on the address NCCL or Gloo would use there.
 
     NCCL and Gloo listen on that address for their peers; when it cannot be bound (the address is
@@ -43,24 +45,28 @@ def cannot_listen(job: Job) -> Iterator[Hit]:
 
     Check the interface and address (`ip addr`), and which one NCCL picks
     (`NCCL_DEBUG=INFO` prints `NET/Socket : Using ...`).
-    """
-    return iter(())
+    """,
+)
 
 
-@check("NET103", Severity.WARNING, "Net check did not run on a node")
-def not_checked(job: Job) -> Iterator[Hit]:
+not_checked = code(
+    "NET103",
+    Severity.WARNING,
+    "Net check did not run on a node",
     """The net check's listener and prober ran on every node that answered the scan.
 
     Where they could not run (python3 stopped, the SSH session closed, a timeout) the node's
     reachability is unknown, which the other results cannot make up for.
 
     Rerun the scan with --net-check; look at the named node's load and SSH limits (MaxSessions).
-    """
-    return iter(())
+    """,
+)
 
 
-@check("NET104", Severity.WARNING, "Slow or lossy link between two nodes")
-def slow_link(job: Job) -> Iterator[Hit]:
+slow_link = code(
+    "NET104",
+    Severity.WARNING,
+    "Slow or lossy link between two nodes",
     """Each measured link (a node and its neighbours on two rings, over the address NCCL or Gloo
     would use) is within 3x of the median link in latency (5 small round trips) and in
     throughput each way (up to 4 MB, at most 0.5 s per direction), and retransmits no more than
@@ -72,12 +78,14 @@ def slow_link(job: Job) -> Iterator[Hit]:
 
     Look at both ends' interface counters (`ip -s link`, `ethtool -S`) and the switch port; rerun
     the net check after reseating or replacing the cable.
-    """
-    return iter(())
+    """,
+)
 
 
-@check("NET105", Severity.WARNING, "Slow node: every measured link of the node is slow")
-def slow_node(job: Job) -> Iterator[Hit]:
+slow_node = code(
+    "NET105",
+    Severity.WARNING,
+    "Slow node: every measured link of the node is slow",
     """No node has all of its measured links (two neighbours on each of two rings) slow or lossy
     by NET104's measure.
 
@@ -87,8 +95,8 @@ def slow_node(job: Job) -> Iterator[Hit]:
 
     Drain the node, or look at its NIC (`ethtool`, `ip -s link`), its load and its port's
     configuration; rerun the net check.
-    """
-    return iter(())
+    """,
+)
 
 
-CODES: dict[str, Check] = {c.code: c for c in (unreachable_pair, cannot_listen, not_checked, slow_link, slow_node)}
+CODES: dict[str, Code] = table(unreachable_pair, cannot_listen, not_checked, slow_link, slow_node)

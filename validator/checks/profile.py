@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from validator.checks.base import Hit, Job, check
+from validator.checks.base import Check, Hit, Job, check
 from validator.checks.gpu import node_gpu_count
+from validator.codes import table
 from validator.facts.launch import detect_launcher
 from validator.model import Severity
 from validator.targets import expand, fold_hosts
@@ -303,3 +304,8 @@ def master_port(job: Job) -> Iterator[Hit]:
                 fix=f"export MASTER_PORT={p.master_port} (or --master-port={p.master_port})",
                 verify=VERIFY,
             )
+
+
+CODES: dict[str, Check] = table(
+    nodes, ranks_per_node, gpus_per_node, gpu_model, interface, versions, env, hosts, launcher, master_port
+)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from validator.checks.base import Hit, Job, check, describe, majority_of, outliers
+from validator.checks.base import Check, Hit, Job, check, describe, majority_of, outliers
+from validator.codes import table
 from validator.errors import UserError
 from validator.model import Severity
 from validator.targets import expand, fold_ranks
@@ -372,3 +373,16 @@ def launch_options(job: Job) -> Iterator[Hit]:
                 fix=f"launch every node with {name}={expected}",
                 verify=RERUN,
             )
+
+
+CODES: dict[str, Check] = table(
+    duplicate_rank,
+    missing_ranks,
+    rank_out_of_range,
+    world_size_mismatch,
+    local_ranks,
+    duplicate_node_rank,
+    missing_node_ranks,
+    world_size_product,
+    launch_options,
+)

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from validator.agent.probe import redact_command
-from validator.checks.base import Hit, Job, check, describe, majority_of, outliers
+from validator.checks.base import Check, Hit, Job, check, describe, majority_of, outliers
+from validator.codes import table
 from validator.model import Severity
 
 DERIVING_LAUNCHERS = ("slurm", "mpi", "mpich")
@@ -293,3 +294,15 @@ def missing_rendezvous(job: Job) -> Iterator[Hit]:
             verify="env | grep ^MASTER_   # on each named host",
             severity=Severity.WARNING if derived else None,
         )
+
+
+CODES: dict[str, Check] = table(
+    master_addr,
+    master_port,
+    split_resolution,
+    loopback_master,
+    unresolvable_master,
+    port_busy,
+    port_range,
+    missing_rendezvous,
+)

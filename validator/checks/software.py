@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import Any
 
-from validator.checks.base import Hit, Job, check, describe, outliers
+from validator.checks.base import Check, Hit, Job, check, describe, outliers
+from validator.codes import table
 from validator.model import Severity
 from validator.safejson import clip
 from validator.targets import MAX_RANKS
@@ -313,3 +314,16 @@ def command_errors(job: Job) -> Iterator[Hit]:
         yield Hit(
             err, members, expected="a valid command", actual=err, fix="fix the launch command", verify="torchrun --help"
         )
+
+
+CODES: dict[str, Check] = table(
+    torch_version,
+    nccl_version,
+    cuda_version,
+    python_version,
+    env_drift,
+    env_must_match,
+    pet_flags,
+    invalid_values,
+    command_errors,
+)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from validator.checks.base import Hit, Job, check
+from validator.checks.base import Check, Hit, Job, check
+from validator.codes import table
 from validator.model import Severity
 
 MIN_SHM = 256 << 20  # a launch profile's min_shm_mib replaces it
@@ -148,3 +149,6 @@ def nofile(job: Job) -> Iterator[Hit]:
             fix="raise the open-file limit (ulimit -n) for the job",
             verify="ulimit -n   # in the job's environment on each named host",
         )
+
+
+CODES: dict[str, Check] = table(shm, memlock, somaxconn, nofile)

@@ -7,6 +7,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
+from validator.diagnose import strength as S
 from validator.diagnose.classify import fingerprint, ranks_list
 from validator.diagnose.events import Cause, Event, Evidence
 from validator.targets import fold_ranks
@@ -41,22 +42,22 @@ def detail_mismatch(events: list[Event]) -> Cause | None:
                 fp.setdefault(int(e.data["b"]), fingerprint(e.data["fb"]))
     if not fp:
         return Cause("COL001", "ranks called mismatched collectives (shape check)", _ranks(e.rank for e in seen),
-                     "low", "older shape verification names only the reporting ranks", [ev(e) for e in seen[:3]], strength=30)  # fmt: skip
+                     "low", "older shape verification names only the reporting ranks", [ev(e) for e in seen[:3]], strength=S.PARTIAL)  # fmt: skip
     counts = Counter(fp.values())
     (top, n), *rest = counts.most_common()
     odd = sorted(r for r, f in fp.items() if f != top)
     if len(fp) < 2:
         return Cause("COL001", f"a DETAIL mismatch report (cut short) names {_who(sorted(fp))} running {top}", [], "unknown",
-                     "only one side of the DETAIL report is in the log", [ev(e) for e in seen[:3]], strength=30)  # fmt: skip
+                     "only one side of the DETAIL report is in the log", [ev(e) for e in seen[:3]], strength=S.PARTIAL)  # fmt: skip
     if not odd:  # same op and shapes at different sequence numbers: one side is a collective ahead
         return Cause("COL001", f"ranks {fold_ranks(sorted(fp))} ran {top} at different sequence numbers", [], "unknown",
                      "the DETAIL fingerprints differ only in their sequence numbers: no majority names a side",
-                     [ev(e) for e in seen[:3]], strength=30)  # fmt: skip
+                     [ev(e) for e in seen[:3]], strength=S.PARTIAL)  # fmt: skip
     majority = sorted(r for r, f in fp.items() if f == top)
     evidence = [ev(e) for e in sorted(seen, key=lambda e: e.rank not in odd)[:3]]
     if rest and rest[0][1] == n:
         return Cause("COL001", f"ranks disagree on the collective ({'; '.join(f'{_who([r])}: {f}' for r, f in sorted(fp.items()))})",
-                     [], "unknown", "the DETAIL fingerprints split evenly: no majority to judge by", evidence, strength=30)  # fmt: skip
+                     [], "unknown", "the DETAIL fingerprints split evenly: no majority to judge by", evidence, strength=S.PARTIAL)  # fmt: skip
     odd_fp = "; ".join(sorted({fp[r] for r in odd}))
     return Cause(
         "COL001",
@@ -67,7 +68,7 @@ def detail_mismatch(events: list[Event]) -> Cause | None:
         evidence,
         expected=top,
         actual=odd_fp,
-        strength=80,
+        strength=S.DETAIL_MAJORITY,
     )
 
 
@@ -87,10 +88,10 @@ def desync(events: list[Event]) -> Cause | None:
     at = f" collective #{seqs[0]}" if seqs else " the collective"
     if not strong and set(known) <= set(culprits):
         return Cause("COL003", f"every rank joined{at} and none finished it (mismatched or hung collective)", [], "unknown",
-                     f"the {why} names all ranks, which names nobody", [ev(e) for e in seen[:3]], strength=32)  # fmt: skip
+                     f"the {why} names all ranks, which names nobody", [ev(e) for e in seen[:3]], strength=S.ALL_NAMED)  # fmt: skip
     verb = "never joined" if strong else "joined but never finished"
     return Cause("COL002", f"{_who(culprits)} {verb}{at} that the other ranks entered", culprits, "high" if strong else "medium",
-                 f"the {why} names them", [ev(e) for e in seen[:3]], strength=85 if strong else 60,
+                 f"the {why} names them", [ev(e) for e in seen[:3]], strength=S.DESYNC_NEVER_JOINED if strong else S.DESYNC_NOT_FINISHED,
                  family="missing_rank" if why == "monitored barrier" else "")  # fmt: skip
 
 
@@ -126,7 +127,7 @@ def nccl_init(events: list[Event]) -> list[Cause]:
                          "high" if ranks else "unknown",
                          "NCCL names the ranks that share the device" if ranks else "the reporting rank is not in the "
                          "pair NCCL names, so those are communicator-local ranks; the global ones are not in the log",
-                         [ev(e) for e in seen[:3]], strength=95))  # fmt: skip
+                         [ev(e) for e in seen[:3]], strength=S.DUPLICATE_GPU))  # fmt: skip
     if seen := by_kind(events, "nccl.version_mismatch"):
         vers: dict[int, str] = {}
         for e in seen:
@@ -135,12 +136,12 @@ def nccl_init(events: list[Event]) -> list[Cause]:
         if rest and rest[0][1] == n:  # rank A vs rank B and nothing else: no side is the odd one
             out.append(Cause("DGN006", f"ranks run different NCCL versions ({'; '.join(f'rank {r}: {v}' for r, v in sorted(vers.items()))})",
                              [], "unknown", "NCCL compares versions at init; without a majority neither side is the outlier",
-                             [ev(e) for e in seen[:3]], strength=90))  # fmt: skip
+                             [ev(e) for e in seen[:3]], strength=S.NCCL_VERSIONS))  # fmt: skip
         else:
             odd = sorted(r for r, v in vers.items() if v != top)
             out.append(Cause("DGN006", f"{_who(odd)} run NCCL {', '.join(sorted({vers[r] for r in odd}))}, the others {top}", odd,
                              "high" if n >= 2 else "medium", "NCCL compares versions at init; the odd version is the outlier",
-                             [ev(e) for e in seen[:3]], strength=90))  # fmt: skip
+                             [ev(e) for e in seen[:3]], strength=S.NCCL_VERSIONS))  # fmt: skip
     if seen := by_kind(events, "nccl.no_interface"):
         ranks = _ranks(e.rank for e in seen)
         hosts = sorted({e.ident.host for e in seen if e.ident.host})
@@ -148,7 +149,7 @@ def nccl_init(events: list[Event]) -> list[Cause]:
         what = f"interface {iface} does not exist" if iface else "no usable network interface"
         out.append(Cause("DGN005", f"{what} on {_host_of(hosts, ranks)}", [], "unknown",
                          "a host-level setting (NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, the host's interfaces): it points "
-                         "at the host, not at a faulty rank", [ev(e) for e in seen[:3]], hosts=hosts, strength=88))  # fmt: skip
+                         "at the host, not at a faulty rank", [ev(e) for e in seen[:3]], hosts=hosts, strength=S.NO_INTERFACE))  # fmt: skip
     if seen := by_kind(events, "net.addr_in_use"):
         ranks = _ranks(e.rank for e in seen)
         hosts = sorted({e.ident.host for e in seen if e.ident.host})
@@ -156,11 +157,11 @@ def nccl_init(events: list[Event]) -> list[Cause]:
         out.append(Cause("DGN003", f"port {port or '?'} already in use on {_host_of(hosts, ranks)}", [], "unknown",
                          "the port is taken on the host where the store or the rank binds (another job, a leftover "
                          "process): a host-level conflict, not a faulty rank", [ev(e) for e in seen[:3]], hosts=hosts,
-                         strength=87))  # fmt: skip
+                         strength=S.ADDRESS_IN_USE))  # fmt: skip
     if seen := by_kind(events, "rdzv.env_missing", "nccl.dup_rank", "nccl.nranks_mismatch", "nccl.invalid_rank"):
         ranks = _ranks(e.rank for e in seen)
         out.append(Cause("DGN012", f"launch contract broken on {_who(ranks)}: {seen[0].text[:160]}", ranks, "high",
-                         "the ranks report it themselves", [ev(e) for e in seen[:3]], strength=86))  # fmt: skip
+                         "the ranks report it themselves", [ev(e) for e in seen[:3]], strength=S.LAUNCH_CONTRACT))  # fmt: skip
     return out
 
 
@@ -182,7 +183,7 @@ def store(events: list[Event]) -> list[Cause]:
         if good and tport and good != tport:
             out.append(Cause("DGN002", f"{_who(ranks)} connect to the store at {target}; the other ranks reached it at port {good}",
                              ranks, "high" if ranks else "medium", "its endpoint differs from the one the other ranks used",
-                             [ev(e) for e in conn[:2]], expected=f"port {good}", actual=f"port {tport}", strength=84))  # fmt: skip
+                             [ev(e) for e in conn[:2]], expected=f"port {good}", actual=f"port {tport}", strength=S.STORE_WRONG_PORT))  # fmt: skip
         elif (0 not in ranks and not server_up and {e.kind for e in conn} == {"rdzv.connect_timeout"}
               and not any("/elastic/" in f for e in conn for f in e.stack)):  # fmt: skip
             # TCPStore's server runs in rank 0 (env:// init_process_group: is_master = rank == 0) or in the
@@ -191,7 +192,7 @@ def store(events: list[Event]) -> list[Cause]:
                              "which rank 0 (or node 0's torchrun agent) hosts: rank 0 never reached init_process_group "
                              "in time, or the address is wrong", [0], "medium",
                              "the TCPStore server is created by rank 0 (or node 0's agent); the rank that times out "
-                             "connecting is the victim", [ev(e) for e in conn[:2]], strength=62))  # fmt: skip
+                             "connecting is the victim", [ev(e) for e in conn[:2]], strength=S.STORE_UNREACHABLE))  # fmt: skip
         else:
             refused = all(e.data.get("errno") == "111" or "refused" in e.text for e in conn)
             out.append(Cause("DGN002", f"{_who(ranks)} could not reach the store at {target or 'MASTER_ADDR:MASTER_PORT'}"
@@ -199,7 +200,7 @@ def store(events: list[Event]) -> list[Cause]:
                              [], "low", "the rank timed out connecting; either its address is wrong or the store host "
                              "was not up", [ev(e) for e in conn[:2]],
                              # c10d's per-retry warnings alone also appear in runs that then connect (Windows, macOS)
-                             strength=30 if {e.kind for e in conn} == {"rdzv.connect_failed"} else 62,
+                             strength=S.PARTIAL if {e.kind for e in conn} == {"rdzv.connect_failed"} else S.STORE_UNREACHABLE,
                              family="connection_refused" if refused else ""))  # fmt: skip
     waits = by_kind(events, "rdzv.wait_keys")
     missing = _ranks(int(m.group(1)) for e in waits for k in re.split(r"[,\s]+", e.data.get("keys", ""))
@@ -212,10 +213,10 @@ def store(events: list[Event]) -> list[Cause]:
         if missing:
             out.append(Cause("DGN001", f"{_who(missing)} never joined the process group{counts}", missing, "high",
                              "the store keys the others waited for belong to them (last number of the key)", evidence,
-                             strength=75, family="missing_rank"))  # fmt: skip
+                             strength=S.NEVER_JOINED, family="missing_rank"))  # fmt: skip
         else:
             out.append(Cause("DGN001", f"ranks or nodes never joined the rendezvous{counts}", [], "unknown",
-                             "the store only counts who arrived; nothing names who did not", evidence, strength=50,
+                             "the store only counts who arrived; nothing names who did not", evidence, strength=S.RDZV_COUNT,
                              family=family))  # fmt: skip
     return out
 
@@ -237,7 +238,7 @@ def stopped(events: list[Event]) -> Cause | None:
     why = next((e.data["why"].strip().lower() for e in seen if e.data.get("why")), None)
     return Cause("DGN014", f"the job was stopped from outside{' (' + why + ')' if why else ''}: {seen[0].text[:160]}", [],
                  "medium", "the launcher or scheduler received a stop signal; no rank reported an error before it",
-                 [ev(e) for e in seen[:3]], strength=48)  # fmt: skip
+                 [ev(e) for e in seen[:3]], strength=S.STOPPED_OUTSIDE)  # fmt: skip
 
 
 def origins(events: list[Event], symptoms_by_rank: dict[int, list[Event]]) -> Cause | None:
@@ -289,7 +290,7 @@ def origins(events: list[Event], symptoms_by_rank: dict[int, list[Event]]) -> Ca
     )
     return Cause(code, f"{head}: {msg}{site}", culprits, conf, reason,
                  [ev(e) for e in sorted(pool, key=lambda e: e.rank not in culprits)[:3]], stack=stack, time=first.time,
-                 strength={"high": 70, "medium": 60, "low": 35, "unknown": 35}[conf])  # fmt: skip
+                 strength=S.EXCEPTION[conf])  # fmt: skip
 
 
 def uniqueid(events: list[Event]) -> Cause | None:
@@ -302,7 +303,7 @@ def uniqueid(events: list[Event]) -> Cause | None:
     waiting = _ranks(int(e.data["rank"]) for e in seen)
     return Cause("COL002", f"rank {root} never published its NCCL unique id; {_who(waiting)} waited for it", [root], "low",
                  "the ranks setting up the communicator waited for this rank's store key (it may have failed elsewhere or "
-                 "be slow to reach the collective)", [ev(e) for e in seen[:3]], strength=60,
+                 "be slow to reach the collective)", [ev(e) for e in seen[:3]], strength=S.UNIQUE_ID,
                  family="rendezvous_timeout")  # fmt: skip
 
 
@@ -322,17 +323,17 @@ def watchdog(events: list[Event], world: list[int]) -> list[Cause]:
             parts = "; ".join(f"rank {r}: {o}" for r, o in sorted(ops.items()))
             out.append(Cause("COL001", f"ranks ran different collectives as #{seq} ({parts})", [], "unknown",
                              "the watchdog reports different OpTypes at one sequence number and no majority",
-                             [ev(e) for e in seen[:3]], strength=40))  # fmt: skip
+                             [ev(e) for e in seen[:3]], strength=S.NO_MAJORITY))  # fmt: skip
         if len(counts) > 1 and counts[0][1] > counts[1][1]:
             odd = sorted(r for r, o in ops.items() if o != counts[0][0])
             out.append(Cause("COL001", f"{_who(odd)} timed out in {ops[odd[0]]} #{seq} where {counts[0][1]} ranks ran {counts[0][0]}",
                              odd, "medium", "the watchdog reports a different OpType at the same sequence number (majority vote)",
-                             [ev(e) for e in seen if e.rank in odd][:3], strength=65))  # fmt: skip
+                             [ev(e) for e in seen if e.rank in odd][:3], strength=S.TIMED_OUT_ELSEWHERE))  # fmt: skip
     reporting = _ranks(e.rank for e in seen)
     silent = [r for r in world if r not in reporting]
     if reporting and silent and len(silent) * 2 < len(world):
         seqs = sorted({e.data["seq"] for e in seen if "seq" in e.data}, key=int)
         out.append(Cause("COL002", f"{_who(silent)} did not report the timeout of collective #{seqs[0] if seqs else '?'} that {_who(reporting)} waited in",
                          silent, "medium", "every other rank with a log timed out in the collective; these ranks never reached it",
-                         [ev(seen[0])], strength=58))  # fmt: skip
+                         [ev(seen[0])], strength=S.SILENT_IN_TIMEOUT))  # fmt: skip
     return out

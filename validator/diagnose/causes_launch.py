@@ -5,6 +5,7 @@ only when that rank did not merely time out, and never when every rank was abort
 
 from __future__ import annotations
 
+from validator.diagnose import strength as S
 from validator.diagnose.causes import ORIGIN_CODE, _ranks, _who, by_kind, ev
 from validator.diagnose.classify import classify
 from validator.diagnose.events import Cause, Event, Role
@@ -35,7 +36,7 @@ def summaries(events: list[Event], symptoms_by_rank: dict[int, list[Event]] | No
             return Cause("DGN011", f"{_who(_ranks(e.data.get('rank') for e in seen))} were all aborted (SIGABRT) at the "
                          "same second: the NCCL watchdog tearing every rank down, not a first failure", [], "unknown",
                          "torchrun's Root Cause among simultaneous SIGABRTs is a tie broken by order, not by time",
-                         [ev(e) for e in seen[:3]], strength=50)  # fmt: skip
+                         [ev(e) for e in seen[:3]], strength=S.ALL_ABORTED)  # fmt: skip
     roots = [e for e in seen if e.data.get("root")] or seen
     first = min(roots, key=lambda e: (e.time is None, e.time or 0.0))
     tied = [e for e in seen if e.time is not None and first.time is not None and int(e.time) == int(first.time)]
@@ -45,7 +46,7 @@ def summaries(events: list[Event], symptoms_by_rank: dict[int, list[Event]] | No
                      f"{_who(_ranks(e.data.get('rank') for e in tied))} failed in the same second "
                      f"(exit code {first.data.get('exit')}); the summary's Root Cause entry is not in the log", [],
                      "unknown", "several failures at the same second and no Root Cause entry: no first failure",
-                     [ev(e) for e in tied[:3]], strength=50)  # fmt: skip
+                     [ev(e) for e in tied[:3]], strength=S.TIED_FAILURES)  # fmt: skip
     own = {e.rank for e in events if e.role == Role.ORIGIN}
     if symptoms_by_rank and first.data.get("rank") in symptoms_by_rank and first.data.get("rank") not in own:
         return None
@@ -58,7 +59,7 @@ def summaries(events: list[Event], symptoms_by_rank: dict[int, list[Event]] | No
     if got and got[0] in ("coll.detail_mismatch", "coll.shape_verify"):
         return Cause("COL001", f"the summary's traceback reports mismatched collectives: {message[:200]}", [], "low",
                      "the failing rank reports a DETAIL mismatch between two ranks; two fingerprints give no majority",
-                     [ev(first)], strength=56)  # fmt: skip
+                     [ev(first)], strength=S.SUMMARY_MISMATCH)  # fmt: skip
     if got and got[1] == Role.ORIGIN:
         code = ORIGIN_CODE.get(got[0], "DGN010")
     elif isinstance(exit_code, int) and exit_code < 0:
@@ -69,7 +70,7 @@ def summaries(events: list[Event], symptoms_by_rank: dict[int, list[Event]] | No
     return Cause(code, f"{_who(culprits)} failed first: {what[:200]}", culprits, "medium",
                  "torchrun's Root Cause (first observed failure)" + (" across nodes, by time" if len(roots) > 1 else ""),
                  [ev(first)], hosts=[first.data["host"]] if first.data.get("host") else [], stack=first.stack,
-                 time=first.time, strength=55)  # fmt: skip
+                 time=first.time, strength=S.ROOT_CAUSE)  # fmt: skip
 
 
 _SIGNALS = {-9: "SIGKILL", -11: "SIGSEGV", -7: "SIGBUS", -6: "SIGABRT", -15: "SIGTERM", -2: "SIGINT"}
@@ -85,11 +86,11 @@ def _agent_signal(events: list[Event]) -> Cause | None:
         who = f"local rank {e.data['local']} (pid {e.data.get('pid')})" if "local" in e.data else "a worker"
         return Cause("DGN010", f"{who} exited with code {e.data['exit']}; its own error is not in these lines", [], "low",
                      "the launcher reports the worker failed first; its global rank and its error are not in this log",
-                     [ev(x) for x in seen[:3]], time=e.time, strength=18)  # fmt: skip
+                     [ev(x) for x in seen[:3]], time=e.time, strength=S.EXIT_CODE_ONLY)  # fmt: skip
     e = min(seen, key=lambda e: (e.time is None, e.time or 0.0))
     sig = _SIGNALS.get(int(e.data["exit"]), f"signal {-int(e.data['exit'])}")
     hint = " (SIGKILL without an exception: often the OOM killer)" if sig == "SIGKILL" else ""
     who = f"local rank {e.data['local']} (pid {e.data.get('pid')})" if "local" in e.data else "a worker"
     return Cause("DGN011", f"{who} was killed by {sig}{hint}",
                  [], "medium", "the launcher reports the worker died from a signal; its global rank is not in this log",
-                 [ev(e)], time=e.time, strength=52)  # fmt: skip
+                 [ev(e)], time=e.time, strength=S.AGENT_SIGNAL)  # fmt: skip

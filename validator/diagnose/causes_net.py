@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from validator.diagnose import strength as S
 from validator.diagnose.causes import _who, by_kind, ev
 from validator.diagnose.events import Cause, Event, Role
 from validator.diagnose.families import INFO_KINDS, LOOPBACK, nccl_class, nccl_vocab
@@ -33,7 +34,7 @@ def mismatch_pointer(events: list[Event]) -> Cause | None:
                  "(a pointer into the ring, not the rank that diverged)", [], "low",
                  "NCCL's own mismatch check names only the neighbourhood where it noticed the mismatch; rerun with "
                  "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL to see every rank's collectives", [ev(e) for e in seen[:3]],
-                 strength=78)  # fmt: skip
+                 strength=S.NCCL_MISMATCH_AROUND)  # fmt: skip
 
 
 def size_mismatch(events: list[Event]) -> Cause | None:
@@ -46,7 +47,7 @@ def size_mismatch(events: list[Event]) -> Cause | None:
                  f"{e.data['local']}, remote size {e.data['remote']} (ranks called collectives of different sizes or counts)",
                  [], "unknown", "the transfer's two ends disagree; which rank diverged is not in the message",
                  [ev(x) for x in seen[:3]], expected=f"size {e.data['remote']}", actual=f"size {e.data['local']}",
-                 strength=77)  # fmt: skip
+                 strength=S.NCCL_SIZE_MISMATCH)  # fmt: skip
 
 
 def monitored_peer(events: list[Event]) -> Cause | None:
@@ -57,7 +58,7 @@ def monitored_peer(events: list[Event]) -> Cause | None:
     return Cause("COL002", f"{_who(sorted({e.rank for e in seen if e.rank is not None}))} reached the monitored barrier but "
                  "could not hear from rank 0; rank 0's log names the ranks that never arrived", [], "unknown",
                  "PyTorch's monitored barrier reports the faulty ranks only on rank 0; this log is a reporter's",
-                 [ev(e) for e in seen[:3]], strength=56, family="missing_rank")  # fmt: skip
+                 [ev(e) for e in seen[:3]], strength=S.MONITORED_BARRIER, family="missing_rank")  # fmt: skip
 
 
 def store_barrier(events: list[Event]) -> Cause | None:
@@ -76,7 +77,7 @@ def store_barrier(events: list[Event]) -> Cause | None:
         return Cause("DGN001", f"{count} workers checked into a store barrier for a group of {world} ({last.data['key']}): "
                      "two jobs or a duplicate launch share one store (MASTER_ADDR:MASTER_PORT)", [], "unknown",
                      "more workers than the world size arrived: nobody is missing, the store is shared", evidence,
-                     expected=f"{world} workers", actual=f"{count} workers", strength=74,
+                     expected=f"{world} workers", actual=f"{count} workers", strength=S.STORE_BARRIER_COUNT,
                      family="rendezvous_timeout")  # fmt: skip
     # the default group's barrier (key ...:1) counts global ranks 0..world-1: when every arrival
     # reported, the missing ranks are the rest (by elimination)
@@ -86,12 +87,12 @@ def store_barrier(events: list[Event]) -> Cause | None:
         return Cause("DGN001", f"{_who(missing)} never reached the store-based barrier of the default group: the {count} "
                      f"of {world} ranks that did all reported ({who})", missing, "high" if len(missing) == 1 else "medium",
                      "by elimination: every rank that arrived printed its rank, the barrier counts global ranks "
-                     f"0-{world - 1}", evidence, expected=f"{world} ranks", actual=f"{count} ranks", strength=76,
+                     f"0-{world - 1}", evidence, expected=f"{world} ranks", actual=f"{count} ranks", strength=S.STORE_BARRIER_MISSING,
                      family="missing_rank")  # fmt: skip
     return Cause("DGN001", f"only {count} of {world} ranks reached the store-based barrier for {last.data['key']} "
                  f"({who}); the missing ranks are not named", [], "unknown",
                  "the store counts arrivals; the reporting ranks are the ones that did arrive", evidence,
-                 expected=f"{world} ranks", actual=f"{count} ranks", strength=74, family="missing_rank")  # fmt: skip
+                 expected=f"{world} ranks", actual=f"{count} ranks", strength=S.STORE_BARRIER_COUNT, family="missing_rank")  # fmt: skip
 
 
 def network(events: list[Event]) -> list[Cause]:
@@ -107,7 +108,7 @@ def network(events: list[Event]) -> list[Cause]:
         what = "connection refused" if any("refused" in e.text for e in refused) else "connection to a peer lost"
         out.append(Cause("DGN007", f"{what}{target}{note}", [], "unknown",
                          "nothing listened where the rank connected, or the peer closed the pair: the peer had exited, "
-                         "was not up yet, or advertised an address others cannot reach", [ev(e) for e in refused[:3]], strength=27,
+                         "was not up yet, or advertised an address others cannot reach", [ev(e) for e in refused[:3]], strength=S.CONNECTION_REFUSED,
                          family="connection_refused"))  # fmt: skip
     nccl = [e for e in by_kind(events, *NCCL_KINDS) if "cuda" not in str(e.data.get("what", "")).lower()]
     classes = [c for e in nccl if (c := nccl_class(e.kind, e.data, e.text))]
@@ -121,7 +122,7 @@ def network(events: list[Event]) -> list[Cause]:
         label = {"nccl_remote_error": "remote peer or network failure", "nccl_system_error": "system/socket failure"}
         out.append(Cause("DGN007", f"NCCL {label[family]} on {_who(ranks)}: {first.text[:160]}{extra}", [], "unknown",
                          "NCCL errors on many ranks are usually the echo of one peer's failure; none failed first in "
-                         "these logs", [ev(first), *[ev(e) for e in hard if e is not first][:2]], strength=25,
+                         "these logs", [ev(first), *[ev(e) for e in hard if e is not first][:2]], strength=S.NCCL_NET_ERROR,
                          family=family))  # fmt: skip
     return out
 
@@ -145,10 +146,10 @@ def ras(events: list[Event]) -> Cause | None:
         return Cause("COL003", f"NCCL RAS: {what}{where} are at a different operation count than the rest of their "
                      "communicator (a hang in a collective)", [], "unknown",
                      "RAS compares operation counts; the odd ranks may be ahead or behind, the report does not say who "
-                     "stopped", [ev(e) for e in pick[:3]], hosts=nodes[:8], strength=57)  # fmt: skip
+                     "stopped", [ev(e) for e in pick[:3]], hosts=nodes[:8], strength=S.NCCL_RAS)  # fmt: skip
     return Cause("COL002", f"NCCL RAS reports {what} missing or unresponsive{where}", [], "low",
                  "RAS lists communicator ranks (not global ranks) that did not answer; their nodes are the suspects",
-                 [ev(e) for e in pick[:3]], hosts=nodes[:8], strength=57, family="missing_rank")  # fmt: skip
+                 [ev(e) for e in pick[:3]], hosts=nodes[:8], strength=S.NCCL_RAS, family="missing_rank")  # fmt: skip
 
 
 def horovod(events: list[Event]) -> Cause | None:
@@ -168,17 +169,17 @@ def horovod(events: list[Event]) -> Cause | None:
         culprits = sorted(missing)
         return Cause("COL002", f"{_who(culprits)} never submitted the tensors the other ranks wait for (Horovod stall "
                      "inspector)", culprits, "high", "Horovod's stall inspector names the missing ranks", evidence,
-                     strength=84, family="missing_rank")  # fmt: skip
+                     strength=S.HOROVOD_STALL, family="missing_rank")  # fmt: skip
     ready = sorted({x[6:] for x in sets if x.startswith("ready:")})
     groups = [set(r.split(",")) for r in ready]
     if len(groups) > 1 and any(not (a & b) for a in groups for b in groups if a is not b):
         return Cause("COL001", f"different ranks wait on different tensors (ready ranks {'; '.join(ready[:4])}): they "
                      "submitted different collectives", [], "unknown",
                      "disjoint ready sets in Horovod's stall report: no side is the majority by itself", evidence,
-                     strength=70)  # fmt: skip
+                     strength=S.HOROVOD_READY)  # fmt: skip
     return Cause("COL002", f"only ranks {'; '.join(ready[:2]) or '?'} submitted the stalled tensors; the others have not "
                  "(the world size is not in these lines)", [], "unknown",
-                 "Horovod lists the ready ranks; the missing ones follow only with the world size", evidence, strength=70,
+                 "Horovod lists the ready ranks; the missing ones follow only with the world size", evidence, strength=S.HOROVOD_READY,
                  family="missing_rank")  # fmt: skip
 
 
@@ -191,7 +192,7 @@ def versions(events: list[Event]) -> Cause | None:
     first = [next(e for e in seen if e.data.get("version") == v) for v in found]
     return Cause("DGN006", f"the log shows NCCL versions {', '.join(found)}: nodes run different NCCL builds", [], "unknown",
                  "NCCL's version banners differ between processes of the job", [ev(e) for e in first[:3]],
-                 strength=44)  # fmt: skip
+                 strength=S.NCCL_VERSIONS_IN_LOG)  # fmt: skip
 
 
 def unrecognised(events: list[Event]) -> Cause | None:
@@ -209,4 +210,4 @@ def unrecognised(events: list[Event]) -> Cause | None:
     )
     return Cause("DGN013", f"errors that match no known failure family; first error lines: {first}", [], "unknown",
                  "no recognised family; these are the earliest error lines of each rank (see `validator explain DGN013` "
-                 "to share the log for a new rule)", lines[:8], strength=5)  # fmt: skip
+                 "to share the log for a new rule)", lines[:8], strength=S.UNRECOGNISED)  # fmt: skip

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from validator.diagnose import strength as S
 from validator.diagnose.causes import _who, ev
 from validator.diagnose.events import Cause, Event, Role
 from validator.diagnose.sequences import user_frame
@@ -66,7 +67,7 @@ def different_waits(events: list[Event]) -> Cause | None:
                  "medium" if sure and by_signature else "low" if named else "unknown",
                  "the timeouts' stacks show the collective each rank was in; "
                  + ("the smaller side is the one that diverged (majority)" if named else "no clear majority, both sides shown"),
-                 evidence, expected=top, actual=", ".join(odd), strength=64)  # fmt: skip
+                 evidence, expected=top, actual=", ".join(odd), strength=S.DIFFERENT_WAITS)  # fmt: skip
 
 
 def silent_ranks(events: list[Event], file_ranks: list[int]) -> Cause | None:
@@ -90,7 +91,7 @@ def silent_ranks(events: list[Event], file_ranks: list[int]) -> Cause | None:
         return Cause("DGN011", f"{_who(silent)} died of {', '.join(sorted(set(how.values())))} while {_who(sorted(reporting))} "
                      "lost the connection to it", silent, "high",
                      "torchrun reports the signal that ended it, and every rank that printed an error only lost its peer",
-                     [ev(summary[r]) for r in silent[:2]], strength=60)  # fmt: skip
+                     [ev(summary[r]) for r in silent[:2]], strength=S.SILENT_DIED)  # fmt: skip
     ended = "; ".join(f"rank {r} ended by {h}" for r, h in how.items())
     first_wait = next(e for e in events if e.kind in WAIT_KINDS and e.rank is not None)
     evidence = [*[ev(summary[r]) for r in silent if r in summary][:2], ev(first_wait)]
@@ -102,7 +103,7 @@ def silent_ranks(events: list[Event], file_ranks: list[int]) -> Cause | None:
                  "medium" if own_file else "low",
                  "every other rank of the job waited in a collective or lost its peer; the silent rank is the one they "
                  "waited for" + ("" if own_file else " (its lines may also be outside these logs)"), evidence,
-                 strength=59)  # fmt: skip
+                 strength=S.SILENT_NEVER_REPORTED)  # fmt: skip
 
 
 def backend(events: list[Event]) -> str | None:

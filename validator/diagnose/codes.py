@@ -1,11 +1,9 @@
-"""COL (collectives) and DGN (diagnose) finding codes. ``validator explain`` and docs/checks/
-read ``CODES``; a diagnose finding carries the fix and the verify command listed here."""
+"""COL (collectives) and DGN (diagnose) finding codes. A diagnose finding carries the code's
+``hint`` (unless the cause names a fix that fits the run better) and its ``verify`` command."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from validator.checks.base import Check, Hit, Job
+from validator.codes import Code, code, table
 from validator.model import Severity
 
 REHEARSE = (
@@ -14,17 +12,8 @@ REHEARSE = (
 PREFLIGHT = "validator preflight -- YOUR_LAUNCH_COMMAND on every node (every rank arrives, no RDZ/RNK/NET finding)"
 
 
-def _code(code: str, severity: Severity, title: str, doc: str, fix: str, verify: str) -> tuple[Check, str, str]:
-    def fn(job: Job) -> Iterator[Hit]:  # diagnose findings come from logs, not from facts
-        return iter(())
-
-    fn.__doc__ = doc
-    fn.__name__ = code.lower()
-    return Check(code, severity, title, fn), fix, verify
-
-
-_ALL = (
-    _code(
+CODES: dict[str, Code] = table(
+    code(
         "COL001",
         Severity.ERROR,
         "Mismatched collective",
@@ -40,10 +29,10 @@ _ALL = (
         Make every rank issue the same collectives in the same order with the same shapes and
         dtypes: move rank-dependent branches out of the collective path, pad uneven batches, and
         compare the call site named in the finding with the majority's.""",
-        "make the named rank call the same collective (type, shape, dtype) at the named call site as the others",
-        REHEARSE,
+        hint="make the named rank call the same collective (type, shape, dtype) at the named call site as the others",
+        verify=REHEARSE,
     ),
-    _code(
+    code(
         "COL002",
         Severity.ERROR,
         "Rank skipped or never reached a collective",
@@ -59,10 +48,10 @@ _ALL = (
         Look at the named rank at the named call site: a condition that depends on the rank or its
         data (an empty batch, an early `return`, a `continue` in the step loop), an exception
         caught and swallowed, or work that takes longer on that rank than the timeout.""",
-        "make the named rank reach the same collective as the others (no rank-dependent branch around it)",
-        REHEARSE,
+        hint="make the named rank reach the same collective as the others (no rank-dependent branch around it)",
+        verify=REHEARSE,
     ),
-    _code(
+    code(
         "COL003",
         Severity.ERROR,
         "Collective timed out, initiating rank unknown",
@@ -76,10 +65,10 @@ _ALL = (
         Rerun with TORCH_FR_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=1 (NCCL) or
         TORCH_DISTRIBUTED_DEBUG=DETAIL (a short rehearsal), or rehearse the first steps with
         `validator rehearse`, and diagnose the new logs together with the dumps or traces.""",
-        "collect Flight Recorder dumps (TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1) or a rehearsal trace",
-        "validator diagnose LOGS DUMPS (names an initiating rank)",
+        hint="collect Flight Recorder dumps (TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1) or a rehearsal trace",
+        verify="validator diagnose LOGS DUMPS (names an initiating rank)",
     ),
-    _code(
+    code(
         "COL004",
         Severity.ERROR,
         "Unmatched point-to-point",
@@ -91,10 +80,10 @@ _ALL = (
 
         Make every send to a peer match a recv from it, in the same order and with the same
         shape; pipeline schedules are the usual place to look.""",
-        "pair every send with a recv of the same shape, in the same order, on the peer",
-        REHEARSE,
+        hint="pair every send with a recv of the same shape, in the same order, on the peer",
+        verify=REHEARSE,
     ),
-    _code(
+    code(
         "DGN001",
         Severity.ERROR,
         "Ranks never joined the rendezvous",
@@ -110,10 +99,10 @@ _ALL = (
         Check that every node was started with the same --nnodes, --master-addr/--master-port
         or --rdzv-endpoint and --rdzv-id, that the missing node is up and its log shows the
         launch; compare with the healthy ranks.""",
-        "start the missing ranks/nodes with the same --nnodes, master address/port and rendezvous id as the others",
-        PREFLIGHT,
+        hint="start the missing ranks/nodes with the same --nnodes, master address/port and rendezvous id as the others",
+        verify=PREFLIGHT,
     ),
-    _code(
+    code(
         "DGN002",
         Severity.ERROR,
         "Rank cannot reach the rendezvous store",
@@ -126,10 +115,10 @@ _ALL = (
 
         Give every rank the same MASTER_ADDR/MASTER_PORT (or --rdzv-endpoint), reachable from
         every node; check firewalls and that the master node starts first.""",
-        "use the same reachable MASTER_ADDR:MASTER_PORT on every rank",
-        PREFLIGHT,
+        hint="use the same reachable MASTER_ADDR:MASTER_PORT on every rank",
+        verify=PREFLIGHT,
     ),
-    _code(
+    code(
         "DGN003",
         Severity.ERROR,
         "Port already in use",
@@ -140,10 +129,10 @@ _ALL = (
 
         Pick a free MASTER_PORT per job, kill leftover processes, and make sure only one process
         is rank 0.""",
-        "choose a free MASTER_PORT for this job and stop leftover processes holding it",
-        "validator probe on the master node shows MASTER_PORT free (RDZ006 silent in validator check)",
+        hint="choose a free MASTER_PORT for this job and stop leftover processes holding it",
+        verify="validator probe on the master node shows MASTER_PORT free (RDZ006 silent in validator check)",
     ),
-    _code(
+    code(
         "DGN004",
         Severity.ERROR,
         "Two ranks on one GPU",
@@ -156,10 +145,10 @@ _ALL = (
         Call torch.cuda.set_device(LOCAL_RANK) (or pass device_id to init_process_group) before
         any CUDA work, and check CUDA_VISIBLE_DEVICES and --nproc-per-node against the GPUs on
         each node.""",
-        "torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) before init; one rank per GPU per node",
-        "validator check FACTS (GPU002 silent) or " + PREFLIGHT,
+        hint="torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) before init; one rank per GPU per node",
+        verify="validator check FACTS (GPU002 silent) or " + PREFLIGHT,
     ),
-    _code(
+    code(
         "DGN005",
         Severity.ERROR,
         "No usable network interface",
@@ -171,10 +160,10 @@ _ALL = (
 
         Set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to an interface present and up on every node
         (prefixes such as `^docker,lo` for NCCL), or unset them.""",
-        "set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to an interface that exists and is up on every node",
-        "validator check FACTS (NET001/NET002/NET005 silent) or " + PREFLIGHT,
+        hint="set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to an interface that exists and is up on every node",
+        verify="validator check FACTS (NET001/NET002/NET005 silent) or " + PREFLIGHT,
     ),
-    _code(
+    code(
         "DGN006",
         Severity.ERROR,
         "NCCL version differs across ranks",
@@ -185,10 +174,10 @@ _ALL = (
 
         Use one image / one torch build everywhere; check LD_LIBRARY_PATH and NCCL_* library
         overrides on the odd nodes.""",
-        "run the same torch/NCCL build on every node",
-        "validator check FACTS (SW002 silent)",
+        hint="run the same torch/NCCL build on every node",
+        verify="validator check FACTS (SW002 silent)",
     ),
-    _code(
+    code(
         "DGN007",
         Severity.ERROR,
         "NCCL or network error",
@@ -201,10 +190,10 @@ _ALL = (
 
         Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET; check the named hosts' links and
         the peer named in the error; check for a rank that crashed first.""",
-        "check the network of the named hosts and the peer that closed the connection",
-        "rerun with NCCL_DEBUG=INFO and validator diagnose the logs (no DGN007)",
+        hint="check the network of the named hosts and the peer that closed the connection",
+        verify="rerun with NCCL_DEBUG=INFO and validator diagnose the logs (no DGN007)",
     ),
-    _code(
+    code(
         "DGN008",
         Severity.ERROR,
         "CUDA error on a rank",
@@ -216,10 +205,10 @@ _ALL = (
 
         Reproduce on the named rank with CUDA_LAUNCH_BLOCKING=1 to get the real stack; for ECC
         or Xid errors drain the GPU/host.""",
-        "debug the CUDA error on the named rank (CUDA_LAUNCH_BLOCKING=1); drain the GPU on ECC/Xid errors",
-        "rerun the failing step with CUDA_LAUNCH_BLOCKING=1 on the named host",
+        hint="debug the CUDA error on the named rank (CUDA_LAUNCH_BLOCKING=1); drain the GPU on ECC/Xid errors",
+        verify="rerun the failing step with CUDA_LAUNCH_BLOCKING=1 on the named host",
     ),
-    _code(
+    code(
         "DGN009",
         Severity.ERROR,
         "Out of memory",
@@ -230,10 +219,10 @@ _ALL = (
 
         Reduce the batch size or sequence length on that rank, balance data across ranks, enable
         activation checkpointing, or give the job more host memory.""",
-        "reduce memory use on the named rank (batch size, sequence length, checkpointing)",
-        "rerun and watch torch.cuda.max_memory_allocated() / the node's memory on the named rank",
+        hint="reduce memory use on the named rank (batch size, sequence length, checkpointing)",
+        verify="rerun and watch torch.cuda.max_memory_allocated() / the node's memory on the named rank",
     ),
-    _code(
+    code(
         "DGN010",
         Severity.ERROR,
         "A rank raised an exception",
@@ -244,10 +233,10 @@ _ALL = (
 
         Fix the exception at the call site named in the finding; the collateral errors go away
         with it.""",
-        "fix the exception at the named call site",
-        REHEARSE,
+        hint="fix the exception at the named call site",
+        verify=REHEARSE,
     ),
-    _code(
+    code(
         "DGN011",
         Severity.ERROR,
         "A rank was killed by a signal",
@@ -260,10 +249,10 @@ _ALL = (
 
         Check `dmesg` / the scheduler's records for OOM kills on the named host, and core dumps
         for segmentation faults.""",
-        "check the named host for OOM kills (dmesg, sacct, kubectl describe) or core dumps",
-        "dmesg -T | grep -i -E 'killed process|oom' on the named host",
+        hint="check the named host for OOM kills (dmesg, sacct, kubectl describe) or core dumps",
+        verify="dmesg -T | grep -i -E 'killed process|oom' on the named host",
     ),
-    _code(
+    code(
         "DGN012",
         Severity.ERROR,
         "Launch configuration error",
@@ -275,10 +264,10 @@ _ALL = (
 
         Launch with torchrun or map the scheduler's variables (SLURM_PROCID, SLURM_NTASKS, ...)
         to RANK/WORLD_SIZE consistently on every node.""",
-        "set RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT consistently on every rank (or use torchrun)",
-        PREFLIGHT,
+        hint="set RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT consistently on every rank (or use torchrun)",
+        verify=PREFLIGHT,
     ),
-    _code(
+    code(
         "DGN013",
         Severity.ERROR,
         "Unrecognised failure",
@@ -295,10 +284,10 @@ _ALL = (
         `validator diagnose LOGS -f json --output diag.json`, keep the logs of every rank (with
         NCCL_DEBUG=WARN or INFO if you can rerun), redact host names if needed without editing the
         error lines, and attach both to an issue with the command you launched.""",
-        "read the quoted first error lines per rank; share the log (see `validator explain DGN013`) for a new rule",
-        "validator diagnose LOGS (names a known failure class)",
+        hint="read the quoted first error lines per rank; share the log (see `validator explain DGN013`) for a new rule",
+        verify="validator diagnose LOGS (names a known failure class)",
     ),
-    _code(
+    code(
         "DGN014",
         Severity.ERROR,
         "Job stopped from outside",
@@ -310,10 +299,10 @@ _ALL = (
 
         Check the scheduler's reason (sacct, kubectl describe). If the job was hanging, rerun
         with Flight Recorder dumps to see where.""",
-        "check why the scheduler stopped the job; if it hung, collect Flight Recorder dumps",
-        "sacct -j JOBID --format=JobID,State,Elapsed,Timelimit",
+        hint="check why the scheduler stopped the job; if it hung, collect Flight Recorder dumps",
+        verify="sacct -j JOBID --format=JobID,State,Elapsed,Timelimit",
     ),
-    _code(
+    code(
         "DGN020",
         Severity.INFO,
         "Collateral failures",
@@ -324,10 +313,10 @@ _ALL = (
         timeouts); listing them separately keeps the cause in view.
 
         Nothing to fix on these ranks; fix the initiating failure.""",
-        "",
-        "",
+        hint="",
+        verify="",
     ),
-    _code(
+    code(
         "DGN021",
         Severity.WARNING,
         "Diagnosis inputs incomplete",
@@ -339,14 +328,11 @@ _ALL = (
 
         Collect the logs (and Flight Recorder dumps) of every rank, including the nodes that
         died, and diagnose them together.""",
-        "collect logs and dumps from every rank",
-        "validator diagnose ALL_LOGS ALL_DUMPS (no DGN021)",
+        hint="collect logs and dumps from every rank",
+        verify="validator diagnose ALL_LOGS ALL_DUMPS (no DGN021)",
     ),
 )
 
-CODES: dict[str, Check] = {c.code: c for c, _, _ in _ALL}
-FIX: dict[str, str] = {c.code: f for c, f, _ in _ALL}
-VERIFY: dict[str, str] = {c.code: v for c, _, v in _ALL}
 CLASS: dict[str, str] = {
     "COL001": "mismatched collective",
     "COL002": "rank missing from a collective",

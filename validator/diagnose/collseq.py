@@ -18,6 +18,7 @@ import re
 from collections import Counter, defaultdict, deque
 from typing import Any
 
+from validator.diagnose import strength as S
 from validator.diagnose.events import Cause, Evidence
 from validator.targets import fold_ranks
 
@@ -115,11 +116,11 @@ def _compare(ranks: dict[int, dict[int, tuple[tuple[Any, ...], str]]]) -> Cause 
                          f"ranks {fold_ranks(majority)} called {_show(top)}", odd if clear else [],
                          "high" if clear and k >= 2 else "unknown",
                          "NCCL_DEBUG_SUBSYS=COLL sequences compared per communicator at each opCount (majority)",
-                         evidence, expected=_show(top), actual=what, strength=88)  # fmt: skip
+                         evidence, expected=_show(top), actual=what, strength=S.HISTORY_MISMATCH)  # fmt: skip
         if len(missing) * 2 < len(members):
             return Cause("COL002", f"rank{'s' if len(missing) > 1 else ''} {fold_ranks(missing)} never called {_show(top)} "
                          f"at {where}; ranks {fold_ranks(majority)} did", missing, "medium",
                          "NCCL_DEBUG_SUBSYS=COLL sequences: the other ranks logged this collective, these never did",
-                         evidence, expected=_show(top), actual="no call", strength=80)  # fmt: skip
+                         evidence, expected=_show(top), actual="no call", strength=S.HISTORY_MISSING)  # fmt: skip
         return None
     return None

@@ -71,7 +71,7 @@ class Cause:
     actual: str | None = None
     stack: list[str] = field(default_factory=list)
     time: float | None = None
-    strength: int = 0  # ordering among candidates: higher wins
+    strength: int = 0  # a level of diagnose/strength.py: the strongest candidate is the verdict
     family: str = ""  # failure class in the corpus vocabulary (codes.VOCAB); "" = the code's default
     fix: str = ""  # a fix that fits this run (its backend); "" = the code's fix
 

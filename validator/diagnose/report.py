@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from validator.diagnose.codes import CODES, FIX, VERIFY
+from validator.diagnose.codes import CODES
 from validator.diagnose.events import Cause, Diagnosis
 from validator.model import Finding, Outcome, Report, Severity
 from validator.targets import fold_hosts, fold_ranks
@@ -15,7 +15,7 @@ def _finding(c: Cause, severity: Severity | None = None) -> Finding:
     same = c.expected is not None and c.expected == c.actual  # "expected X, got X" says nothing
     return CODES[c.code].finding(c.summary + sure, ranks=c.culprits, hosts=c.hosts,
                                  expected=None if same else c.expected, actual=None if same else c.actual,
-                                 fix=c.fix or FIX[c.code], verify=VERIFY[c.code], severity=severity)  # fmt: skip
+                                 fix=c.fix, severity=severity)  # fmt: skip
 
 
 def to_report(
@@ -39,11 +39,7 @@ def to_report(
             )
         )
     if diag.notes:
-        findings.append(
-            CODES["DGN021"].finding(
-                "; ".join(diag.notes), fix=FIX["DGN021"], verify=VERIFY["DGN021"], severity=Severity.WARNING
-            )
-        )
+        findings.append(CODES["DGN021"].finding("; ".join(diag.notes), severity=Severity.WARNING))
     hosts = sorted(set(diag.hosts.values()))
     return Report(findings, participants, hosts, outcomes, errors, title)
 
@@ -78,7 +74,7 @@ def explain(diag: Diagnosis) -> str:
     p = diag.primary
     if p is None:
         return "Nothing in these files reports a failure: no errors, timeouts or diverging collective histories.\n"
-    chk = CODES[p.code]
+    code = CODES[p.code]
     culprit = f"rank {fold_ranks(p.culprits)}" if p.culprits else "no single rank"
     text = [
         f"The run failed with a {diag.failure_class}. {p.summary[0].upper() + p.summary[1:]}.",
@@ -90,10 +86,10 @@ def explain(diag: Diagnosis) -> str:
             f"The errors printed by rank {fold_ranks(diag.collateral)} are consequences: once the initiating rank "
             "stopped taking part, the others waited in their collectives until they timed out or lost the connection."
         )
-    text.append(f"{chk.doc['why']}")
-    text.append(f"What to do: {p.fix or chk.doc['fix']}")
-    if VERIFY[p.code]:
-        text.append(f"To check the fix: {VERIFY[p.code]}.")
+    text.append(code.why)
+    text.append(f"What to do: {p.fix or code.fix}")
+    if code.verify:
+        text.append(f"To check the fix: {code.verify}.")
     for c in diag.others:
         text.append(f"Also seen ({c.code}, confidence {c.confidence}): {c.summary}.")
     if diag.notes:

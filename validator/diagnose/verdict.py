@@ -11,6 +11,7 @@ from collections import defaultdict
 from typing import Any
 
 from validator.diagnose import causes, causes_launch, causes_net, causes_ranks, collseq
+from validator.diagnose import strength as S
 from validator.diagnose.classify import classify
 from validator.diagnose.codes import CLASS, VOCAB
 from validator.diagnose.events import CONFIDENCE, Cause, Diagnosis, Event, Evidence, Role
@@ -65,7 +66,7 @@ def from_divergence(d: Divergence, members: list[int], source: str, strength: in
         expected=expected,
         actual=actual if actual != expected else None,
         stack=stack,
-        strength=strength if confidence in ("high", "medium") else 45 if d.kind == "split" else 30,
+        strength=strength if confidence in ("high", "medium") else S.SPLIT if d.kind == "split" else S.PARTIAL,
     )
 
 
@@ -79,7 +80,7 @@ def _trace_endings(tr: TraceAnalysis | None, endings: dict[int, dict[str, object
             site = f" at {end.get('site')}" if end.get("site") else ""
             out.append(Cause("DGN010", f"rank {r} raised {end.get('type')}: {str(end.get('msg'))[:160]}{site}", [r], "high",
                              "its rehearsal trace ends with this exception", [Evidence(f"trace rank {r}", f"{end.get('type')}: {end.get('msg')}", r)],
-                             strength=72))  # fmt: skip
+                             strength=S.TRACE_EXCEPTION))  # fmt: skip
     if tr:
         for sentence in tr.p2p[:1]:
             out.append(
@@ -89,7 +90,7 @@ def _trace_endings(tr: TraceAnalysis | None, endings: dict[int, dict[str, object
                     [],
                     "medium",
                     "send/recv pairs counted per (sender, receiver) in the traces",
-                    strength=66,
+                    strength=S.P2P_UNMATCHED,
                 )
             )
     return out
@@ -108,9 +109,11 @@ def decide(
     hosts = hosts or {}
     cands: list[Cause] = []
     if traces:
-        cands += [from_divergence(d, m, "rehearsal traces", 100, files or {}) for d, m in traces.divergences[:2]]
+        cands += [from_divergence(d, m, "rehearsal traces", S.TRACE, files or {}) for d, m in traces.divergences[:2]]
     if dumps:
-        cands += [from_divergence(d, m, "Flight Recorder", 90, files or {}) for d, m in dumps.divergences[:2]]
+        cands += [
+            from_divergence(d, m, "Flight Recorder", S.FLIGHT_RECORDER, files or {}) for d, m in dumps.divergences[:2]
+        ]
     cands += _trace_endings(traces, trace_endings or {})
     if coll and (c := collseq.first_divergence(coll)) is not None:
         cands.append(c)
@@ -167,7 +170,7 @@ def _corroborate(primary: Cause, rest: list[Cause]) -> None:
     if primary.confidence not in ("medium", "low") or not primary.culprits:
         return
     for c in rest:
-        if c.culprits == primary.culprits and c.reason != primary.reason and c.strength >= 40:
+        if c.culprits == primary.culprits and c.reason != primary.reason and c.strength >= S.REPORTED:
             primary.confidence = "high" if primary.confidence == "medium" else "medium"
             primary.reason += f"; corroborated: {c.reason}"
             return
@@ -178,7 +181,7 @@ def _distinct(primary: Cause, rest: list[Cause]) -> list[Cause]:
     keys = {(primary.code, tuple(primary.culprits))}
     for c in rest:
         key = (c.code, tuple(c.culprits))
-        if key in keys or c.strength < 40 or c.code == "COL003":
+        if key in keys or c.strength < S.REPORTED or c.code == "COL003":
             continue
         keys.add(key)
         out.append(c)
@@ -193,7 +196,7 @@ def _fallbacks(events: list[Event]) -> list[Cause]:
     if cuda and not causes.by_kind(events, "cuda.error", "cuda.oom"):
         ranks = sorted({e.rank for e in cuda if e.rank is not None})
         out.append(Cause("DGN008", f"NCCL reports a CUDA failure on {causes._who(ranks)}", ranks, "medium" if len(ranks) == 1 else "low",
-                         "NCCL's own error names a CUDA failure on these ranks", [causes.ev(e) for e in cuda[:3]], strength=45))  # fmt: skip
+                         "NCCL's own error names a CUDA failure on these ranks", [causes.ev(e) for e in cuda[:3]], strength=S.NCCL_CUDA))  # fmt: skip
     net = causes_net.network(events)
     out += net
     timeouts = causes.by_kind(events, "coll.watchdog_timeout", "coll.gloo_timeout", "coll.blocking_wait", "coll.heartbeat",
@@ -202,12 +205,12 @@ def _fallbacks(events: list[Event]) -> list[Cause]:
         ranks = sorted({e.rank for e in timeouts if e.rank is not None})
         out.append(Cause("COL003", f"{causes._who(ranks)} timed out in a collective; no rank failed differently", [], "unknown",
                          "all reporting ranks show the same timeout and nothing else names a culprit",
-                         [causes.ev(e) for e in timeouts[:3]], strength=20))  # fmt: skip
+                         [causes.ev(e) for e in timeouts[:3]], strength=S.TIMEOUT_ONLY))  # fmt: skip
     fatal = [e for e in events if e.role != Role.FACT and e.time is not None and e.rank is not None
              and not e.kind.startswith("misc")]  # fmt: skip
     if fatal and not timeouts and not net:
         first = min(fatal, key=lambda e: e.time or 0.0)
         out.append(Cause("DGN007" if first.kind.startswith(("nccl", "gloo")) else "DGN010",
                          f"earliest error: rank {first.rank}: {first.text[:160]}", [int(first.rank)],  # type: ignore[arg-type]
-                         "low", "the earliest error by timestamp; nothing else decides", [causes.ev(first)], time=first.time, strength=15))  # fmt: skip
+                         "low", "the earliest error by timestamp; nothing else decides", [causes.ev(first)], time=first.time, strength=S.EARLIEST_ERROR))  # fmt: skip
     return out

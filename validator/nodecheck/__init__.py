@@ -16,11 +16,10 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from validator.checks.base import Check, Hit, Job, check
+from validator.codes import Code, code, table
 from validator.model import Facts, Finding, Report, Severity
 from validator.profiles import Profile
 
@@ -31,8 +30,10 @@ GPU_CLASSES = ("0x0300", "0x0302")  # VGA and 3D controllers; NVSwitches (0x0680
 TIME_ERROR = 5  # adjtimex(2): the clock is not synchronized
 
 
-@check("NOD001", Severity.ERROR, "GPUs missing from the driver")
-def gpus_missing(job: Job) -> Iterator[Hit]:
+gpus_missing = code(
+    "NOD001",
+    Severity.ERROR,
+    "GPUs missing from the driver",
     """The driver sees every NVIDIA GPU on the node's PCI bus (node-check only).
 
     A GPU that is on the bus but not in NVML fell off the bus (Xid 79), failed its init, or the
@@ -40,12 +41,14 @@ def gpus_missing(job: Job) -> Iterator[Hit]:
     fail at `torch.cuda.set_device` or run short.
 
     Drain the node; read `dmesg | grep -i xid` and `nvidia-smi -q`; reset the GPU or reboot.
-    """
-    yield from ()
+    """,
+)
 
 
-@check("NOD002", Severity.ERROR, "InfiniBand port not active")
-def ib_port_down(job: Job) -> Iterator[Hit]:
+ib_port_down = code(
+    "NOD002",
+    Severity.ERROR,
+    "InfiniBand port not active",
     """Every InfiniBand/RoCE port in /sys/class/infiniband is ACTIVE, except ports that are
     administratively disabled (node-check only).
 
@@ -54,12 +57,14 @@ def ib_port_down(job: Job) -> Iterator[Hit]:
 
     Check the cable and switch port (`ibstat`), the subnet manager (`sminfo`), and the link
     layer; drain the node until the port is ACTIVE.
-    """
-    yield from ()
+    """,
+)
 
 
-@check("NOD003", Severity.WARNING, "NCCL library not loadable")
-def nccl_missing(job: Job) -> Iterator[Hit]:
+nccl_missing = code(
+    "NOD003",
+    Severity.WARNING,
+    "NCCL library not loadable",
     """On a node with GPUs, an NCCL library loads (NCCL_LIB, the nvidia-nccl wheel of the
     validator's Python, or the system library path) and reports its version (node-check only).
 
@@ -67,12 +72,14 @@ def nccl_missing(job: Job) -> Iterator[Hit]:
     NCCL in a container are not affected, hence a warning.
 
     Install NCCL (libnccl2) on the node or point NCCL_LIB at it.
-    """
-    yield from ()
+    """,
+)
 
 
-@check("NOD004", Severity.WARNING, "Clock not synchronized")
-def clock_unsynced(job: Job) -> Iterator[Hit]:
+clock_unsynced = code(
+    "NOD004",
+    Severity.WARNING,
+    "Clock not synchronized",
     """The kernel reports the system clock as synchronized (adjtimex: not TIME_ERROR)
     (node-check only).
 
@@ -80,11 +87,11 @@ def clock_unsynced(job: Job) -> Iterator[Hit]:
     diagnose` and people misorder events; large skews also break Kerberos/munge credentials.
 
     Start or fix the time service (chronyd, systemd-timesyncd, ntpd); check `chronyc tracking`.
-    """
-    yield from ()
+    """,
+)
 
 
-CODES: dict[str, Check] = {c.code: c for c in (gpus_missing, ib_port_down, nccl_missing, clock_unsynced)}
+CODES: dict[str, Code] = table(gpus_missing, ib_port_down, nccl_missing, clock_unsynced)
 
 
 # ----------------------------------------------------------------------------- readings

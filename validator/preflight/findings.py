@@ -1,16 +1,15 @@
-"""PRE: findings of the preflight rendezvous itself (not checks over facts). The functions are
-placeholders that carry each code's documentation; the preflight produces these findings."""
+"""PRE: findings of the preflight rendezvous itself (not checks over facts): their codes, and
+``finding`` that the preflight makes them with."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from validator.checks.base import Check, Hit, Job, check
+from validator.codes import Code, code, table
 from validator.model import Finding, Severity
 
-
-@check("PRE001", Severity.ERROR, "Coordinator unreachable")
-def unreachable(job: Job) -> Iterator[Hit]:
+unreachable = code(
+    "PRE001",
+    Severity.ERROR,
+    "Coordinator unreachable",
     """A participant reached the preflight coordinator (the master's MASTER_ADDR:MASTER_PORT, or
     --coordinator) before the deadline.
 
@@ -22,12 +21,14 @@ def unreachable(job: Job) -> Iterator[Hit]:
     Check that the master node runs the preflight too, that MASTER_ADDR resolves to it from this
     node (`getent ahosts MASTER_ADDR`) and that the port is open between the nodes (`nc -zv
     MASTER_ADDR MASTER_PORT` while the preflight waits).
-    """
-    yield from ()
+    """,
+)
 
 
-@check("PRE002", Severity.ERROR, "Rendezvous port held by another program")
-def foreign(job: Job) -> Iterator[Hit]:
+foreign = code(
+    "PRE002",
+    Severity.ERROR,
+    "Rendezvous port held by another program",
     """Whatever listens on the rendezvous port on the master is the preflight coordinator of
     this job.
 
@@ -36,12 +37,14 @@ def foreign(job: Job) -> Iterator[Hit]:
 
     Stop the process named on the master (the coordinator's own report names its pid), or use
     another MASTER_PORT for the whole job.
-    """
-    yield from ()
+    """,
+)
 
 
-@check("PRE003", Severity.ERROR, "Rejected by the coordinator")
-def rejected(job: Job) -> Iterator[Hit]:
+rejected = code(
+    "PRE003",
+    Severity.ERROR,
+    "Rejected by the coordinator",
     """The coordinator accepted this participant's facts.
 
     It refuses participants of another job (a different SLURM_JOB_ID, rdzv id or --job-id), a
@@ -52,12 +55,14 @@ def rejected(job: Job) -> Iterator[Hit]:
 
     Give every participant the same job identity and secret (export them in the job script), or
     move one of the jobs to another port; for a flood, find its source in the coordinator's PRE004.
-    """
-    yield from ()
+    """,
+)
 
 
-@check("PRE004", Severity.INFO, "Connections refused by the coordinator")
-def strangers(job: Job) -> Iterator[Hit]:
+strangers = code(
+    "PRE004",
+    Severity.INFO,
+    "Connections refused by the coordinator",
     """The coordinator saw no connection that it had to refuse or drop (another job, bad MAC,
     garbage, oversized or deeply nested frames, idle or slow connections, a connection claiming a
     registered participant's identity, a flood at the connection limit or the memory budget).
@@ -69,12 +74,14 @@ def strangers(job: Job) -> Iterator[Hit]:
 
     Look at the peers listed; give colliding jobs distinct ports; set VALIDATOR_SECRET where the
     port is reachable from untrusted hosts.
-    """
-    yield from ()
+    """,
+)
 
 
-@check("PRE005", Severity.ERROR, "Network check: peers cannot reach each other (retired: NET101)")
-def net_pair(job: Job) -> Iterator[Hit]:
+net_pair = code(
+    "PRE005",
+    Severity.ERROR,
+    "Network check: peers cannot reach each other (retired: NET101)",
     """Retired: `validator preflight --net-check` reports an unreachable pair as NET101 now, as
     `validator scan --net-check` always did (one net check for both). PRE005 is no longer emitted;
     the code keeps this meaning and is never reused.
@@ -83,12 +90,14 @@ def net_pair(job: Job) -> Iterator[Hit]:
     address NCCL (or Gloo) would use on that node, which hangs the first collective.
 
     See NET101 (`validator explain NET101`); rules that select or ignore PRE005 should name NET101.
-    """
-    yield from ()
+    """,
+)
 
 
-@check("PRE006", Severity.ERROR, "Smoke all_reduce failed")
-def smoke(job: Job) -> Iterator[Hit]:
+smoke = code(
+    "PRE006",
+    Severity.ERROR,
+    "Smoke all_reduce failed",
     """With --smoke, a tiny all_reduce over all participants (gloo, or NCCL where GPUs exist)
     completes with the right sum within its timeout.
 
@@ -96,12 +105,14 @@ def smoke(job: Job) -> Iterator[Hit]:
     first collective.
 
     Read the error; run `validator diagnose` on the preflight's log for a classification.
-    """
-    yield from ()
+    """,
+)
 
 
-@check("PRE007", Severity.ERROR, "Cannot listen on the rendezvous port")
-def cannot_bind(job: Job) -> Iterator[Hit]:
+cannot_bind = code(
+    "PRE007",
+    Severity.ERROR,
+    "Cannot listen on the rendezvous port",
     """The master can listen on the rendezvous port (apart from it being in use, which RDZ006
     reports with the owner).
 
@@ -109,14 +120,14 @@ def cannot_bind(job: Job) -> Iterator[Hit]:
     bound (EADDRNOTAVAIL): the job's TCPStore would fail the same way.
 
     Use a port in 1024-65535 and a MASTER_ADDR that belongs to the master node.
-    """
-    yield from ()
+    """,
+)
 
 
-CODES: dict[str, Check] = {c.code: c for c in (unreachable, foreign, rejected, strangers, net_pair, smoke, cannot_bind)}
+CODES: dict[str, Code] = table(unreachable, foreign, rejected, strangers, net_pair, smoke, cannot_bind)
 
 
 def finding(code: str, message: str, hosts: list[str], ranks: list[int] | None = None, **kw: str | None) -> Finding:
     c = CODES[code]
     return c.finding(message, ranks=ranks or [], hosts=hosts, expected=kw.get("expected"), actual=kw.get("actual"),
-                     fix=kw.get("fix") or c.doc["fix"], verify=kw.get("verify") or "")  # fmt: skip
+                     fix=kw.get("fix") or c.fix, verify=kw.get("verify") or "")  # fmt: skip

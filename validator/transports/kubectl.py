@@ -93,4 +93,6 @@ class Kubectl(Local):
                 return Outcome(target, "unreachable", f"kubectl exec: {_tail(err, 250)}")
         if rc == 126 and "executable file not found" in low:  # the container runtime's own message
             return Outcome(target, "no-python", f"{self.python} not found in the pod ({_tail(err, 200)})")
+        if rc is not None and rc > 128 and "command terminated with exit code" in low:  # killed: 128 + signal
+            rc = -(rc - 128)
         return super().outcome(target, out, err, rc, job)

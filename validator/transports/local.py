@@ -59,7 +59,12 @@ class Local:
 
     def outcome(self, target: str, out: str, err: str, rc: int | None, job: Job) -> Result:
         """The program's answer, or why there is none, from what the command left behind."""
-        signame = signal.Signals(-rc).name[3:] if rc is not None and rc < 0 else None
+        signame = None
+        if rc is not None and rc < 0:
+            try:
+                signame = signal.Signals(-rc).name[3:]
+            except ValueError:
+                signame = str(-rc)
         return classify(target, out, err, None if signame else rc, signame, self.python, job.answer)
 
     # ------------------------------------------------------------------ the Transport protocol

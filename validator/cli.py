@@ -209,9 +209,13 @@ def scan(
     ] = None,
     k8s: Annotated[bool, typer.Option("--k8s", help="scan the pods -l selects, through kubectl exec")] = False,
     namespace: Annotated[
-        Optional[str], typer.Option("--namespace", "-n", help="with --k8s: the pods' namespace")
-    ] = None,  # noqa: UP045
-    context: Annotated[Optional[str], typer.Option("--context", help="with --k8s: this kubeconfig context")] = None,  # noqa: UP045
+        Optional[str],  # noqa: UP045
+        typer.Option("--namespace", "-n", help="with --k8s: the pods' namespace"),
+    ] = None,
+    context: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--context", help="with --k8s: this kubeconfig context"),
+    ] = None,
     local: Annotated[bool, typer.Option("--local", help="scan this machine through a local python3")] = False,
     profile: Annotated[Optional[str], typer.Option("--profile", "-p", help="launch profile YAML")] = None,  # noqa: UP045
     fanout: Annotated[int, typer.Option(help="SSH connections in flight at once")] = 64,

@@ -22,7 +22,12 @@ PATH = "/usr/bin:/bin"  # the pods' PATH: the system python3 (the agent needs th
 TRAIN = [f"train-{i}" for i in range(4)]
 CASES = ("case-unreachable", "case-timeout", "case-nopython", "case-garbage", "case-ctrlc", "case-pending")
 # pods that fail one way each; each carries the label of its case, as do train-0 and train-1
-ODD = {"hang-0": "case-timeout", "nopython-0": "case-nopython", "garbage-0": "case-garbage", "gone-0": "case-unreachable"}
+ODD = {
+    "hang-0": "case-timeout",
+    "nopython-0": "case-nopython",
+    "garbage-0": "case-garbage",
+    "gone-0": "case-unreachable",
+}
 
 
 @dataclass
@@ -65,7 +70,11 @@ def k8s_cluster(netns_hosts: NetnsHosts) -> Iterator[Cluster]:
     }
     pods, emulate = [], {}
     for i, name in enumerate(TRAIN):
-        labels = {"job-name": "train", **({c: "" for c in CASES} if i < 2 else {}), **({"drift": "yes"} if i == 3 else {})}
+        labels = {
+            "job-name": "train",
+            **({c: "" for c in CASES} if i < 2 else {}),
+            **({"drift": "yes"} if i == 3 else {}),
+        }
         pods.append(_pod(name, labels, ip=netns_hosts.addrs[i]))
         env = {"NCCL_IB_DISABLE": "1"} if i == 3 else {}  # one pod differs from its peers: ENV002
         etc = str(pod_etc(d / f"etc-{name}", f"127.0.0.1\tlocalhost\n{netns_hosts.addrs[i]}\t{name}\n"))  # kubelet's

@@ -105,7 +105,7 @@ def slurm_rig(request: pytest.FixtureRequest, tmp: Path) -> Rig:
     odd = '[ "$SLURMD_NODENAME" = n2 ] && '
 
     def python(name: str, body: str) -> list[str]:
-        return ["--slurm", "--python", _python(tmp, name, f"{odd}{{ {body}; }}\nexec python3 \"$@\"")]
+        return ["--slurm", "--python", _python(tmp, name, f'{odd}{{ {body}; }}\nexec python3 "$@"')]
 
     cases = {
         "timeout": ([*python("hang", f"touch {mark}; exec sleep 300"), "--timeout", "3"], "n2"),

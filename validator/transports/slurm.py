@@ -1,7 +1,8 @@
-"""SLURM transport: inside an allocation, one ``srun --ntasks-per-node=1`` step runs the agent
-on every node at once (no SSH). Each task prints its JSON in framed lines (srun --label splits
-long lines); the label tells whose lines they are, and the document's SLURMD_NODENAME names the
-node. The net check runs two overlapping steps: listeners, then probers.
+"""SLURM transport: inside an allocation, one ``srun --ntasks-per-node=1`` step runs a job on
+every node at once (no SSH). Every task reads the same payload on stdin and picks its node's
+entry; it prints its node's name first (``cv@``, SLURMD_NODENAME), then its JSON in framed lines
+(srun --label splits long lines): the label tells whose lines they are. The net check runs two
+overlapping steps: listeners (``start``), then probers.
 
 Also the SLURM target sources: the allocation's nodelist and a partition's nodes (``sinfo``).
 """

@@ -313,10 +313,9 @@ class Fleet:
                 self.started[target] = proc
                 return target, doc
             proc.close()
-            why = f"no answer within {limit:g} s" if not text else text.strip()[-200:]
-            return target, classify(target, text, "", None, None, self.python, job.answer) if text else Outcome(
-                target, "timeout", why
-            )
+            if not text:
+                return target, Outcome(target, "timeout", f"no answer within {limit:g} s")
+            return target, classify(target, text, "", None, None, self.python, job.answer)
 
         return dict(await asyncio.gather(*(one(t) for t in targets)))
 

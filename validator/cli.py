@@ -207,6 +207,16 @@ def scan(
         Optional[str],  # noqa: UP045
         typer.Option("--partition", help="also scan every node of this SLURM partition (sinfo), over SSH"),
     ] = None,
+    k8s: Annotated[bool, typer.Option("--k8s", help="scan the pods -l selects, through kubectl exec")] = False,
+    namespace: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--namespace", "-n", help="with --k8s: the pods' namespace"),
+    ] = None,
+    context: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--context", help="with --k8s: this kubeconfig context"),
+    ] = None,
+    local: Annotated[bool, typer.Option("--local", help="scan this machine through a local python3")] = False,
     profile: Annotated[Optional[str], typer.Option("--profile", "-p", help="launch profile YAML")] = None,  # noqa: UP045
     fanout: Annotated[int, typer.Option(help="SSH connections in flight at once")] = 64,
     connect_timeout: Annotated[float, typer.Option(help="seconds to get an SSH session, per host")] = 10.0,
@@ -232,7 +242,11 @@ def scan(
         Optional[list[str]],  # noqa: UP045
         typer.Option("--ssh-config", "-F", help="ssh_config file(s) instead of ~/.ssh/config and /etc/ssh/ssh_config"),
     ] = None,
-    user: Annotated[Optional[str], typer.Option("--user", "-l", help="remote user (default: ssh config)")] = None,  # noqa: UP045
+    user: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--user", "-l", help="remote user (default: ssh config); with --k8s: the label selector"),
+    ] = None,
+    selector: Annotated[Optional[str], typer.Option("--selector", help="with --k8s: the pods' label selector")] = None,  # noqa: UP045
     env: Annotated[
         Optional[list[str]],  # noqa: UP045
         typer.Option("--env", "-e", help="NAME=VALUE the job will set (e.g. NCCL_SOCKET_IFNAME=^docker,lo); repeat"),
@@ -247,7 +261,8 @@ def scan(
         typer.Option("--prom-file", help="also write Prometheus textfile metrics here"),
     ] = None,
 ) -> None:
-    """Check many nodes at once over SSH (or one srun step) and say which ones to drain."""
+    """Check many nodes at once over SSH (or one srun step, or kubectl exec) and say which ones to drain."""
+    from validator import scan as scanning
     from validator.report import FORMATS
 
     if fmt not in [*FORMATS, "html"]:
@@ -257,11 +272,16 @@ def scan(
     if bad:
         raise UserError(f"expected NAME=VALUE, got {bad[0]!r}", "--env")
     level = fail_level(fail_on)
-    opts = pipeline.ScanOptions(
+    opts = scanning.ScanOptions(
         targets=targets or [],
         slurm=slurm,
         slurm_nodes=slurm_nodes,
         partition=partition,
+        k8s=k8s,
+        selector=selector or (user if k8s else None),  # -l: kubectl's selector under --k8s, ssh's user otherwise
+        namespace=namespace,
+        context=context,
+        local=local,
         profile=profile,
         codes=pipeline.resolve_codes(_split(select), _split(ignore)),
         fail_on=level,
@@ -269,7 +289,7 @@ def scan(
         connect_timeout=connect_timeout,
         timeout=timeout,
         ssh_config=ssh_config,
-        user=user,
+        user=None if k8s else user,
         accept_new_host_keys=accept_new_host_keys,
         env={name: value for name, _, value in pairs},
         python=python,
@@ -278,7 +298,7 @@ def scan(
         progress=sys.stderr.isatty(),
         verbose=verbose,
     )
-    result = pipeline.scan(opts)
+    result = scanning.scan(opts)
     for warning in result.warnings:
         print(f"validator: warning: {warning}", file=sys.stderr)
     emit(
@@ -288,7 +308,7 @@ def scan(
         output,
     )
     if drain_list is not None:
-        pipeline.write_drain_list(result, str(drain_list))
+        scanning.write_drain_list(result, str(drain_list))
     code = 130 if result.interrupted else 2 if result.failed else result.report.exit_code(level, allow_incomplete)
     if prom_file is not None:
         from validator.report.prom import write_prom

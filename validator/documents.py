@@ -42,7 +42,7 @@ class SummaryDoc(TypedDict):
 class ScanDoc(TypedDict):
     """What `validator scan` did: transport, targets reached, the net check's counts."""
 
-    transport: str  # ssh | slurm
+    transport: str  # ssh | slurm | kubectl | local
     targets: int
     reached: int
     interrupted: bool

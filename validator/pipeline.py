@@ -1,27 +1,28 @@
 """The one place where the stages meet: targets -> transport -> agent -> facts -> checks -> report.
 
 The CLI parses options and calls these functions; transports move bytes and know no checks.
+The scan command (choosing a transport, its phases, the drain list) lives in validator.scan.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from validator.agent import probe as agent
-from validator.documents import ScanDoc, ScanReportDoc
 from validator.errors import UserError
 from validator.facts import load_facts, parse
 from validator.facts.command import parse_command
 from validator.facts.files import load_file
 from validator.facts.launch import parse_launch
-from validator.model import Facts, Finding, Outcome, Report, Severity
+from validator.model import Facts, Finding, Outcome, Report
 from validator.profiles import Profile, load_profile
 
 # validator.checks is imported where it is used: preflight participants only probe and never check.
+if TYPE_CHECKING:
+    from validator.scan import ScanResult
 
 
 def probe_local(argv: list[str] | None = None, environ: dict[str, str] | None = None, port_check: bool = True) -> Facts:
@@ -98,192 +99,7 @@ def check_files(paths: list[str], profile_path: str | None, codes: list[str]) ->
     return check(facts, profile, codes, input_errors=errors)
 
 
-# =============================================================================================
-# scan: `validator scan` -- targets -> SSH fan-out or one srun step -> agent -> facts -> checks
-# -> report (+ the optional net check). Everything below belongs to the scan; the functions
-# above are shared by every command.
-# =============================================================================================
-
-
-@dataclass
-class ScanOptions:
-    targets: list[str] = field(default_factory=list)  # hostlists and @files
-    slurm: bool = False  # gather through one srun step of the current allocation
-    slurm_nodes: str | None = None  # with --slurm: only these nodes of the allocation
-    partition: str | None = None  # targets: every node of this partition (sinfo), over SSH
-    profile: str | None = None
-    codes: list[str] | None = None
-    fail_on: Severity | None = Severity.ERROR  # findings at this level put a node on the drain list
-    fanout: int = 64
-    connect_timeout: float = 10.0
-    timeout: float = 60.0
-    ssh_config: list[str] | None = None  # None: ~/.ssh/config and /etc/ssh/ssh_config
-    user: str | None = None
-    accept_new_host_keys: bool = False
-    env: dict[str, str] = field(default_factory=dict)  # the job's settings, as the agent sees them
-    python: str = "python3"
-    net_check: bool = False
-    net_timeout: float = 3.0
-    progress: bool = False  # a progress bar on stderr
-    verbose: bool = False  # one stderr line per host
-
-
-@dataclass
-class ScanResult:
-    report: Report
-    drain: list[str]
-    transport: str
-    targets: list[str]
-    interrupted: bool
-    elapsed_s: float
-    net_check: dict[str, int] | None = None  # nodes listened on, probes made, probes failed
-    warnings: list[str] = field(default_factory=list)
-    failed: str | None = None  # the scan itself failed (scanner-side): exit 2, nothing to drain
-
-    def scan_json(self) -> ScanDoc:
-        return {
-            "transport": self.transport,
-            "targets": len(self.targets),
-            "reached": len(self.report.hosts),
-            "interrupted": self.interrupted,
-            "elapsed_s": round(self.elapsed_s, 2),
-            "net_check": self.net_check,
-            "warnings": self.warnings,
-            "failed": self.failed,
-        }
-
-    def to_json(self) -> ScanReportDoc:
-        """The report's JSON (docs/scan.md), with the scan's own ``scan`` and ``drain``."""
-        return {**self.report.document(), "scan": self.scan_json(), "drain": self.drain}
-
-
-OnResult = Callable[[str, Any], None]  # a host's raw document or Outcome, as soon as it is known
-Note = Callable[[str], None]  # a phase line for the progress display
-NetOutcome = tuple["dict[str, int] | None", "list[Finding]"]
-
-
-def scan_targets(opts: ScanOptions) -> tuple[list[str], str]:
-    """(hosts, transport): hostlists/@files/a partition over SSH, or the allocation over srun."""
-    from validator.targets import expand, expand_targets
-    from validator.transports import slurm
-
-    if opts.slurm:
-        if opts.targets or opts.partition:
-            raise UserError("--slurm scans the current allocation; give no TARGETS or --partition with it")
-        nodes = slurm.allocation_nodes()
-        if opts.slurm_nodes:
-            wanted = expand(opts.slurm_nodes)
-            outside = [n for n in wanted if n not in nodes]
-            if outside:
-                raise UserError(f"not in this allocation: {', '.join(outside[:5])}", "--slurm-nodes")
-            nodes = wanted
-        return nodes, "slurm"
-    if opts.slurm_nodes:
-        raise UserError("--slurm-nodes needs --slurm (it selects nodes of the current allocation)")
-    hosts = expand_targets(opts.targets)
-    if opts.partition:
-        hosts = list(dict.fromkeys(hosts + slurm.partition_nodes(opts.partition)))
-    if not hosts:
-        raise UserError("nothing to scan: give a hostlist, @file, --partition or --slurm")
-    return hosts, "ssh"
-
-
-def _agent_args() -> list[str]:
-    return ["--no-port-probe"]
-
-
-async def _scan_ssh(
-    opts: ScanOptions, profile: Profile | None, hosts: list[str], on_done: OnResult, note: Note
-) -> tuple[dict[str, int] | None, list[Finding], list[str]]:
-    """SSH fan-out of the agent, then (optionally) the net check over the same connections.
-    Returns (net-check summary, net-check findings, warnings)."""
-    from validator.transports import agent_source, bootstrap, remote_command, stdin_payload
-    from validator.transports.ssh import Fleet, SshOptions, default_config_paths
-
-    ssh = SshOptions(
-        fanout=opts.fanout,
-        connect_timeout=opts.connect_timeout,
-        command_timeout=opts.timeout,
-        config=default_config_paths() if opts.ssh_config is None else list(opts.ssh_config),
-        username=opts.user,
-        accept_new_host_keys=opts.accept_new_host_keys,
-    )
-    ssh.check()
-    command = remote_command(opts.python, bootstrap(opts.timeout), _agent_args())
-    stdin = stdin_payload(opts.env, agent_source())  # --env values travel here, never on the command line
-    async with Fleet(ssh) as fleet:
-        gathered = await fleet.gather(hosts, command, stdin, on_done, opts.python, keep=opts.net_check)
-        if not opts.net_check:
-            return None, [], fleet.warnings
-
-        async def listen(addrs: dict[str, str], lifetime: float) -> dict[str, dict[str, Any]]:
-            return await fleet.listen_all(addrs, opts.python, lifetime)
-
-        async def probe(plans: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-            return dict(await fleet.probe_all(plans, opts.python, opts.net_timeout))
-
-        try:
-            return (*await _net_check(hosts, gathered, opts, profile, note, listen, probe), fleet.warnings)
-        finally:
-            await fleet.stop_listeners()
-
-
-async def _scan_slurm(
-    opts: ScanOptions, profile: Profile | None, hosts: list[str], on_done: OnResult, note: Note
-) -> tuple[dict[str, int] | None, list[Finding], list[str]]:
-    """One srun step of the agent, then (optionally) the net check as two overlapping steps."""
-    from validator.transports import slurm
-
-    gathered = await slurm.gather(hosts, _agent_args(), opts.env, opts.timeout, on_done, opts.python)
-    if not opts.net_check:
-        return None, [], []
-    step: list[Any] = []
-
-    async def listen(addrs: dict[str, str], lifetime: float) -> dict[str, dict[str, Any]]:
-        proc, listening = await slurm.listen_all(addrs, opts.python, lifetime, opts.timeout + slurm.START_SLACK_S)
-        step.append(proc)
-        return listening
-
-    async def probe(plans: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-        return dict(await slurm.probe_all(plans, opts.python, opts.net_timeout))
-
-    try:
-        return (*await _net_check(hosts, gathered, opts, profile, note, listen, probe), [])
-    finally:
-        if step:
-            await slurm.stop(step[0])
-
-
-async def _net_check(
-    hosts: list[str],
-    gathered: dict[str, Any],
-    opts: ScanOptions,
-    profile: Profile | None,
-    note: Note,
-    listen: Callable[[dict[str, str], float], Awaitable[dict[str, dict[str, Any]]]],
-    probe: Callable[[dict[str, list[dict[str, Any]]]], Awaitable[dict[str, Any]]],
-) -> NetOutcome:
-    """Listen on every node's chosen address, probe and measure along the rings (validator/
-    netcheck/): (summary, NET1xx findings). The rings follow the target order (node rank order)."""
-    from validator.facts.network import uses_nccl
-    from validator.netcheck import rounds
-
-    loaded = [f for h in hosts if isinstance(r := gathered.get(h), dict) and not isinstance(f := _to_facts(h, r), str)]
-    nodes = rounds.nodes(loaded, uses_nccl(loaded, profile.gpus_per_node if profile else None))
-    if len(nodes) < 2:
-        note("net check skipped: fewer than two nodes with an address to probe")
-        return None, []
-    note(f"net check: listening on {len(nodes)} nodes")
-    lifetime = opts.net_timeout * (len(nodes) // 64 + 4) + opts.timeout + 60
-    listening = await listen({n.label: str(n.addr) for n in nodes}, lifetime)
-    for n in nodes:
-        got = listening[n.label]
-        n.port, n.token, n.error, n.bind = got.get("port"), got.get("token"), got.get("error"), bool(got.get("bind"))
-    outcome = await rounds.run(nodes, probe)
-    return outcome.counts, outcome.findings
-
-
-def _to_facts(host: str, raw: dict[str, Any]) -> Facts | str:
+def to_facts(host: str, raw: dict[str, Any]) -> Facts | str:
     """The node's facts, labelled with the name it was scanned as; or why they do not load."""
     try:
         facts = load_facts(raw, host)
@@ -291,65 +107,6 @@ def _to_facts(host: str, raw: dict[str, Any]) -> Facts | str:
         return str(e)
     facts["host"] = host
     return facts
-
-
-def scan(opts: ScanOptions) -> ScanResult:
-    """Scan the targets; Ctrl-C stops the fan-out and returns what was gathered so far."""
-    import asyncio
-    import time
-
-    from validator.report.html import drain_hosts, scan_failure
-    from validator.transports.progress import Progress
-
-    started = time.monotonic()
-    profile = load_profile(opts.profile) if opts.profile else None  # bad profile: exit 2 before connecting
-    hosts, transport = scan_targets(opts)
-    gathered: dict[str, Any] = {}
-    net_check: dict[str, int] | None = None
-    net_findings, warnings = list[Finding](), list[str]()
-    interrupted = False
-    with Progress(len(hosts), bar=opts.progress, verbose=opts.verbose) as progress:
-
-        def done(target: str, result: Any) -> None:
-            gathered[target] = result
-            progress(target, result)
-
-        try:
-            if transport == "slurm":
-                net_check, net_findings, warnings = asyncio.run(_scan_slurm(opts, profile, hosts, done, progress.note))
-            else:
-                net_check, net_findings, warnings = asyncio.run(_scan_ssh(opts, profile, hosts, done, progress.note))
-        except KeyboardInterrupt:
-            interrupted = True
-    facts: list[Facts] = []
-    outcomes: list[Outcome] = []
-    for host in [*hosts, *(h for h in gathered if h not in hosts)]:
-        result = gathered.get(host)
-        if result is None:
-            outcomes.append(Outcome(host, "interrupted", "the scan was interrupted before this host answered"))
-        elif isinstance(result, Outcome):
-            outcomes.append(result)
-        elif isinstance(f := _to_facts(host, result), str):
-            outcomes.append(Outcome(host, "unparsed", f))
-        else:
-            facts.append(f)
-    from validator.targets import fold_hosts
-
-    report = check(facts, profile, opts.codes, context="scan", outcomes=outcomes, title=f"scan of {fold_hosts(hosts)}")
-    if net_findings:
-        report.findings = sorted(report.findings + keep(net_findings, opts.codes), key=lambda f: (-f.severity, f.code))
-    failed = scan_failure(report, len(hosts)) if not interrupted else None
-    return ScanResult(
-        report,
-        [] if failed else drain_hosts(report, opts.fail_on),
-        transport,
-        hosts,
-        interrupted,
-        time.monotonic() - started,
-        net_check,
-        warnings,
-        failed,
-    )
 
 
 def render_scan(result: ScanResult, fmt: str, **options: Any) -> str:
@@ -368,12 +125,3 @@ def render_scan(result: ScanResult, fmt: str, **options: Any) -> str:
         n = len(result.drain)
         options.setdefault("verdict", f"drain: {fold_hosts(result.drain)} ({n} host{'s' if n != 1 else ''})")
     return render(result.report, fmt, drain=result.drain, scan=result.scan_json(), **options)
-
-
-def write_drain_list(result: ScanResult, path: str) -> None:
-    """One host per line (for `scontrol update nodename=... state=drain`); empty when none."""
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("".join(f"{h}\n" for h in result.drain))
-    except OSError as e:
-        raise UserError(f"cannot write the drain list: {e.strerror}", path) from None

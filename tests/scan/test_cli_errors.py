@@ -69,6 +69,10 @@ def test_missing_ssh_config(tmp_path: Path) -> None:
         (["127.0.0.1", "--fanout", "0"], "must be positive"),
         ([], "nothing to scan"),
         (["127.0.0.1", "--select", "XYZ"], "unknown check code or prefix 'XYZ'"),
+        (["--k8s", "--slurm"], "--slurm and --k8s exclude each other"),
+        (["127.0.0.1", "--k8s", "-l", "job-name=train"], "--k8s chooses its own targets"),
+        (["127.0.0.1", "-n", "ml"], "--selector, --namespace and --context need --k8s"),
+        (["--local", "--partition", "gpu"], "--local chooses its own targets"),
     ],
 )
 def test_bad_options(args: list[str], expected: str) -> None:

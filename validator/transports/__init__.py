@@ -1,17 +1,20 @@
-"""Transports: how to reach a node and run the agent there. They move bytes; they know no checks.
+"""Transports: how to reach a node and run a program there. They move bytes; they know no checks.
 
-Every transport returns, per target, either the agent's raw document (a dict) or an
-``Outcome`` saying why there is none (unreachable, auth, hostkey, timeout, no-python, unparsed,
-error). What the agent's output means is decided by ``validator.facts``, not here.
+Every transport (``Transport`` below: local, ssh, slurm, kubectl) runs a ``Job`` -- a
+standard-library Python program such as the agent or the net check's prober -- on its targets
+and returns, per target, the program's answer (a dict) or an ``Outcome`` saying why there is
+none (unreachable, auth, hostkey, timeout, no-python, unparsed, error). What the agent's output
+means is decided by ``validator.facts``, not here. Adding a transport: docs/architecture-transports.md.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from validator.model import Outcome
 
@@ -21,6 +24,7 @@ Gathered: TypeAlias = "dict[str, Result]"
 OnDone: TypeAlias = "Callable[[str, Result], None]"  # called once per target as soon as its result is known
 
 MAX_OUTPUT = 8 << 20  # bytes of agent output accepted from one node
+MAX_STDERR = 64 << 10
 WATCHDOG_SLACK_S = 5  # the node-side watchdog fires this long after the client's own timeout
 
 
@@ -30,30 +34,90 @@ def agent_source() -> str:
     return Path(probe.__file__).read_text()
 
 
+def is_agent_doc(doc: Raw) -> bool:
+    return doc.get("kind") == "raw"
+
+
+@dataclass(frozen=True)
+class Job:
+    """A standard-library Python program to run on every target, and what it gets there. Its
+    arguments, input and environment travel on its stdin (``payload``), never on a command line,
+    which every user of the node can read."""
+
+    source: str
+    args: Sequence[str] | Mapping[str, Sequence[str]] = ()  # the same for every target, or per target
+    input: Mapping[str, str] | None = None  # per target; None: stdin stays open (start) or empty (run)
+    env: Mapping[str, str] = field(default_factory=dict)  # set before the program runs
+    timeout: float = 60.0  # the program's run (its node-side watchdog fires 5 s later)
+    answer: Callable[[Raw], bool] = is_agent_doc  # which JSON object printed is its answer
+
+    def entry(self, target: str) -> dict[str, Any]:
+        args = self.args.get(target, ()) if isinstance(self.args, Mapping) else self.args
+        text = None if self.input is None else self.input.get(target, "")
+        return {"env": dict(self.env), "argv": list(args), "input": text}
+
+
+class Transport(Protocol):
+    """Reach targets, run jobs there, stream per-target results, stop. Used as ``async with``:
+    leaving it ends everything it started (``stop``) and closes its connections."""
+
+    name: str  # "ssh", "slurm", "kubectl", "local": the report's scan.transport
+    warnings: list[str]  # scanner-side notes for the report (a host key that could not be saved)
+
+    async def __aenter__(self) -> Transport: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    async def run(self, job: Job, targets: list[str], on_done: OnDone | None = None) -> Gathered:
+        """Run ``job`` to completion on every target; each result goes to ``on_done`` as soon as
+        it is known (an interrupted run keeps them)."""
+        ...
+
+    async def start(self, job: Job, targets: list[str]) -> Gathered:
+        """Start ``job`` on every target and return its first answer there; the programs keep
+        running, with stdin open, until ``stop``."""
+        ...
+
+    async def stop(self) -> None:
+        """End what ``start`` started: their stdin closes, they are killed if they linger."""
+        ...
+
+
 FRAME = "cv:"  # prefix of the framed agent output's lines (see ``bootstrap``)
 FRAME_END = "cv!end"  # the last framed line: this task's output is complete
+FRAME_NODE = "cv@"  # first line under ``label``: the task's node name
 FRAME_WIDTH = 900  # srun --label splits lines at 1024 bytes
 
 
-def bootstrap(timeout_s: float, source: str | None = None, framed: bool = False, drop: tuple[str, ...] = ()) -> str:
+def payload(job: Job, target: str = "", nodes: Sequence[str] | None = None, embedded: bool = False) -> str:
+    """What ``bootstrap`` reads on stdin: one JSON line (the source's length, the target's
+    arguments, input and environment), then the source unless it is ``embedded`` in the command
+    line. ``nodes``: one entry per node, picked by SLURMD_NODENAME, for a step where every task
+    reads the same stdin."""
+    head: dict[str, Any] = {"n": 0 if embedded else len(job.source)}
+    if nodes is None:
+        head["all"] = job.entry(target)
+    else:
+        head["per"] = {node: job.entry(node) for node in nodes}
+    return json.dumps(head) + "\n" + ("" if embedded else job.source)
+
+
+def bootstrap(
+    timeout_s: float, source: str | None = None, framed: bool = False, drop: tuple[str, ...] = (), label: bool = False
+) -> str:
     """A ``python3 -c`` program that arms a watchdog (SIGALRM kills the process even when it is
-    stuck in a C call) and runs the agent, embedded or read from stdin (``stdin_payload``: the
-    environment to add, then the source). The agent starts with a ``from __future__`` import, so
-    the watchdog cannot simply be prepended to its source.
+    stuck in a C call), reads its ``payload`` from stdin and runs the program, read from stdin or
+    embedded (``source``). The agent starts with a ``from __future__`` import, so the watchdog
+    cannot simply be prepended to its source.
 
-    ``framed``: the agent's output comes back as lines of ``cv:`` + at most 900 characters
+    ``framed``: the program's output comes back as lines of ``cv:`` + at most 900 characters
     (``unframe`` joins them) and a last ``cv!end`` line, for carriers that split long lines
-    (srun --label) and to know each node's answer as soon as it is complete.
+    (srun --label) and to know each node's answer as soon as it is complete. ``label``: the first
+    line names the node (``cv@`` + SLURMD_NODENAME).
 
-    ``drop``: environment variables the agent must not see (a trailing ``*`` is a prefix): the
+    ``drop``: environment variables the program must not see (a trailing ``*`` is a prefix): the
     carrier's own, such as the scan step's SLURM_PROCID, which describe no job."""
-    # From stdin: the first line is a JSON object of variables to set (values such as tokens
-    # never appear on the remote command line, which `ps` shows to every user of the node).
-    code = "s" if source is None else repr(source)
     alarm = max(1, int(timeout_s + WATCHDOG_SLACK_S))
-    run = f"exec(compile({code},'cluster-validator-agent','exec'),{{'__name__':'__main__'}})"
-    if source is None:
-        run = f"e,_,s=sys.stdin.read().partition(chr(10))\nos.environ.update(json.loads(e))\n{run}"
     names = tuple(d for d in drop if not d.endswith("*"))
     prefixes = tuple(d[:-1] for d in drop if d.endswith("*"))
     scrub = (
@@ -61,10 +125,21 @@ def bootstrap(timeout_s: float, source: str | None = None, framed: bool = False,
         if drop
         else ""
     )
+    node = "os.environ.get('SLURMD_NODENAME','')"
+    read = (
+        "h=json.loads(sys.stdin.readline() or '{}')\n"
+        f"s=sys.stdin.read(h['n']) if h.get('n') else {source or ''!r}\n"
+        f"e=h.get('per',{{}}).get({node}) or h.get('all') or {{}}\n"
+        "os.environ.update(e.get('env') or {})\nsys.argv[1:]=e.get('argv') or []\n"
+        "if e.get('input') is not None:\n sys.stdin=io.StringIO(e['input'])\n"
+    )
+    run = "exec(compile(s,'cluster-validator-agent','exec'),{'__name__':'__main__'})"
+    head = f"import io,json,os,signal,sys\nsignal.alarm({alarm})\n{scrub}"
+    head += f"print({FRAME_NODE!r}+{node},flush=True)\n" if label else ""
     if not framed:
-        return f"import json,os,signal,sys\nsignal.alarm({alarm})\n{scrub}{run}"
+        return f"{head}{read}{run}"
     return (
-        f"import io,os,signal,sys\nsignal.alarm({alarm})\n{scrub}out,sys.stdout=sys.stdout,io.StringIO()\n"
+        f"{head}{read}out,sys.stdout=sys.stdout,io.StringIO()\n"
         f"try:\n {run}\nexcept SystemExit:\n pass\nfinally:\n"
         f" t,sys.stdout=sys.stdout.getvalue().replace(chr(10),''),out\n"
         f" [print({FRAME!r}+t[i:i+{FRAME_WIDTH}]) for i in range(0,len(t),{FRAME_WIDTH})]\n"
@@ -75,33 +150,32 @@ def bootstrap(timeout_s: float, source: str | None = None, framed: bool = False,
 def unframe(lines: list[str]) -> str:
     """The agent's output from framed lines, other lines (banners, errors) kept after it."""
     framed = "".join(ln[len(FRAME) :].rstrip("\n") for ln in lines if ln.startswith(FRAME))
-    rest = "\n".join(ln for ln in lines if not ln.startswith((FRAME, FRAME_END)))
+    rest = "\n".join(ln for ln in lines if not ln.startswith((FRAME, FRAME_END, FRAME_NODE)))
     return f"{rest}\n{framed}" if rest else framed
 
 
-def remote_command(python: str, program: str, args: list[str]) -> str:
-    """One POSIX shell command line: ``python3 -c PROGRAM ARGS``. Nothing secret goes here:
-    every user of the node can read a command line."""
-    return " ".join(shlex.quote(p) for p in [python, "-c", program, *args])
+def remote_command(python: str, program: str) -> str:
+    """One POSIX shell command line: ``python3 -c PROGRAM``. Nothing secret goes here: every
+    user of the node can read a command line."""
+    import shlex
+
+    return " ".join(shlex.quote(p) for p in [python, "-c", program])
 
 
-def stdin_payload(env: Mapping[str, str], source: str) -> str:
-    """What a ``bootstrap(source=None)`` program reads: the variables to set, then the agent."""
-    return json.dumps(dict(env)) + "\n" + source
-
-
-def last_json_line(text: str) -> Any:
-    """The last line that parses as a JSON object: login banners or rc-file chatter printed
-    before it do not spoil the result."""
+def last_json_line(text: str, answer: Callable[[Raw], bool] | None = None) -> Any:
+    """The last line that parses as a JSON object (and is an ``answer``): login banners or
+    rc-file chatter printed before it do not spoil the result."""
     from validator.safejson import JsonError, loads
 
     for line in reversed(text.splitlines()[-200:]):
         line = line.strip()
         if line.startswith("{"):
             try:
-                return loads(line, max_bytes=MAX_OUTPUT)
+                doc = loads(line, max_bytes=MAX_OUTPUT)
             except JsonError:
                 continue
+            if answer is None or (isinstance(doc, dict) and answer(doc)):
+                return doc
     return None
 
 
@@ -117,12 +191,13 @@ def classify(
     exit_status: int | None,
     exit_signal: str | None,
     python: str = "python3",
+    answer: Callable[[Raw], bool] = is_agent_doc,
 ) -> Result:
-    """The agent's document, or why there is none, from what the remote command left behind."""
+    """The program's answer, or why there is none, from what the remote command left behind."""
     if exit_signal == "ALRM":
         return Outcome(target, "timeout", "the agent was stopped by its own watchdog (a collector hung)")
-    doc = last_json_line(stdout)
-    if isinstance(doc, dict) and doc.get("kind") == "raw":
+    doc = last_json_line(stdout, answer)
+    if isinstance(doc, dict):
         return doc
     err = _tail(stderr)
     low = err.lower()
@@ -136,3 +211,62 @@ def classify(
         return Outcome(target, "error", f"the agent exited {exit_status}: {err or 'no error output'}")
     what = "no output" if not stdout.strip() else f"not the agent's JSON: {_tail(stdout, 120)!r}"
     return Outcome(target, "unparsed", f"{what}{f' (stderr: {err})' if err else ''}")
+
+
+async def _read_capped(stream: Any, limit: int) -> bytes:
+    buf = bytearray()
+    while len(buf) <= limit:  # bounded: at most limit + one chunk
+        chunk = await stream.read(1 << 16)
+        if not chunk:
+            break
+        buf += chunk
+    return bytes(buf)
+
+
+async def read_output(stdout: Any, stderr: Any, timeout: float) -> tuple[bytes, bytes] | str | None:
+    """(stdout, stderr) of a command, read to their end within ``timeout``: None when it did
+    not finish in time, or why it was cut short (stdout over ``MAX_OUTPUT``, stderr over
+    ``MAX_STDERR``), without waiting for an end of file that never comes. The caller kills the
+    command in both cases."""
+    streams = {"stdout": (stdout, MAX_OUTPUT), "stderr": (stderr, MAX_STDERR)}
+    readers = {asyncio.ensure_future(_read_capped(stream, cap)): name for name, (stream, cap) in streams.items()}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        pending = set(readers)
+        while pending:  # asyncio.wait, not wait_for(gather): a cancelled gather logs "never retrieved"
+            done, pending = await asyncio.wait(
+                pending, timeout=max(deadline - loop.time(), 0), return_when=asyncio.FIRST_COMPLETED
+            )
+            if not done:
+                return None
+            over = [readers[r] for r in done if len(r.result()) > streams[readers[r]][1]]
+            if over:
+                return f"more than {streams[over[0]][1] >> 10:,} KiB on {over[0]}"
+        out, err = (r.result() for r in readers)
+        return out, err
+    finally:
+        for task in readers:
+            task.cancel()
+
+
+async def first_answer(stdout: Any, answer: Callable[[Raw], bool], timeout: float) -> tuple[Raw | None, str]:
+    """Lines of a started program until its answer (bounded in lines and time): (answer or
+    None, the text read)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    text = ""
+    for _ in range(200):
+        try:
+            line = await asyncio.wait_for(stdout.readline(), max(deadline - loop.time(), 0.01))
+        except (asyncio.TimeoutError, ValueError):
+            break
+        if isinstance(line, bytes):
+            line = line.decode(errors="replace")
+        if not line:
+            break
+        text += line[:2000]
+        doc = last_json_line(line, answer)
+        if isinstance(doc, dict):
+            return doc, text
+    return None, text

@@ -1,7 +1,8 @@
-"""SLURM transport: inside an allocation, one ``srun --ntasks-per-node=1`` step runs the agent
-on every node at once (no SSH). Each task prints its JSON in framed lines (srun --label splits
-long lines); the label tells whose lines they are, and the document's SLURMD_NODENAME names the
-node. The net check runs two overlapping steps: listeners, then probers.
+"""SLURM transport: inside an allocation, one ``srun --ntasks-per-node=1`` step runs a job on
+every node at once (no SSH). Every task reads the same payload on stdin and picks its node's
+entry; it prints its node's name first (``cv@``, SLURMD_NODENAME), then its JSON in framed lines
+(srun --label splits long lines): the label tells whose lines they are. The net check runs two
+overlapping steps: listeners (``start``), then probers.
 
 Also the SLURM target sources: the allocation's nodelist and a partition's nodes (``sinfo``).
 """
@@ -9,26 +10,27 @@ Also the SLURM target sources: the allocation's nodelist and a partition's nodes
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import signal
 import subprocess
 from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any
 
 from validator.errors import UserError
 from validator.model import Outcome
 from validator.targets import expand, fold_hosts
 from validator.transports import (
     FRAME_END,
+    FRAME_NODE,
     MAX_OUTPUT,
     Gathered,
+    Job,
     OnDone,
+    Result,
     bootstrap,
     classify,
     last_json_line,
+    payload,
     unframe,
 )
 
@@ -117,7 +119,7 @@ async def _read_lines(
             each(sink[-1])
 
 
-def _srun(nodes: list[str], python: str, program: str, args: list[str], stdin: str = "none") -> list[str]:
+def _srun(nodes: list[str], python: str, program: str) -> list[str]:
     return [
         "srun",
         f"--nodes={len(nodes)}",
@@ -125,13 +127,12 @@ def _srun(nodes: list[str], python: str, program: str, args: list[str], stdin: s
         "--ntasks-per-node=1",
         "--overlap",  # the net check runs two steps at once on the same nodes
         "--label",
-        f"--input={stdin}",
+        "--input=all",  # every task reads the same payload and picks its node's entry
         "--kill-on-bad-exit=0",
         "--job-name=cluster-validator-scan",
         python,
         "-c",
         program,
-        *args,
     ]
 
 
@@ -177,138 +178,134 @@ async def _run_step(
             r.cancel()
 
 
-async def gather(
-    nodes: list[str],
-    args: list[str],
-    env: Mapping[str, str],
-    timeout: float,
-    on_done: OnDone,
-    python: str = "python3",
-    source: str | None = None,
-) -> Gathered:
-    """Run the agent once per node in one step of the current allocation. Each node's document
-    is reported (``on_done``) as soon as its task finishes, so an interrupted scan keeps them."""
-    from validator.transports import agent_source
-
-    program = bootstrap(timeout, source if source is not None else agent_source(), framed=True, drop=STEP_VARS)
-    proc = await _spawn(_srun(nodes, python, program, args), env)
-    assert proc.stdout is not None and proc.stderr is not None
-    out: list[str] = []
-    err: list[str] = []
-    early: Gathered = {}  # node -> document, reported as soon as its task printed its end frame
-    per_task: dict[int, list[str]] = {}
-
-    def on_line(line: str) -> None:
-        m = LABEL.match(line)
-        if not m:
-            return
-        task, text = int(m.group(1)), m.group(2)
-        if text.startswith(FRAME_END):
-            doc = classify("", unframe(per_task.pop(task, [])), "", 0, None, python)
-            node = str((doc.get("env") or {}).get("SLURMD_NODENAME") or "") if isinstance(doc, dict) else ""
-            if isinstance(doc, dict) and node in nodes and node not in early:
-                early[node] = doc
-                on_done(node, doc)
-        else:
-            per_task.setdefault(task, []).append(text)
-
-    # Output beyond what the agents can print (8 MiB, and 1 MiB a node) stops the step at once:
-    # a node flooding its output must not hold memory, nor the scan until the timeout.
-    budgets = {"stdout": MAX_OUTPUT + (1 << 20) * len(nodes), "stderr": (1 << 20) + (64 << 10) * len(nodes)}
-    readers = {
-        asyncio.ensure_future(_read_lines(proc.stdout, out, on_line, budgets["stdout"])): "stdout",
-        asyncio.ensure_future(_read_lines(proc.stderr, err, None, budgets["stderr"])): "stderr",
-    }
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout + START_SLACK_S
-    pending, overflow = set(readers), ""
-    try:
-        while pending and not overflow:
-            left = max(deadline - loop.time(), 0)
-            done, pending = await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-            if not done:
-                break
-            overflow = next(
-                (f"more than {budgets[readers[r]] >> 10:,} KiB on {readers[r]}" for r in done if r.result()), ""
-            )
-        if not pending:
-            await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=10)
-    finally:
-        if proc.returncode is None:
-            await _stop(proc)
-        for r in readers:
-            r.cancel()
-    return _collect(nodes, out, err, bool(pending) and not overflow, timeout, python, on_done, early, overflow)
-
-
-# ----------------------------------------------------------------------------- net check
-
-
-def _by_node(lines: list[str]) -> dict[str, dict[str, Any]]:
-    """node -> its task's JSON document (the net probe names its node)."""
+def _by_node(lines: list[str], job: Job) -> dict[str, Result]:
+    """node -> its task's answer, from a step's labelled lines (each task names its node first)."""
     tasks: dict[int, list[str]] = {}
+    names: dict[int, str] = {}
     for line in lines:
         if m := LABEL.match(line):
-            tasks.setdefault(int(m.group(1)), []).append(m.group(2))
-    out: dict[str, dict[str, Any]] = {}
-    for chunks in tasks.values():
-        doc = last_json_line(unframe(chunks))
-        if isinstance(doc, dict) and doc.get("node"):
-            out[str(doc["node"])] = doc
+            if m.group(2).startswith(FRAME_NODE):
+                names[int(m.group(1))] = m.group(2)[len(FRAME_NODE) :].strip()
+            else:
+                tasks.setdefault(int(m.group(1)), []).append(m.group(2))
+    out: dict[str, Result] = {}
+    for task, chunks in tasks.items():
+        doc = last_json_line(unframe(chunks), job.answer)
+        if isinstance(doc, dict) and names.get(task):
+            out[names[task]] = doc
     return out
 
 
-async def listen_all(
-    addrs: dict[str, str], python: str, lifetime: float, wait: float
-) -> tuple[asyncio.subprocess.Process | None, dict[str, dict[str, Any]]]:
-    """One step of listeners, one per node on its address; they run until ``stop`` (stdin
-    closes) or ``lifetime``. node -> {"port", "token"} or {"error", "bind"}."""
-    from validator.netcheck import probe as netprobe
+class Slurm:
+    """The SLURM transport: each job is one step of the current allocation, one task per node;
+    every task reads the same stdin and picks its node's entry (``payload(nodes=...)``)."""
 
-    program = bootstrap(lifetime, Path(netprobe.__file__).read_text())
-    nodes = list(addrs)
-    proc = await _spawn(_srun(nodes, python, program, ["listen", json.dumps(addrs)], stdin="all"), {}, stdin=True)
-    assert proc.stdout is not None
-    lines: list[str] = []
-    deadline = asyncio.get_running_loop().time() + wait
-    while len(_by_node(lines)) < len(nodes):  # until every node reported, bounded by the deadline
-        left = deadline - asyncio.get_running_loop().time()
+    name = "slurm"
+
+    def __init__(self, python: str = "python3") -> None:
+        self.python = python
+        self.warnings: list[str] = []
+        self.steps: list[asyncio.subprocess.Process] = []
+
+    async def __aenter__(self) -> Slurm:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _step(self, job: Job, nodes: list[str], framed: bool) -> asyncio.subprocess.Process:
+        program = bootstrap(job.timeout, job.source, framed=framed, drop=STEP_VARS, label=True)
+        proc = await _spawn(_srun(nodes, self.python, program), {}, stdin=True)
+        assert proc.stdin is not None
+        proc.stdin.write(payload(job, nodes=nodes, embedded=True).encode())
+        await proc.stdin.drain()
+        return proc
+
+    async def run(self, job: Job, targets: list[str], on_done: OnDone | None = None) -> Gathered:
+        """Run ``job`` once per node in one step. Each node's answer is reported (``on_done``)
+        as soon as its task finishes, so an interrupted scan keeps them."""
+        nodes = targets
+        report: OnDone = on_done or (lambda _t, _r: None)
+        proc = await self._step(job, nodes, framed=True)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        proc.stdin.close()
+        out: list[str] = []
+        err: list[str] = []
+        early: Gathered = {}  # node -> answer, reported as soon as its task printed its end frame
+        per_task: dict[int, list[str]] = {}
+        names: dict[int, str] = {}
+
+        def on_line(line: str) -> None:
+            m = LABEL.match(line)
+            if not m:
+                return
+            task, text = int(m.group(1)), m.group(2)
+            if text.startswith(FRAME_NODE):
+                names[task] = text[len(FRAME_NODE) :].strip()
+            elif text.startswith(FRAME_END):
+                doc = classify("", unframe(per_task.pop(task, [])), "", 0, None, self.python, job.answer)
+                node = names.get(task, "")
+                if isinstance(doc, dict) and node in nodes and node not in early:
+                    early[node] = doc
+                    report(node, doc)
+            else:
+                per_task.setdefault(task, []).append(text)
+
+        # Output beyond what the agents can print (8 MiB, and 1 MiB a node) stops the step at once:
+        # a node flooding its output must not hold memory, nor the scan until the timeout.
+        budgets = {"stdout": MAX_OUTPUT + (1 << 20) * len(nodes), "stderr": (1 << 20) + (64 << 10) * len(nodes)}
+        readers = {
+            asyncio.ensure_future(_read_lines(proc.stdout, out, on_line, budgets["stdout"])): "stdout",
+            asyncio.ensure_future(_read_lines(proc.stderr, err, None, budgets["stderr"])): "stderr",
+        }
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + job.timeout + START_SLACK_S
+        pending, overflow = set(readers), ""
         try:
-            line = await asyncio.wait_for(proc.stdout.readline(), max(left, 0.01))
-        except (asyncio.TimeoutError, ValueError):
-            break
-        if not line:
-            break
-        lines.append(line.decode(errors="replace"))
-    got = _by_node(lines)
-    listening: dict[str, dict[str, Any]] = {}
-    for node in nodes:
-        doc = got.get(node)
-        if doc and isinstance(doc.get("port"), int):
-            listening[node] = doc
-        elif doc and doc.get("error"):
-            listening[node] = {"error": str(doc["error"]), "bind": True}
-        else:
-            listening[node] = {"error": f"the listener did not start within {wait:g} s", "bind": False}
-    return proc, listening
+            while pending and not overflow:
+                left = max(deadline - loop.time(), 0)
+                done, pending = await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    break
+                overflow = next(
+                    (f"more than {budgets[readers[r]] >> 10:,} KiB on {readers[r]}" for r in done if r.result()), ""
+                )
+            if not pending:
+                await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=10)
+        finally:
+            if proc.returncode is None:
+                await _stop(proc)
+            for r in readers:
+                r.cancel()
+        timed_out = bool(pending) and not overflow
+        return _collect(nodes, out, err, timed_out, job, self.python, report, early, names, overflow)
 
+    async def start(self, job: Job, targets: list[str]) -> Gathered:
+        """One step, one task per node; they run until ``stop`` (stdin closes) or the job's
+        timeout. Waits for every node's first answer, at most the step's start slack."""
+        nodes = targets
+        proc = await self._step(job, nodes, framed=False)
+        self.steps.append(proc)
+        assert proc.stdout is not None
+        lines: list[str] = []
+        wait = START_SLACK_S + 10
+        deadline = asyncio.get_running_loop().time() + wait
+        while len(_by_node(lines, job)) < len(nodes) and len(lines) < 100 * len(nodes) + 100:  # bounded
+            left = deadline - asyncio.get_running_loop().time()
+            try:
+                line = await asyncio.wait_for(proc.stdout.readline(), max(left, 0.01))
+            except (asyncio.TimeoutError, ValueError):
+                break
+            if not line:
+                break
+            lines.append(line.decode(errors="replace"))
+        got = _by_node(lines, job)
+        return {n: got.get(n) or Outcome(n, "timeout", f"no answer within {wait:g} s") for n in nodes}
 
-async def probe_all(
-    plans: dict[str, list[dict[str, Any]]], python: str, per_probe: float
-) -> dict[str, list[dict[str, Any]] | str]:
-    """One step of probers; each node picks its targets from the plan on stdin."""
-    from validator.netcheck import probe as netprobe
-
-    nodes = [n for n, targets in plans.items() if targets]
-    if not nodes:
-        return {}
-    budget = per_probe * (max(len(t) for t in plans.values()) // netprobe.PROBE_THREADS + 2) + 10
-    program = bootstrap(budget, Path(netprobe.__file__).read_text(), framed=True)
-    proc = await _spawn(_srun(nodes, python, program, ["probe", str(per_probe)], stdin="all"), {}, stdin=True)
-    out, err, timed_out = await _run_step(proc, budget + START_SLACK_S, json.dumps(plans))
-    got = _by_node(out)
-    why = f"the prober did not finish within {budget:g} s" if timed_out else f"the prober failed: {''.join(err)[-200:]}"
-    return {n: list(got[n]["results"]) if n in got else why.strip() for n in nodes}
+    async def stop(self) -> None:
+        steps, self.steps = self.steps, []
+        for proc in steps:
+            await stop(proc)
 
 
 async def stop(proc: asyncio.subprocess.Process | None) -> None:
@@ -341,21 +338,22 @@ def _collect(
     out_lines: list[str],
     err_lines: list[str],
     timed_out: bool,
-    timeout: float,
+    job: Job,
     python: str,
     on_done: OnDone,
     early: Gathered,
+    names: dict[int, str],
     overflow: str = "",
 ) -> Gathered:
-    """Each task's result under its node's name; ``early``: documents already reported;
-    ``overflow``: why the step was stopped for too much output."""
+    """Each task's result under its node's name; ``early``: answers already reported;
+    ``names``: task -> the node it named; ``overflow``: why the step was stopped for too much output."""
     task_out: dict[int, list[str]] = {}
     task_err: dict[int, list[str]] = {}
     srun_err: list[str] = []
     for lines, sink in ((out_lines, task_out), (err_lines, task_err)):
         for line in lines:
             m = LABEL.match(line)
-            if m:
+            if m and not m.group(2).startswith(FRAME_NODE):
                 sink.setdefault(int(m.group(1)), []).append(m.group(2))
             elif sink is task_err:
                 srun_err.append(line.strip())
@@ -368,16 +366,13 @@ def _collect(
             exits[task][1] if task in exits else 0,
             None,
             python,
+            job.answer,
         )
         for task in range(len(nodes))
     }
-    # A document names its node (SLURMD_NODENAME); a failed task is named by srun's error line,
+    # A task names its node first (SLURMD_NODENAME); a silent task is named by srun's error line,
     # else it takes the next node nobody answered for (block distribution: task i on node i).
-    named = {
-        task: str((r.get("env") or {}).get("SLURMD_NODENAME") or "")
-        for task, r in results.items()
-        if isinstance(r, dict)
-    }
+    named = {task: node for task, node in names.items() if node in nodes}
     named.update({task: exits[task][0] for task in results if task not in named and task in exits})
     free = iter(n for n in nodes if n not in set(named.values()))
     gathered: Gathered = {}
@@ -391,7 +386,7 @@ def _collect(
             if overflow and result.status in ("unparsed", "error"):
                 result = Outcome(node, "unparsed", f"too much output from the srun step ({overflow}); it was stopped")
             elif timed_out and result.status in ("unparsed", "error"):
-                result = Outcome(node, "timeout", f"no answer from the srun step within {timeout:g} s")
+                result = Outcome(node, "timeout", f"no answer from the srun step within {job.timeout:g} s")
             elif result.status == "unparsed" and not task_out.get(task) and srun_err:
                 result = Outcome(node, "error", f"srun: {' | '.join(srun_err[-3:])[-300:]}")
         gathered[node] = result

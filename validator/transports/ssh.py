@@ -25,20 +25,21 @@ import asyncssh
 from validator.errors import UserError
 from validator.model import Outcome
 from validator.transports import (
-    MAX_OUTPUT,
     Gathered,
+    Job,
     OnDone,
     Result,
     bootstrap,
     classify,
-    last_json_line,
+    first_answer,
+    payload,
+    read_output,
     remote_command,
 )
 from validator.transports.executor import DaemonExecutor
 
 DROPPED = (ConnectionResetError, BrokenPipeError, asyncssh.ConnectionLost)  # sshd MaxStartups drops
 CONNECT_TRIES = 6
-MAX_STDERR = 64 << 10
 
 
 def default_config_paths() -> list[str]:
@@ -158,27 +159,22 @@ def _failure(target: str, exc: BaseException, policy: HostKeyPolicy, opts: SshOp
     return Outcome(target, "error", f"{type(exc).__name__}: {exc}")
 
 
-async def _read_capped(stream: Any, limit: int) -> bytes:
-    buf = bytearray()
-    while len(buf) <= limit:  # bounded: at most limit + one chunk
-        chunk = await stream.read(1 << 16)
-        if not chunk:
-            break
-        buf += chunk
-    return bytes(buf)
-
-
 class Fleet:
-    """SSH connections to many hosts, opened with a bounded fan-out, optionally kept open for
-    later commands on the same hosts (the net check)."""
+    """The SSH transport: connections to many hosts, opened with a bounded fan-out; with
+    ``keep``, the connections of the hosts that answered stay open for later jobs on the same
+    hosts (the net check)."""
 
-    def __init__(self, opts: SshOptions) -> None:
+    name = "ssh"
+
+    def __init__(self, opts: SshOptions, python: str = "python3", keep: bool = False) -> None:
         self.opts = opts
+        self.python = python
+        self.keep = keep
         self.sem = asyncio.Semaphore(opts.fanout)
         self.conns: dict[str, asyncssh.SSHClientConnection] = {}
         self.warnings: list[str] = []
         self._closing: list[asyncssh.SSHClientConnection] = []
-        self.listeners: dict[str, asyncssh.SSHClientProcess[str]] = {}
+        self.started: dict[str, asyncssh.SSHClientProcess[bytes]] = {}
 
     async def __aenter__(self) -> Fleet:
         loop = asyncio.get_running_loop()
@@ -189,7 +185,7 @@ class Fleet:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.stop_listeners()
+        await self.stop()
         for conn in self.conns.values():
             conn.close()
         self._closing += self.conns.values()
@@ -231,169 +227,100 @@ class Fleet:
             return conn
         raise AssertionError("unreachable: the loop returns")  # pragma: no cover
 
-    async def execute(
-        self, conn: asyncssh.SSHClientConnection, command: str, stdin: str | None, timeout: float
-    ) -> Exec | None:
-        """Run ``command``; None when it did not finish in time. Output beyond the caps ends it
-        at once (stdout over ``MAX_OUTPUT`` or stderr over ``MAX_STDERR``): the command is killed
-        and the result says so, instead of waiting for an end of file that never comes."""
-        proc = await conn.create_process(command, encoding=None)
-        streams = {"stdout": (proc.stdout, MAX_OUTPUT), "stderr": (proc.stderr, MAX_STDERR)}
-        readers = {asyncio.ensure_future(_read_capped(stream, cap)): name for name, (stream, cap) in streams.items()}
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+    async def execute(self, conn: asyncssh.SSHClientConnection, job: Job, target: str) -> Exec | None:
+        """Run ``job``; None when it did not finish in time. Output beyond the caps ends it at
+        once: the command is killed and the result says so."""
+        proc = await conn.create_process(remote_command(self.python, bootstrap(job.timeout)), encoding=None)
         try:
             # a command that exits before reading its input (no python3 there) closes the channel
             # first: its stderr and exit status say why, not the write that found it closed
             with contextlib.suppress(BrokenPipeError, ConnectionError):
-                if stdin is not None:
-                    proc.stdin.write(stdin.encode())
+                proc.stdin.write(payload(job, target).encode())
                 proc.stdin.write_eof()
-            pending = set(readers)
-            while pending:  # asyncio.wait, not wait_for(gather): a cancelled gather logs "never retrieved"
-                left = max(deadline - loop.time(), 0)
-                done, pending = await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-                over = [readers[r] for r in done if len(r.result()) > streams[readers[r]][1]]
-                if not done or over:
-                    with contextlib.suppress(asyncssh.Error, OSError):
-                        proc.send_signal("KILL")  # OpenSSH >= 7.9 honours signal requests
-                    if not done:
-                        return None
-                    return Exec("", "", None, None, f"more than {streams[over[0]][1] >> 10:,} KiB on {over[0]}")
-            out, err = (r.result() for r in readers)
+            got = await read_output(proc.stdout, proc.stderr, job.timeout)
+            if not isinstance(got, tuple):
+                with contextlib.suppress(asyncssh.Error, OSError):
+                    proc.send_signal("KILL")  # OpenSSH >= 7.9 honours signal requests
+                return None if got is None else Exec("", "", None, None, got)
             await asyncio.wait([asyncio.ensure_future(proc.wait_closed())], timeout=5)
         finally:
-            for task in readers:
-                task.cancel()
             proc.close()
         sig = proc.exit_signal[0] if proc.exit_signal else None
-        return Exec(out.decode(errors="replace"), err.decode(errors="replace"), proc.exit_status, sig)
+        return Exec(got[0].decode(errors="replace"), got[1].decode(errors="replace"), proc.exit_status, sig)
 
-    async def run_one(self, target: str, command: str, stdin: str | None, python: str, keep: bool) -> Result:
+    async def _session(self, target: str) -> asyncssh.SSHClientConnection | Outcome:
+        return self.conns.get(target) or await self.connect(target)
+
+    def _release(self, target: str, conn: asyncssh.SSHClientConnection, answered: bool) -> None:
+        if self.keep and answered:
+            self.conns[target] = conn
+        elif self.conns.get(target) is not conn:
+            conn.close()
+            self._closing.append(conn)
+
+    async def run_one(self, target: str, job: Job) -> Result:
         async with self.sem:
-            conn = await self.connect(target)
+            conn = await self._session(target)
             if isinstance(conn, Outcome):
                 return conn
             result: Result
             try:
-                ex = await self.execute(conn, command, stdin, self.opts.command_timeout)
+                ex = await self.execute(conn, job, target)
                 if ex is None:
-                    result = Outcome(
-                        target, "timeout", f"the agent did not finish within {self.opts.command_timeout:g} s"
-                    )
+                    result = Outcome(target, "timeout", f"the agent did not finish within {job.timeout:g} s")
                 elif ex.overflow:
                     result = Outcome(target, "unparsed", f"too much output ({ex.overflow}); the agent was stopped")
                 else:
-                    result = classify(target, ex.stdout, ex.stderr, ex.exit_status, ex.exit_signal, python)
+                    result = classify(target, ex.stdout, ex.stderr, ex.exit_status, ex.exit_signal, self.python,
+                                      job.answer)  # fmt: skip
             except (asyncssh.Error, OSError) as e:
                 result = Outcome(target, "error", f"session failed: {type(e).__name__}: {e}")
             except BaseException:  # cancelled (Ctrl-C): close the session, then let it propagate
                 conn.close()
                 raise
-            if keep and isinstance(result, dict):
-                self.conns[target] = conn
-            else:
-                conn.close()
-                self._closing.append(conn)
+            self._release(target, conn, isinstance(result, dict))
             return result
 
-    async def gather(
-        self, targets: list[str], command: str, stdin: str | None, on_done: OnDone, python: str, keep: bool = False
-    ) -> Gathered:
+    async def run(self, job: Job, targets: list[str], on_done: OnDone | None = None) -> Gathered:
         out: Gathered = {}
-        if keep:  # every reached host keeps its connection open for the net check
+        if self.keep:  # every reached host keeps its connection open for the net check
             _raise_nofile(len(targets) + 2 * self.opts.fanout + 64)
 
         async def one(target: str) -> None:
-            result = await self.run_one(target, command, stdin, python, keep)
+            result = await self.run_one(target, job)
             out[target] = result
-            on_done(target, result)
+            if on_done is not None:
+                on_done(target, result)
 
         await asyncio.gather(*(one(t) for t in targets))
         return out
 
-    # ------------------------------------------------------------------ net check (kept connections)
-
-    async def listen_all(self, addrs: dict[str, str], python: str, lifetime: float) -> dict[str, dict[str, Any]]:
-        """Start a listener on each host's address over its open connection: host -> {"port",
-        "token"}, or {"error", "bind"} (bind: the address itself is the problem). Listeners live
-        until ``stop_listeners``, at most ``lifetime`` seconds."""
-        from validator.netcheck import probe as netprobe
-
-        program = bootstrap(lifetime, Path(netprobe.__file__).read_text())
+    async def start(self, job: Job, targets: list[str]) -> Gathered:
         limit = self.opts.command_timeout
 
-        async def start(conn: asyncssh.SSHClientConnection, addr: str) -> tuple[Any, str]:
-            proc = await conn.create_process(remote_command(python, program, ["listen", addr]))
-            try:
-                return proc, str(await proc.stdout.readline())
-            except BaseException:
-                proc.close()
-                raise
-
-        async def one(host: str, addr: str) -> tuple[str, dict[str, Any]]:
-            conn = self.conns.get(host)
-            if conn is None:
-                return host, {"error": "no open SSH connection to the host", "bind": False}
+        async def one(target: str) -> tuple[str, Result]:
             async with self.sem:
+                conn = await self._session(target)
+                if isinstance(conn, Outcome):
+                    return target, conn
                 try:
-                    proc, line = await asyncio.wait_for(start(conn, addr), limit)
-                except asyncio.TimeoutError:
-                    return host, {"error": f"the listener did not start within {limit:g} s", "bind": False}
+                    proc = await conn.create_process(remote_command(self.python, bootstrap(job.timeout)), encoding=None)
+                    proc.stdin.write(payload(job, target).encode())
+                    doc, text = await first_answer(proc.stdout, job.answer, limit)
                 except (asyncssh.Error, OSError) as e:
-                    return host, {"error": f"could not start the listener: {type(e).__name__}: {e}", "bind": False}
-            doc = last_json_line(line)
-            if isinstance(doc, dict) and isinstance(doc.get("port"), int):
-                self.listeners[host] = proc
-                return host, doc
+                    return target, Outcome(target, "error", f"could not start: {type(e).__name__}: {e}")
+            if doc is not None:
+                self.started[target] = proc
+                return target, doc
             proc.close()
-            if isinstance(doc, dict) and doc.get("error"):
-                return host, {"error": str(doc["error"]), "bind": True}
-            return host, {"error": f"the listener said {line.strip()[:200]!r}", "bind": False}
+            if not text:
+                return target, Outcome(target, "timeout", f"no answer within {limit:g} s")
+            return target, classify(target, text, "", None, None, self.python, job.answer)
 
-        return dict(await asyncio.gather(*(one(h, a) for h, a in addrs.items())))
+        return dict(await asyncio.gather(*(one(t) for t in targets)))
 
-    async def probe_all(
-        self, plans: dict[str, list[dict[str, Any]]], python: str, per_probe: float
-    ) -> dict[str, list[dict[str, Any]] | str]:
-        """Run the prober on each host with its targets: host -> results, or why there are none."""
-        import json
-
-        from validator.netcheck import probe as netprobe
-
-        program = bootstrap(per_probe * 4 + 30, Path(netprobe.__file__).read_text())
-
-        async def one(host: str, targets: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]] | str]:
-            conn = self.conns.get(host)
-            if conn is None:
-                return host, "no open SSH connection to the host"
-            budget = per_probe * (len(targets) // netprobe.PROBE_THREADS + 2) + 10
-            async with self.sem:
-                try:
-                    ex = await self.execute(
-                        conn,
-                        remote_command(python, program, ["probe", str(per_probe)]),
-                        json.dumps(targets),
-                        budget,
-                    )
-                except (asyncssh.Error, OSError) as e:
-                    return host, f"could not run the prober: {type(e).__name__}: {e}"
-            if ex is None:
-                return host, f"the prober did not finish within {budget:g} s"
-            doc = last_json_line(ex.stdout)
-            if isinstance(doc, dict) and isinstance(doc.get("results"), list):
-                return host, list(doc["results"])
-            why = (
-                ex.stderr.strip()[-200:]
-                or ex.stdout.strip()[-200:]
-                or (ex.overflow and f"too much output ({ex.overflow})")
-            )
-            return host, f"the prober failed: {why or 'no output'}"
-
-        return dict(await asyncio.gather(*(one(h, t) for h, t in plans.items() if t)))
-
-    async def stop_listeners(self) -> None:
-        procs, self.listeners = list(self.listeners.values()), {}
+    async def stop(self) -> None:
+        procs, self.started = list(self.started.values()), {}
         for proc in procs:
             with contextlib.suppress(asyncssh.Error, OSError):
                 proc.stdin.write_eof()

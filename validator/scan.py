@@ -1,0 +1,257 @@
+"""`validator scan`: targets -> a transport (ssh, slurm, kubectl, local) -> agent -> facts ->
+checks -> report (+ the optional net check through the same transport). The stages meet in
+validator.pipeline; this module only chooses the transport and runs the scan's phases."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from validator.documents import ScanDoc, ScanReportDoc
+from validator.errors import UserError
+from validator.model import Facts, Finding, Outcome, Report, Severity
+from validator.pipeline import check, keep, to_facts
+from validator.profiles import Profile, load_profile
+from validator.transports import Gathered, Job, OnDone, Transport
+
+
+@dataclass
+class ScanOptions:
+    targets: list[str] = field(default_factory=list)  # hostlists and @files
+    slurm: bool = False  # gather through one srun step of the current allocation
+    slurm_nodes: str | None = None  # with --slurm: only these nodes of the allocation
+    partition: str | None = None  # targets: every node of this partition (sinfo), over SSH
+    k8s: bool = False  # the pods ``selector`` matches, through kubectl exec
+    selector: str | None = None  # with --k8s: kubectl's -l
+    namespace: str | None = None  # with --k8s: kubectl's -n (default: the context's)
+    context: str | None = None  # with --k8s: a kubeconfig context other than the current one
+    local: bool = False  # this machine, through a local python3
+    profile: str | None = None
+    codes: list[str] | None = None
+    fail_on: Severity | None = Severity.ERROR  # findings at this level put a node on the drain list
+    fanout: int = 64
+    connect_timeout: float = 10.0
+    timeout: float = 60.0
+    ssh_config: list[str] | None = None  # None: ~/.ssh/config and /etc/ssh/ssh_config
+    user: str | None = None
+    accept_new_host_keys: bool = False
+    env: dict[str, str] = field(default_factory=dict)  # the job's settings, as the agent sees them
+    python: str = "python3"
+    net_check: bool = False
+    net_timeout: float = 3.0
+    progress: bool = False  # a progress bar on stderr
+    verbose: bool = False  # one stderr line per host
+
+
+@dataclass
+class ScanResult:
+    report: Report
+    drain: list[str]
+    transport: str
+    targets: list[str]
+    interrupted: bool
+    elapsed_s: float
+    net_check: dict[str, int] | None = None  # nodes listened on, probes made, probes failed
+    warnings: list[str] = field(default_factory=list)
+    failed: str | None = None  # the scan itself failed (scanner-side): exit 2, nothing to drain
+
+    def scan_json(self) -> ScanDoc:
+        return {
+            "transport": self.transport,
+            "targets": len(self.targets),
+            "reached": len(self.report.hosts),
+            "interrupted": self.interrupted,
+            "elapsed_s": round(self.elapsed_s, 2),
+            "net_check": self.net_check,
+            "warnings": self.warnings,
+            "failed": self.failed,
+        }
+
+    def to_json(self) -> ScanReportDoc:
+        """The report's JSON (docs/scan.md), with the scan's own ``scan`` and ``drain``."""
+        return {**self.report.document(), "scan": self.scan_json(), "drain": self.drain}
+
+
+def open_transport(opts: ScanOptions) -> tuple[Transport, list[str]]:
+    """The transport the options name and its targets; a usage error before anything runs."""
+    from validator.targets import expand, expand_targets
+    from validator.transports import slurm
+
+    chosen = [name for name, on in (("--slurm", opts.slurm), ("--k8s", opts.k8s), ("--local", opts.local)) if on]
+    if len(chosen) > 1:
+        raise UserError(f"{' and '.join(chosen)} exclude each other: choose one transport")
+    if chosen and (opts.targets or opts.partition):
+        raise UserError(f"{chosen[0]} chooses its own targets; give no TARGETS or --partition with it")
+    if opts.slurm_nodes and not opts.slurm:
+        raise UserError("--slurm-nodes needs --slurm (it selects nodes of the current allocation)")
+    if (opts.selector or opts.namespace or opts.context) and not opts.k8s:
+        raise UserError("--selector, --namespace and --context need --k8s")
+    if opts.slurm:
+        nodes = slurm.allocation_nodes()
+        if opts.slurm_nodes:
+            wanted = expand(opts.slurm_nodes)
+            outside = [n for n in wanted if n not in nodes]
+            if outside:
+                raise UserError(f"not in this allocation: {', '.join(outside[:5])}", "--slurm-nodes")
+            nodes = wanted
+        return slurm.Slurm(opts.python), nodes
+    if opts.k8s:
+        from validator.transports.kubectl import Kubectl, list_pods
+
+        pods = list_pods(opts.selector, opts.namespace, opts.context)
+        return Kubectl(pods, opts.context, opts.python, opts.fanout), pods.names
+    if opts.local:
+        from validator.transports.local import Local, this_host
+
+        return Local(opts.python, opts.fanout), [this_host()]
+    from validator.transports.ssh import Fleet, SshOptions, default_config_paths
+
+    hosts = expand_targets(opts.targets)
+    if opts.partition:
+        hosts = list(dict.fromkeys(hosts + slurm.partition_nodes(opts.partition)))
+    if not hosts:
+        raise UserError("nothing to scan: give a hostlist, @file, --partition, --slurm or --k8s")
+    ssh = SshOptions(
+        fanout=opts.fanout,
+        connect_timeout=opts.connect_timeout,
+        command_timeout=opts.timeout,
+        config=default_config_paths() if opts.ssh_config is None else list(opts.ssh_config),
+        username=opts.user,
+        accept_new_host_keys=opts.accept_new_host_keys,
+    )
+    ssh.check()
+    return Fleet(ssh, opts.python, keep=opts.net_check), hosts
+
+
+async def _gather(
+    transport: Transport, opts: ScanOptions, profile: Profile | None, hosts: list[str], on_done: OnDone, note: Any
+) -> tuple[dict[str, int] | None, list[Finding]]:
+    """The agent on every target, then (optionally) the net check through the same transport.
+    Returns (net-check summary, net-check findings)."""
+    from validator.transports import agent_source
+
+    # --env values travel on the agent's stdin, never on the command line
+    job = Job(agent_source(), ["--no-port-probe"], env=opts.env, timeout=opts.timeout)
+    async with transport:
+        gathered = await transport.run(job, hosts, on_done)
+        if not opts.net_check:
+            return None, []
+        return await _net_check(transport, hosts, gathered, opts, profile, note)
+
+
+async def _net_check(
+    transport: Transport, hosts: list[str], gathered: Gathered, opts: ScanOptions, profile: Profile | None, note: Any
+) -> tuple[dict[str, int] | None, list[Finding]]:
+    """Listen on every node's chosen address, probe and measure along the rings (validator/
+    netcheck/) through the same transport: (summary, NET1xx findings). The rings follow the
+    target order (node rank order)."""
+    import json
+    from pathlib import Path
+
+    from validator.facts.network import uses_nccl
+    from validator.netcheck import probe as netprobe
+    from validator.netcheck import rounds
+    from validator.netcheck.ring import Plans, Results
+
+    loaded = [f for h in hosts if isinstance(r := gathered.get(h), dict) and not isinstance(f := to_facts(h, r), str)]
+    nodes = rounds.nodes(loaded, uses_nccl(loaded, profile.gpus_per_node if profile else None))
+    if len(nodes) < 2:
+        note("net check skipped: fewer than two nodes with an address to probe")
+        return None, []
+    note(f"net check: listening on {len(nodes)} nodes")
+    source = Path(netprobe.__file__).read_text()
+    lifetime = opts.net_timeout * (len(nodes) // 64 + 4) + opts.timeout + 60
+    listen = Job(source, {n.label: ["listen", str(n.addr)] for n in nodes}, timeout=lifetime,
+                 answer=lambda d: "port" in d or "error" in d)  # fmt: skip
+    started = await transport.start(listen, [n.label for n in nodes])
+    for n in nodes:
+        got = started.get(n.label)
+        if isinstance(got, Outcome) or got is None:
+            n.error = f"the listener did not start: {got.detail if got else 'no answer'}"
+        elif isinstance(got.get("port"), int) and isinstance(got.get("token"), str):
+            n.port, n.token = int(got["port"]), str(got["token"])
+        else:
+            n.error, n.bind = str(got.get("error"))[:300], True
+
+    async def probe_round(plans: Plans) -> Results:
+        busy = {h: p for h, p in plans.items() if p}
+        if not busy:
+            return {}
+        per = max(len(p) for p in busy.values())
+        budget = opts.net_timeout * (per // netprobe.PROBE_THREADS + 2) + 10
+        job = Job(source, ["probe", str(opts.net_timeout)], {h: json.dumps(p) for h, p in busy.items()},
+                  timeout=budget, answer=lambda d: isinstance(d.get("results"), list))  # fmt: skip
+        ran = await transport.run(job, list(busy))
+        return {
+            h: list(r["results"]) if isinstance(r, dict) else f"the prober failed: {r.detail}" for h, r in ran.items()
+        }
+
+    try:
+        outcome = await rounds.run(nodes, probe_round)
+    finally:
+        await transport.stop()
+    return outcome.counts, outcome.findings
+
+
+def scan(opts: ScanOptions) -> ScanResult:
+    """Scan the targets; Ctrl-C stops the fan-out and returns what was gathered so far."""
+    import asyncio
+
+    from validator.report.html import drain_hosts, scan_failure
+    from validator.targets import fold_hosts
+    from validator.transports.progress import Progress
+
+    started = time.monotonic()
+    profile = load_profile(opts.profile) if opts.profile else None  # bad profile: exit 2 before connecting
+    transport, hosts = open_transport(opts)
+    gathered: dict[str, Any] = {}
+    net_check: dict[str, int] | None = None
+    net_findings: list[Finding] = []
+    interrupted = False
+    with Progress(len(hosts), bar=opts.progress, verbose=opts.verbose) as progress:
+
+        def done(target: str, result: Any) -> None:
+            gathered[target] = result
+            progress(target, result)
+
+        try:
+            net_check, net_findings = asyncio.run(_gather(transport, opts, profile, hosts, done, progress.note))
+        except KeyboardInterrupt:
+            interrupted = True
+    facts: list[Facts] = []
+    outcomes: list[Outcome] = []
+    for host in [*hosts, *(h for h in gathered if h not in hosts)]:
+        result = gathered.get(host)
+        if result is None:
+            outcomes.append(Outcome(host, "interrupted", "the scan was interrupted before this host answered"))
+        elif isinstance(result, Outcome):
+            outcomes.append(result)
+        elif isinstance(f := to_facts(host, result), str):
+            outcomes.append(Outcome(host, "unparsed", f))
+        else:
+            facts.append(f)
+    report = check(facts, profile, opts.codes, context="scan", outcomes=outcomes, title=f"scan of {fold_hosts(hosts)}")
+    if net_findings:
+        report.findings = sorted(report.findings + keep(net_findings, opts.codes), key=lambda f: (-f.severity, f.code))
+    failed = scan_failure(report, len(hosts)) if not interrupted else None
+    return ScanResult(
+        report,
+        [] if failed else drain_hosts(report, opts.fail_on),
+        transport.name,
+        hosts,
+        interrupted,
+        time.monotonic() - started,
+        net_check,
+        transport.warnings,
+        failed,
+    )
+
+
+def write_drain_list(result: ScanResult, path: str) -> None:
+    """One host per line (for `scontrol update nodename=... state=drain`); empty when none."""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("".join(f"{h}\n" for h in result.drain))
+    except OSError as e:
+        raise UserError(f"cannot write the drain list: {e.strerror}", path) from None

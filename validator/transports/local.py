@@ -1,0 +1,171 @@
+"""Local transport: each target's program is a ``python3 -c`` subprocess of this machine
+(``validator scan --local``: this node as a scanned node sees it). Subclasses reach other
+machines by putting a command in front (``kubectl exec -i POD --``: validator.transports.kubectl).
+
+Each subprocess starts in its own session: Ctrl-C reaches the scan, which kills them by process
+group; a run that overruns its timeout or its output caps is killed the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+
+from validator.errors import UserError
+from validator.model import Outcome
+from validator.transports import (
+    Gathered,
+    Job,
+    OnDone,
+    Result,
+    bootstrap,
+    classify,
+    first_answer,
+    payload,
+    read_output,
+)
+
+Proc = asyncio.subprocess.Process
+START_SLACK_S = 10.0  # the carrier's own start-up (kubectl reaching the API server) on top of the program
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+class Local:
+    name = "local"
+
+    def __init__(self, python: str = "python3", fanout: int = 64) -> None:
+        if fanout < 1:
+            raise UserError("--fanout must be positive")
+        self.python = python
+        self.sem = asyncio.Semaphore(fanout)
+        self.warnings: list[str] = []
+        self.started: dict[str, Proc] = {}
+
+    # ------------------------------------------------------------------ what a subclass changes
+
+    def command(self, target: str) -> list[str]:
+        """What runs ``python3 -c PROGRAM`` on ``target``, put in front of it."""
+        return []
+
+    def skip(self, target: str) -> Outcome | None:
+        """An outcome known without running anything (a pod that is not running)."""
+        return None
+
+    def outcome(self, target: str, out: str, err: str, rc: int | None, job: Job) -> Result:
+        """The program's answer, or why there is none, from what the command left behind."""
+        signame = None
+        if rc is not None and rc < 0:
+            try:
+                signame = signal.Signals(-rc).name[3:]
+            except ValueError:
+                signame = str(-rc)
+        return classify(target, out, err, None if signame else rc, signame, self.python, job.answer)
+
+    # ------------------------------------------------------------------ the Transport protocol
+
+    async def __aenter__(self) -> Local:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _spawn(self, target: str, job: Job) -> Proc | Outcome:
+        argv = [*self.command(target), self.python, "-c", bootstrap(job.timeout)]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # Ctrl-C reaches the scan, which ends them by process group
+            )
+        except FileNotFoundError:
+            if self.command(target):
+                raise UserError(f"{argv[0]} not found on this machine") from None
+            return Outcome(target, "no-python", f"{self.python} not found on this machine")
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError, ConnectionError):
+            proc.stdin.write(payload(job, target).encode())
+            await proc.stdin.drain()
+        return proc
+
+    async def run(self, job: Job, targets: list[str], on_done: OnDone | None = None) -> Gathered:
+        out: Gathered = {}
+
+        async def one(target: str) -> None:
+            async with self.sem:
+                result = self.skip(target) or await self._run_one(target, job)
+            out[target] = result
+            if on_done is not None:
+                on_done(target, result)
+
+        await asyncio.gather(*(one(t) for t in targets))
+        return out
+
+    async def _run_one(self, target: str, job: Job) -> Result:
+        proc = await self._spawn(target, job)
+        if isinstance(proc, Outcome):
+            return proc
+        assert proc.stdin is not None
+        try:
+            with contextlib.suppress(BrokenPipeError, ConnectionError):
+                proc.stdin.close()  # a command that exits before reading: its stderr says why
+            got = await read_output(proc.stdout, proc.stderr, job.timeout + START_SLACK_S)
+            if got is None:
+                return Outcome(target, "timeout", f"the agent did not finish within {job.timeout:g} s")
+            if isinstance(got, str):
+                return Outcome(target, "unparsed", f"too much output ({got}); the agent was stopped")
+            await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=10)
+            return self.outcome(target, got[0].decode(errors="replace"), got[1].decode(errors="replace"),
+                                proc.returncode, job)  # fmt: skip
+        finally:
+            await _kill(proc)
+
+    async def start(self, job: Job, targets: list[str]) -> Gathered:
+        async def one(target: str) -> tuple[str, Result]:
+            if skipped := self.skip(target):
+                return target, skipped
+            async with self.sem:
+                proc = await self._spawn(target, job)
+                if isinstance(proc, Outcome):
+                    return target, proc
+                try:
+                    doc, text = await first_answer(proc.stdout, job.answer, START_SLACK_S + 10)
+                except BaseException:
+                    await _kill(proc)
+                    raise
+            if doc is not None:
+                self.started[target] = proc
+                return target, doc
+            await _kill(proc)
+            assert proc.stderr is not None
+            err = (await proc.stderr.read(1 << 16)).decode(errors="replace")
+            return target, self.outcome(target, text, err, proc.returncode, job)
+
+        return dict(await asyncio.gather(*(one(t) for t in targets)))
+
+    async def stop(self) -> None:
+        procs, self.started = list(self.started.values()), {}
+        for proc in procs:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError, RuntimeError):
+                    proc.stdin.close()
+        if procs:
+            await asyncio.wait([asyncio.ensure_future(p.wait()) for p in procs], timeout=5)
+        for proc in procs:
+            await _kill(proc)
+
+
+async def _kill(proc: Proc) -> None:
+    """The command and whatever it started (its session), by process group, then reaped."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=5)

@@ -5,14 +5,13 @@ The CLI parses options and calls these functions; transports move bytes and know
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from validator.agent import probe as agent
-from validator.documents import ScanDoc, ScanReportDoc
+from validator.documents import ScanDoc
 from validator.errors import UserError
 from validator.facts import load_facts, parse
 from validator.facts.command import parse_command
@@ -20,6 +19,7 @@ from validator.facts.files import load_file
 from validator.facts.launch import parse_launch
 from validator.model import Facts, Finding, Outcome, Report, Severity
 from validator.profiles import Profile, load_profile
+from validator.report.options import RenderOptions
 
 # validator.checks is imported where it is used: preflight participants only probe and never check.
 
@@ -151,10 +151,6 @@ class ScanResult:
             "warnings": self.warnings,
             "failed": self.failed,
         }
-
-    def to_json(self) -> ScanReportDoc:
-        """The report's JSON (docs/scan.md), with the scan's own ``scan`` and ``drain``."""
-        return {**self.report.document(), "scan": self.scan_json(), "drain": self.drain}
 
 
 OnResult = Callable[[str, Any], None]  # a host's raw document or Outcome, as soon as it is known
@@ -371,22 +367,18 @@ def scan(opts: ScanOptions) -> ScanResult:
     )
 
 
-def render_scan(result: ScanResult, fmt: str, **options: Any) -> str:
-    """The report in ``fmt``; JSON carries the scan's own fields (``scan``, ``drain``)."""
+def render_scan(result: ScanResult, fmt: str, options: RenderOptions) -> str:
+    """The report in ``fmt``, with the scan's own sections (``scan``, ``drain``)."""
+    from dataclasses import replace
+
     from validator.report import render
 
-    if fmt == "json":
-        from validator.schema import self_check
-
-        doc = result.to_json()
-        self_check(doc, "report")
-        return json.dumps(doc, indent=2) + "\n"
-    if fmt == "table" and result.drain:
+    if fmt == "table" and result.drain and options.verdict is None:
         from validator.targets import fold_hosts
 
         n = len(result.drain)
-        options.setdefault("verdict", f"drain: {fold_hosts(result.drain)} ({n} host{'s' if n != 1 else ''})")
-    return render(result.report, fmt, drain=result.drain, scan=result.scan_json(), **options)
+        options = replace(options, verdict=f"drain: {fold_hosts(result.drain)} ({n} host{'s' if n != 1 else ''})")
+    return render(replace(result.report, scan=result.scan_json(), drain=result.drain), fmt, options)
 
 
 def write_drain_list(result: ScanResult, path: str) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from validator.errors import UserError
-from validator.profiles import LAUNCHERS, SCHEMA, VERSION_KEYS, load_profile
+from validator.model import LAUNCHERS
+from validator.profiles import SCHEMA, VERSION_KEYS, load_profile
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PROFILES = sorted((ROOT / "launch_profiles").glob("*.yaml"))

@@ -1,7 +1,7 @@
 """The shared options of cliopts.py as typer annotations, for cli.py and diagnose/cli.py.
 
 Every option names its metavar: without one, typer prints Python types (``<str>``,
-``<list[str]>``). A format or level not among the choices is refused with every choice listed.
+``<list[str]>``). A format or level not among the choices is one line naming every choice, exit 2.
 """
 
 from __future__ import annotations
@@ -40,19 +40,18 @@ class Command(TyperCommand):
                 param.__class__ = Argument
 
 
-def choice(choices: tuple[str, ...]) -> Callable[[str], str]:
-    def parse(value: str) -> str:
-        word = value.strip().lower()
-        if word not in choices:
-            raise typer.BadParameter(f"{value!r} is not one of: {', '.join(choices)}")
-        return word
+def _format(formats: tuple[str, ...]) -> Callable[[str], str]:
+    return lambda value: cliopts.check_format(value.strip().lower(), formats)
 
-    return parse
+
+def _level(value: str) -> str:
+    cliopts.fail_level(value)  # a UserError (one line, exit 2) names all four levels
+    return value.strip().lower()
 
 
 def format_option(formats: tuple[str, ...] = tuple(FORMATS)) -> object:
     return typer.Option(
-        "--format", "-f", metavar=cliopts.FORMAT_METAVAR, parser=choice(formats), help=cliopts.format_help(formats)
+        "--format", "-f", metavar=cliopts.FORMAT_METAVAR, parser=_format(formats), help=cliopts.format_help(formats)
     )
 
 
@@ -60,7 +59,7 @@ FORMAT = Annotated[str, format_option()]
 DIAGNOSE_FORMAT = Annotated[str, format_option(DIAGNOSE_FORMATS)]
 FAIL_ON = Annotated[
     str,
-    typer.Option(metavar=cliopts.LEVEL_METAVAR, parser=choice(cliopts.FAIL_LEVELS), help=cliopts.FAIL_ON_HELP),
+    typer.Option(metavar=cliopts.LEVEL_METAVAR, parser=_level, help=cliopts.FAIL_ON_HELP),
 ]
 SELECT = Annotated[
     Optional[list[str]],  # noqa: UP045

@@ -26,11 +26,12 @@ DRAIN_RESERVE_S = 1.0  # of the budget, kept for scontrol (--drain, --resume: tw
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = o.lean_parser("validator node-check", None, "Check this node alone: GPUs, driver and versions against a "
+    ap = o.lean_parser("validator node-check", "validator node-check [OPTIONS]", "Check this node alone: GPUs, driver and versions against a "
                        "profile, InfiniBand ports, /dev/shm, limits, NCCL, clock.")  # fmt: skip
     ap.add_argument("--profile", "-p", metavar=o.FILE_METAVAR,
                     help=o.PROFILE_HELP + " (gpus_per_node, gpu_model, versions, min_shm_mib, min_nofile)")  # fmt: skip
-    ap.add_argument("--mode", choices=MODES, default="report", help="integration conventions (default report)")
+    ap.add_argument("--mode", choices=MODES, default="report", metavar="MODE",
+                    help=f"integration conventions: {', '.join(MODES)} (default report)")  # fmt: skip
     ap.add_argument("--drain", action="store_true", help="slurm modes: drain this node (scontrol) when it fails")
     ap.add_argument("--resume", action="store_true", help="slurm modes: resume this node when it passes and only "
                     "a drain of ours (reason 'validator: ...') holds it")  # fmt: skip

@@ -10,7 +10,7 @@ from validator.errors import EXIT_INTERRUPTED, UserError
 
 USAGE = "validator preflight [OPTIONS] [-- COMMAND...]"
 DESCRIPTION = "Every rank or node rehearses the rendezvous; all agree on one verdict."
-"With COMMAND, a pass execs it in place (srun validator preflight -- torchrun ... train.py);
+EPILOG = """With COMMAND, a pass execs it in place (srun validator preflight -- torchrun ... train.py);
 without, it is a gate (init container, &&). Exit: 0 pass, 1 findings, 2 usage, 3 participants missing."""
 
 

@@ -41,12 +41,22 @@ class HelpFormatter(argparse.HelpFormatter):
     def start_section(self, heading: str | None) -> None:
         super().start_section(heading.capitalize() if heading else heading)
 
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if not action.option_strings:
+            return super()._format_action_invocation(action)
+        names = ", ".join(sorted(action.option_strings, key=len))  # "-p, --profile FILE", as click
+        if action.nargs == 0:
+            return names
+        return f"{names} {self._format_args(action, self._get_default_metavar_for_optional(action))}"
+
 
 def lean_parser(prog: str, usage: str | None, description: str, epilog: str | None = None) -> argparse.ArgumentParser:
     """The parser of a command that runs on every rank or in every prolog (no typer there)."""
-    return argparse.ArgumentParser(
-        prog=prog, usage=usage, description=description, epilog=epilog, formatter_class=HelpFormatter
+    ap = argparse.ArgumentParser(
+        prog=prog, usage=usage, description=description, epilog=epilog, formatter_class=HelpFormatter, add_help=False
     )
+    ap.add_argument("-h", "--help", action="help", help="Show this message and exit.")  # as click says it
+    return ap
 
 
 def format_help(formats: Iterable[str]) -> str:

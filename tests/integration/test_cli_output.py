@@ -68,7 +68,8 @@ def test_help_uses_one_set_of_metavars() -> None:
         assert "--format FORMAT" in text and "--fail-on LEVEL" in text, command
     for command in (["check"], ["scan"], ["preflight"]):
         text = run(*command, "-h").stdout
-        assert "--select CODES" in text and "--ignore CODES" in text and "--profile FILE" in text, command
+        assert "--select CODES" in text and "--ignore CODES" in text, command
+        assert "-p, --profile FILE" in text and "-o, --output FILE" in text and "-f, --format FORMAT" in text, command
 
 
 @pytest.mark.parametrize(

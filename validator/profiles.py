@@ -1,20 +1,9 @@
 """Launch profiles: YAML files that pin what a job expects (nodes, ranks, GPUs, interface,
 versions, env). Unknown keys and wrong types are errors naming the file and line.
 
-Schema (every key optional; see docs/profiles.md):
-
-    name: str                 description: str
-    launcher: str             # one of model.LAUNCHERS: torchrun | slurm | kubeflow | ... | env | none
-    nodes: int                ranks_per_node: int        gpus_per_node: int
-    gpu_model: str            # substring of the GPU name, e.g. "H100"
-    interface: str            # interface NCCL must use on every node (name or prefix)
-    hosts: str                # hostlist of the nodes, in node-rank order
-    master_port: int          min_shm_mib: int           # replaces SYS001's 256 MiB minimum
-    min_nofile: int           # every node's open-file limit is at least this (SYS004)
-    versions: {torch, nccl, cuda, driver, python: glob such as "2.13.*"}
-    env: {NAME: value}        # variables every rank must have, with these exact values
-
-The keys and their types are the fields of ``Profile``; the parser reads them from there.
+The schema is ``Profile``: every field but ``path`` is an optional key of that type, and a
+``Literal`` field accepts only its values. ``SCHEMA`` and ``CHOICES`` are read from it, and
+docs/profiles.md documents it (a test keeps the two equal).
 """
 
 from __future__ import annotations
@@ -42,21 +31,21 @@ VERSION_KEYS = ("torch", "nccl", "cuda", "driver", "python")
 
 @dataclass(frozen=True)
 class Profile:
-    path: str
-    name: str = ""
+    path: str  # where it was read from (not a key)
+    name: str = ""  # default: the file name without .yaml
     description: str = ""
-    launcher: Launcher | None = None
+    launcher: Launcher | None = None  # one of model.LAUNCHERS
     nodes: int | None = None
     ranks_per_node: int | None = None
     gpus_per_node: int | None = None
-    gpu_model: str | None = None
-    interface: str | None = None
-    hosts: str | None = None
+    gpu_model: str | None = None  # a substring of the GPU name, e.g. "H100"
+    interface: str | None = None  # the interface NCCL must use on every node (name or prefix)
+    hosts: str | None = None  # hostlist of the nodes, in node-rank order
     master_port: int | None = None
-    min_shm_mib: int | None = None
-    min_nofile: int | None = None
-    versions: dict[str, str] = field(default_factory=dict)  # VERSION_KEYS -> glob
-    env: dict[str, str] = field(default_factory=dict)
+    min_shm_mib: int | None = None  # replaces SYS001's 256 MiB minimum
+    min_nofile: int | None = None  # every node's open-file limit is at least this (SYS004)
+    versions: dict[str, str] = field(default_factory=dict)  # VERSION_KEYS -> glob such as "2.13.*"
+    env: dict[str, str] = field(default_factory=dict)  # variables every rank must have, with these values
 
     def pinned(self) -> list[str]:
         """What this profile pins, for `validator profiles validate`."""

@@ -137,13 +137,14 @@ def run_validator(n: int) -> dict[str, Any]:
         phases["gather_done_s"] = time.time() - t0
         phases["gather_cpu_s"] = time.process_time() - cpu0
         report = pipeline.check([a.facts for a in gathered.arrivals], None, context="preflight")
+        from validator.report.options import RenderOptions
         from validator.report.text import render_table
 
         verdict = {
             "type": "verdict",
             "exit_code": report.exit_code(),
             "report": report.to_json(),
-            "text": render_table(report),
+            "text": render_table(report, RenderOptions()),
         }
         phases["checks_s"] = time.time() - t0 - phases["gather_done_s"]
         await c.deliver(wire.encode(verdict), linger=False)

@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from validator import __version__, pipeline
-from validator.errors import EXIT_OK, UserError
-from validator.model import Severity
+from validator import __version__, cliopts, pipeline
+from validator.cliopts_typer import FAIL_ON, FORMAT, IGNORE, OUTPUT, PROFILE, PROM_FILE, SELECT, Command, output_path
+from validator.errors import EXIT_OK, EXIT_USAGE, UserError
 
 app = typer.Typer(
     name="validator",
@@ -20,36 +20,14 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
-profiles_app = typer.Typer(help="Launch profiles (YAML expectations).", no_args_is_help=True)
+profiles_app = typer.Typer(
+    help="Launch profiles (YAML expectations).",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 app.add_typer(profiles_app, name="profiles")
-
-FORMAT = Annotated[str, typer.Option("--format", "-f", help="table, json or junit")]
-FAIL_ON = Annotated[str, typer.Option(help="lowest severity that fails: error, warning, info or never")]
-SELECT = Annotated[
-    list[str] | None,
-    typer.Option("--select", help="only these codes or prefixes (repeat or comma-separate)"),
-]
-IGNORE = Annotated[Optional[list[str]], typer.Option("--ignore", help="skip these codes or prefixes")]  # noqa: UP045
-OUTPUT = Annotated[Optional[Path], typer.Option("--output", "-o", help="write the report here instead of stdout")]  # noqa: UP045
-
-
-def _split(values: list[str] | None) -> list[str]:
-    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
-
-
-def fail_level(text: str) -> Severity | None:
-    return None if text.lower() == "never" else Severity.parse(text)
-
-
-def emit(text: str, output: Path | None) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        return
-    try:
-        output.write_text(text)
-    except OSError as e:
-        raise UserError(f"cannot write report: {e.strerror}", str(output)) from None
 
 
 def version_callback(value: bool) -> None:
@@ -60,14 +38,19 @@ def version_callback(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    version: Annotated[bool, typer.Option("--version", callback=version_callback, is_eager=True)] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=version_callback, is_eager=True, help="print the version and exit")
+    ] = False,
 ) -> None:
     """Pre-launch validator and post-mortem for distributed training jobs."""
 
 
-@app.command()
+@app.command(cls=Command)
 def probe(
-    command: Annotated[Optional[list[str]], typer.Argument(help="the launch command, after --")] = None,  # noqa: UP045
+    command: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Argument(metavar="[-- COMMAND...]", help="the launch command, after --", show_default=False),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the facts as JSON")] = False,
     raw: Annotated[
         bool, typer.Option("--raw", help="print the agent's raw output (for bug reports, fixtures)")
@@ -95,13 +78,13 @@ def probe(
         sys.stdout.write(render_facts(facts))
 
 
-@app.command()
+@app.command(cls=Command)
 def check(
     files: Annotated[
         list[str],
-        typer.Argument(help="facts files from `validator probe --json` (JSON, array or JSON Lines)"),
+        typer.Argument(metavar="FILE...", help="facts files from `validator probe --json` (JSON, array or JSON Lines)"),
     ],
-    profile: Annotated[Optional[str], typer.Option("--profile", "-p", help="launch profile YAML")] = None,  # noqa: UP045
+    profile: PROFILE = None,
     fmt: FORMAT = "table",
     fail_on: FAIL_ON = "error",
     select: SELECT = None,
@@ -109,23 +92,24 @@ def check(
     output: OUTPUT = None,
 ) -> None:
     """Check the facts of all ranks or nodes of a job against each other (and a profile)."""
-    codes = pipeline.resolve_codes(_split(select), _split(ignore))
-    level = fail_level(fail_on)
+    codes = pipeline.resolve_codes(cliopts.split_codes(select), cliopts.split_codes(ignore))
+    level = cliopts.fail_level(fail_on)
     report = pipeline.check_files(files, profile, codes)
-    from validator.report import render
+    from validator.report import RenderOptions, render
 
-    emit(
-        render(report, fmt, colour=output is None and sys.stdout.isatty(), codes=codes, fail_on=level),
-        output,
-    )
+    options = RenderOptions(colour=output is None and sys.stdout.isatty(), codes=codes, fail_on=level)
+    cliopts.write_report(render(report, fmt, options), output_path(output))
     for err in report.input_errors:
         print(f"validator: {err}", file=sys.stderr)
     raise typer.Exit(report.exit_code(level))
 
 
-@app.command()
+@app.command(cls=Command)
 def explain(
-    code: Annotated[Optional[str], typer.Argument(help="a finding code such as RNK001")] = None,  # noqa: UP045
+    code: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Argument(metavar="[CODE]", help="a finding code such as RNK001", show_default=False),
+    ] = None,
     list_all: Annotated[bool, typer.Option("--list", help="list every code")] = False,
 ) -> None:
     """What a finding code checks, why it matters, how to fix it and verify the fix."""
@@ -167,9 +151,9 @@ def node_check(ctx: typer.Context) -> None:
     raise typer.Exit(node_check_main(list(ctx.args)))
 
 
-@app.command()
+@app.command(cls=Command)
 def schema(
-    kind: Annotated[str, typer.Argument(help="facts or report")],
+    kind: Annotated[str, typer.Argument(metavar="KIND", help="facts or report")],
 ) -> None:
     """Print the JSON Schema of the facts document or of the reports (docs/schema/)."""
     from validator.schema import text
@@ -177,60 +161,74 @@ def schema(
     sys.stdout.write(text(kind))
 
 
-@profiles_app.command("validate")
+@profiles_app.command("validate", cls=Command)
 def profiles_validate(
-    files: Annotated[list[str], typer.Argument(help="profile YAML files")],
+    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="profile YAML files")],
 ) -> None:
-    """Check launch profiles: unknown keys and wrong types are reported with file and line."""
+    """Check launch profiles: unknown keys and wrong types are reported with file and line.
+
+    Every file is checked; exit 2 if any is bad.
+    """
     from validator.profiles import load_profile
 
+    bad = 0
     for f in files:
-        p = load_profile(f)
-        pinned = [
-            k for k in ("nodes", "ranks_per_node", "gpus_per_node", "gpu_model", "interface", "hosts") if getattr(p, k)
-        ]
-        print(f"{f}: ok ({p.name}; pins {', '.join(pinned + [f'versions.{k}' for k in p.versions]) or 'nothing'})")
+        try:
+            p = load_profile(f)
+        except UserError as e:
+            print(f"validator: error: {e}", file=sys.stderr)
+            bad += 1
+            continue
+        print(f"{f}: ok ({p.name}; pins {', '.join(p.pinned()) or 'nothing'})")
+    if bad:
+        raise typer.Exit(EXIT_USAGE)
 
 
-@app.command()
+@app.command(cls=Command)
 def scan(
     targets: Annotated[
         Optional[list[str]],  # noqa: UP045
-        typer.Argument(help="hostlists (node[001-128], gpu-a[1-2]-b) and @FILE (one host per line)"),
+        typer.Argument(
+            metavar="[TARGET...]", help="hostlists (node[001-128], gpu-a[1-2]-b) and @FILE (one host per line)"
+        ),
     ] = None,
     slurm: Annotated[bool, typer.Option("--slurm", help="scan the current allocation through one srun step")] = False,
     slurm_nodes: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option("--slurm-nodes", help="with --slurm: only these nodes of the allocation"),
+        typer.Option("--slurm-nodes", metavar="HOSTLIST", help="with --slurm: only these nodes of the allocation"),
     ] = None,
     partition: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option("--partition", help="also scan every node of this SLURM partition (sinfo), over SSH"),
+        typer.Option(
+            "--partition", metavar="NAME", help="also scan every node of this SLURM partition (sinfo), over SSH"
+        ),
     ] = None,
     k8s: Annotated[bool, typer.Option("--k8s", help="scan the pods -l selects, through kubectl exec")] = False,
     namespace: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option("--namespace", "-n", help="with --k8s: the pods' namespace"),
+        typer.Option("--namespace", "-n", metavar="NAMESPACE", help="with --k8s: the pods' namespace"),
     ] = None,
     context: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option("--context", help="with --k8s: this kubeconfig context"),
+        typer.Option("--context", metavar="CONTEXT", help="with --k8s: this kubeconfig context"),
     ] = None,
     local: Annotated[bool, typer.Option("--local", help="scan this machine through a local python3")] = False,
-    profile: Annotated[Optional[str], typer.Option("--profile", "-p", help="launch profile YAML")] = None,  # noqa: UP045
-    fanout: Annotated[int, typer.Option(help="SSH connections in flight at once")] = 64,
-    connect_timeout: Annotated[float, typer.Option(help="seconds to get an SSH session, per host")] = 10.0,
-    timeout: Annotated[float, typer.Option(help="seconds the agent may run, per host")] = 60.0,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, junit or html")] = "table",
+    profile: PROFILE = None,
+    fanout: Annotated[int, typer.Option(metavar="N", help="SSH connections in flight at once")] = 64,
+    connect_timeout: Annotated[
+        float, typer.Option(metavar="SECONDS", help="seconds to get an SSH session, per host")
+    ] = 10.0,
+    timeout: Annotated[float, typer.Option(metavar="SECONDS", help="seconds the agent may run, per host")] = 60.0,
+    fmt: FORMAT = "table",
     output: OUTPUT = None,
     drain_list: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("--drain-list", help="write the hosts to drain here, one per line"),
+        typer.Option("--drain-list", metavar="FILE", help="write the hosts to drain to FILE, one per line"),
     ] = None,
     net_check: Annotated[
         bool, typer.Option("--net-check", help="probe each node's NCCL address from its ring neighbour and node 0")
     ] = False,
-    net_timeout: Annotated[float, typer.Option(help="seconds per net-check connection")] = 3.0,
+    net_timeout: Annotated[float, typer.Option(metavar="SECONDS", help="seconds per net-check connection")] = 3.0,
     allow_incomplete: Annotated[
         bool, typer.Option("--allow-incomplete", help="hosts without facts do not fail the scan (no exit 3)")
     ] = False,
@@ -240,38 +238,45 @@ def scan(
     ] = False,
     ssh_config: Annotated[
         Optional[list[str]],  # noqa: UP045
-        typer.Option("--ssh-config", "-F", help="ssh_config file(s) instead of ~/.ssh/config and /etc/ssh/ssh_config"),
+        typer.Option(
+            "--ssh-config",
+            "-F",
+            metavar="FILE",
+            help="ssh_config file(s) instead of ~/.ssh/config and /etc/ssh/ssh_config",
+        ),
     ] = None,
     user: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option("--user", "-l", help="remote user (default: ssh config); with --k8s: the label selector"),
+        typer.Option("--user", "-l", metavar="USER", help="remote user (default: ssh config); with --k8s: the label selector"),
     ] = None,
-    selector: Annotated[Optional[str], typer.Option("--selector", help="with --k8s: the pods' label selector")] = None,  # noqa: UP045
+    selector: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--selector", metavar="SELECTOR", help="with --k8s: the pods' label selector (also -l)"),
+    ] = None,
     env: Annotated[
         Optional[list[str]],  # noqa: UP045
-        typer.Option("--env", "-e", help="NAME=VALUE the job will set (e.g. NCCL_SOCKET_IFNAME=^docker,lo); repeat"),
+        typer.Option(
+            "--env",
+            "-e",
+            metavar="NAME=VALUE",
+            help="a variable the job will set (e.g. NCCL_SOCKET_IFNAME=^docker,lo); repeat",
+        ),
     ] = None,
-    python: Annotated[str, typer.Option(help="python interpreter on the nodes")] = "python3",
+    python: Annotated[str, typer.Option(metavar="PATH", help="python interpreter on the nodes")] = "python3",
     fail_on: FAIL_ON = "error",
     select: SELECT = None,
     ignore: IGNORE = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="one line per host on stderr as it answers")] = False,
-    prom_file: Annotated[
-        Optional[Path],  # noqa: UP045
-        typer.Option("--prom-file", help="also write Prometheus textfile metrics here"),
-    ] = None,
+    prom_file: PROM_FILE = None,
 ) -> None:
     """Check many nodes at once over SSH (or one srun step, or kubectl exec) and say which ones to drain."""
     from validator import scan as scanning
-    from validator.report import FORMATS
 
-    if fmt not in [*FORMATS, "html"]:
-        raise UserError(f"unknown format {fmt!r}; use one of: {', '.join([*FORMATS, 'html'])}", "--format")
     pairs = [e.partition("=") for e in env or []]
     bad = [name for name, eq, _ in pairs if not eq or not name]
     if bad:
         raise UserError(f"expected NAME=VALUE, got {bad[0]!r}", "--env")
-    level = fail_level(fail_on)
+    level = cliopts.fail_level(fail_on)
     opts = scanning.ScanOptions(
         targets=targets or [],
         slurm=slurm,
@@ -283,7 +288,7 @@ def scan(
         context=context,
         local=local,
         profile=profile,
-        codes=pipeline.resolve_codes(_split(select), _split(ignore)),
+        codes=pipeline.resolve_codes(cliopts.split_codes(select), cliopts.split_codes(ignore)),
         fail_on=level,
         fanout=fanout,
         connect_timeout=connect_timeout,
@@ -301,12 +306,10 @@ def scan(
     result = scanning.scan(opts)
     for warning in result.warnings:
         print(f"validator: warning: {warning}", file=sys.stderr)
-    emit(
-        pipeline.render_scan(
-            result, fmt, colour=output is None and sys.stdout.isatty(), codes=opts.codes, fail_on=level
-        ),
-        output,
-    )
+    from validator.report import RenderOptions
+
+    options = RenderOptions(colour=output is None and sys.stdout.isatty(), codes=opts.codes or (), fail_on=level)
+    cliopts.write_report(pipeline.render_scan(result, fmt, options), output_path(output))
     if drain_list is not None:
         scanning.write_drain_list(result, str(drain_list))
     code = 130 if result.interrupted else 2 if result.failed else result.report.exit_code(level, allow_incomplete)
@@ -323,8 +326,8 @@ def scan(
 
 from validator.diagnose.cli import diagnose, rehearse  # noqa: E402  (post-mortem commands live with their stage)
 
-app.command()(diagnose)
-app.command()(rehearse)
+app.command(cls=Command)(diagnose)
+app.command(cls=Command)(rehearse)
 
 
 def run(argv: list[str]) -> int:

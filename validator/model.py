@@ -17,6 +17,14 @@ from validator import documents
 FACTS_SCHEMA = 1
 REPORT_SCHEMA = 1
 
+# How a participant was started (facts/launch.py detects it; profiles pin it). Add a launcher here,
+# then teach facts/launch.py to detect it (and facts/k8s.py if it starts pods).
+Launcher = Literal[
+    "torchrun", "slurm", "kubeflow", "trainer", "jobset", "lws", "indexed-job", "mpi", "mpich", "deepspeed", "env",
+    "none",
+]  # fmt: skip
+LAUNCHERS: tuple[Launcher, ...] = typing.get_args(Launcher)
+
 
 # --------------------------------------------------------------------------- facts
 
@@ -30,9 +38,7 @@ class CommandFacts(TypedDict):
 
 
 class LaunchFacts(TypedDict):
-    launcher: (
-        str  # torchrun | slurm | kubeflow | trainer | jobset | lws | indexed-job | mpi | mpich | deepspeed | env | none
-    )
+    launcher: str  # a Launcher; str in the schema: a newer agent's launcher is still a document
     mode: str  # "rank": this participant is one worker; "node": one agent per node (wrapper)
     rank: int | None
     local_rank: int | None
@@ -281,6 +287,10 @@ class Report:
     outcomes: list[Outcome] = field(default_factory=list)
     input_errors: list[str] = field(default_factory=list)  # bad input: exit 2
     title: str = "cluster-validator"
+    # the command's own sections, written after the common fields (documents.AnyReportDoc)
+    scan: documents.ScanDoc | None = None  # `validator scan`: what it did
+    drain: list[str] | None = None  # `validator scan`: the hosts to drain
+    diagnosis: documents.DiagnosisDoc | None = None  # `validator diagnose` and `rehearse`: the verdict
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
@@ -308,12 +318,12 @@ class Report:
         """The JSON report (a plain dict, for callers that add their own keys)."""
         return typing.cast(dict[str, Any], self.document())
 
-    def document(self) -> documents.ReportDoc:
+    def document(self) -> documents.AnyReportDoc:
         """The JSON report, typed: docs/schema/ is generated from ``documents.AnyReportDoc``."""
         from validator import __version__
         from validator.targets import fold_hosts
 
-        return {
+        doc: documents.AnyReportDoc = {
             "schema": REPORT_SCHEMA,
             "validator": __version__,
             "title": self.title,
@@ -329,6 +339,13 @@ class Report:
             "outcomes": [o.to_json() for o in self.outcomes],
             "input_errors": self.input_errors,
         }
+        if self.scan is not None:
+            doc["scan"] = self.scan
+        if self.drain is not None:
+            doc["drain"] = self.drain
+        if self.diagnosis is not None:
+            doc["diagnosis"] = self.diagnosis
+        return doc
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Report:
@@ -341,4 +358,7 @@ class Report:
             outcomes=[Outcome(**o) for o in d.get("outcomes", [])],
             input_errors=[str(e) for e in d.get("input_errors", [])],
             title=str(d.get("title", "cluster-validator")),
+            scan=d.get("scan"),
+            drain=d.get("drain"),
+            diagnosis=d.get("diagnosis"),
         )

@@ -6,7 +6,6 @@ The scan command (choosing a transport, its phases, the drain list) lives in val
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -19,6 +18,7 @@ from validator.facts.files import load_file
 from validator.facts.launch import parse_launch
 from validator.model import Facts, Finding, Outcome, Report
 from validator.profiles import Profile, load_profile
+from validator.report.options import RenderOptions
 
 # validator.checks is imported where it is used: preflight participants only probe and never check.
 if TYPE_CHECKING:
@@ -109,19 +109,15 @@ def to_facts(host: str, raw: dict[str, Any]) -> Facts | str:
     return facts
 
 
-def render_scan(result: ScanResult, fmt: str, **options: Any) -> str:
-    """The report in ``fmt``; JSON carries the scan's own fields (``scan``, ``drain``)."""
+def render_scan(result: ScanResult, fmt: str, options: RenderOptions) -> str:
+    """The report in ``fmt``, with the scan's own sections (``scan``, ``drain``)."""
+    from dataclasses import replace
+
     from validator.report import render
 
-    if fmt == "json":
-        from validator.schema import self_check
-
-        doc = result.to_json()
-        self_check(doc, "report")
-        return json.dumps(doc, indent=2) + "\n"
-    if fmt == "table" and result.drain:
+    if fmt == "table" and result.drain and options.verdict is None:
         from validator.targets import fold_hosts
 
         n = len(result.drain)
-        options.setdefault("verdict", f"drain: {fold_hosts(result.drain)} ({n} host{'s' if n != 1 else ''})")
-    return render(result.report, fmt, drain=result.drain, scan=result.scan_json(), **options)
+        options = replace(options, verdict=f"drain: {fold_hosts(result.drain)} ({n} host{'s' if n != 1 else ''})")
+    return render(replace(result.report, scan=result.scan_json(), drain=result.drain), fmt, options)

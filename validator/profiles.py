@@ -1,29 +1,24 @@
 """Launch profiles: YAML files that pin what a job expects (nodes, ranks, GPUs, interface,
 versions, env). Unknown keys and wrong types are errors naming the file and line.
 
-Schema (every key optional; see docs/profiles.md):
-
-    name: str                 description: str
-    launcher: str             # torchrun | slurm | kubeflow | trainer | jobset | lws | indexed-job | mpi | mpich | deepspeed | env
-    nodes: int                ranks_per_node: int        gpus_per_node: int
-    gpu_model: str            # substring of the GPU name, e.g. "H100"
-    interface: str            # interface NCCL must use on every node (name or prefix)
-    hosts: str                # hostlist of the nodes, in node-rank order
-    master_port: int          min_shm_mib: int           # replaces SYS001's 256 MiB minimum
-    min_nofile: int           # every node's open-file limit is at least this (SYS004)
-    versions: {torch, nccl, cuda, driver, python: glob such as "2.13.*"}
-    env: {NAME: value}        # variables every rank must have, with these exact values
+The schema is ``Profile``: every field but ``path`` is an optional key of that type, and a
+``Literal`` field accepts only its values. ``SCHEMA`` and ``CHOICES`` are read from it, and
+docs/profiles.md documents it (a test keeps the two equal).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fnmatch
 import os
+import types
+import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from validator.errors import UserError
+from validator.model import Launcher
 from validator.safejson import clip, read_text
 from validator.targets import MAX_HOSTS, MAX_RANKS, expand
 
@@ -31,59 +26,64 @@ MAX_PROFILE_BYTES = 1 << 20  # a profile is a few hundred bytes
 MAX_EVENTS = 10_000  # YAML nodes in a profile (keys, values, env entries)
 MAX_YAML_DEPTH = 16  # a profile nests 2 levels
 
-LAUNCHERS = (
-    "torchrun",
-    "slurm",
-    "kubeflow",
-    "trainer",
-    "jobset",
-    "lws",
-    "indexed-job",
-    "mpi",
-    "mpich",
-    "deepspeed",
-    "env",
-)
 VERSION_KEYS = ("torch", "nccl", "cuda", "driver", "python")
-SCHEMA: dict[str, Any] = {
-    "name": str,
-    "description": str,
-    "launcher": str,
-    "nodes": int,
-    "ranks_per_node": int,
-    "gpus_per_node": int,
-    "gpu_model": str,
-    "interface": str,
-    "hosts": str,
-    "master_port": int,
-    "min_shm_mib": int,
-    "min_nofile": int,
-    "versions": {k: str for k in VERSION_KEYS},
-    "env": dict,
-}
 
 
 @dataclass(frozen=True)
 class Profile:
-    path: str
-    name: str = ""
+    path: str  # where it was read from (not a key)
+    name: str = ""  # default: the file name without .yaml
     description: str = ""
-    launcher: str | None = None
+    launcher: Launcher | None = None  # one of model.LAUNCHERS
     nodes: int | None = None
     ranks_per_node: int | None = None
     gpus_per_node: int | None = None
-    gpu_model: str | None = None
-    interface: str | None = None
-    hosts: str | None = None
+    gpu_model: str | None = None  # a substring of the GPU name, e.g. "H100"
+    interface: str | None = None  # the interface NCCL must use on every node (name or prefix)
+    hosts: str | None = None  # hostlist of the nodes, in node-rank order
     master_port: int | None = None
-    min_shm_mib: int | None = None
-    min_nofile: int | None = None
-    versions: dict[str, str] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
+    min_shm_mib: int | None = None  # replaces SYS001's 256 MiB minimum
+    min_nofile: int | None = None  # every node's open-file limit is at least this (SYS004)
+    versions: dict[str, str] = field(default_factory=dict)  # VERSION_KEYS -> glob such as "2.13.*"
+    env: dict[str, str] = field(default_factory=dict)  # variables every rank must have, with these values
+
+    def pinned(self) -> list[str]:
+        """What this profile pins, for `validator profiles validate`."""
+        out: list[str] = []
+        for key in SCHEMA:
+            value = getattr(self, key)
+            if isinstance(value, dict):
+                out += [f"{key}.{k}" for k in value]
+            elif value is not None and key not in ("name", "description"):
+                out.append(key)
+        return out
 
     def version_ok(self, key: str, actual: str | None) -> bool:
         want = self.versions.get(key)
         return want is None or (actual is not None and fnmatch.fnmatch(actual, want))
+
+
+def _schema() -> tuple[dict[str, Any], dict[str, tuple[str, ...]]]:
+    """(key -> int, str, dict or a nested schema; key -> allowed values) from ``Profile``'s fields."""
+    hints = typing.get_type_hints(Profile)
+    schema: dict[str, Any] = {}
+    choices: dict[str, tuple[str, ...]] = {}
+    for f in dataclasses.fields(Profile):
+        if f.name == "path":
+            continue
+        t = hints[f.name]
+        if typing.get_origin(t) in (typing.Union, types.UnionType):  # X | None: every key is optional
+            t = next(a for a in typing.get_args(t) if a is not type(None))
+        if f.name == "versions":
+            schema[f.name] = dict.fromkeys(VERSION_KEYS, str)
+        elif typing.get_origin(t) is Literal:
+            schema[f.name], choices[f.name] = str, typing.get_args(t)
+        else:
+            schema[f.name] = typing.get_origin(t) or t
+    return schema, choices
+
+
+SCHEMA, CHOICES = _schema()
 
 
 def _where(path: str, node: Any) -> str:
@@ -167,9 +167,9 @@ def _validate(path: str, node: Any, schema: dict[str, Any], prefix: str = "") ->
                 expand(str(value))
             except UserError as e:
                 raise UserError(e.message, _where(path, value_node)) from None
-        if key == "launcher" and value not in LAUNCHERS:
+        if key in CHOICES and value not in CHOICES[key]:
             raise UserError(
-                f"launcher must be one of {', '.join(LAUNCHERS)}, got {clip(value)}", _where(path, value_node)
+                f"{key} must be one of {', '.join(CHOICES[key])}, got {clip(value)}", _where(path, value_node)
             )
         out[key] = value
     return out
@@ -213,20 +213,5 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
     if node is None:
         raise UserError("profile is empty", p)
     data = _validate(p, node, SCHEMA)
-    return Profile(
-        path=p,
-        name=data.get("name", os.path.splitext(os.path.basename(p))[0]),
-        description=data.get("description", ""),
-        launcher=data.get("launcher"),
-        nodes=data.get("nodes"),
-        ranks_per_node=data.get("ranks_per_node"),
-        gpus_per_node=data.get("gpus_per_node"),
-        gpu_model=data.get("gpu_model"),
-        interface=data.get("interface"),
-        hosts=data.get("hosts"),
-        master_port=data.get("master_port"),
-        min_shm_mib=data.get("min_shm_mib"),
-        min_nofile=data.get("min_nofile"),
-        versions=data.get("versions", {}),
-        env=data.get("env", {}),
-    )
+    data.setdefault("name", os.path.splitext(os.path.basename(p))[0])
+    return Profile(path=p, **data)

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from validator.documents import ScanDoc, ScanReportDoc
+from validator.documents import ScanDoc
 from validator.errors import UserError
 from validator.model import Facts, Finding, Outcome, Report, Severity
 from validator.pipeline import check, keep, to_facts
@@ -68,9 +68,6 @@ class ScanResult:
             "failed": self.failed,
         }
 
-    def to_json(self) -> ScanReportDoc:
-        """The report's JSON (docs/scan.md), with the scan's own ``scan`` and ``drain``."""
-        return {**self.report.document(), "scan": self.scan_json(), "drain": self.drain}
 
 
 def open_transport(opts: ScanOptions) -> tuple[Transport, list[str]]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from validator.model import Finding, Outcome, Report, Severity
+from validator.report import RenderOptions
 from validator.report.html import drain_hosts, matrix, render_html
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -81,7 +82,7 @@ def test_matrix_folds_hosts_with_identical_rows() -> None:
 
 
 def test_page_is_self_contained_and_escaped() -> None:
-    page = render_html(report())
+    page = render_html(report(), RenderOptions())
     parsed = parse(page)
     refs = [v for _, attrs in parsed.tags for k, v in attrs.items() if k in ("src", "href") and v]
     assert all(v.startswith("#") for v in refs), refs  # in-page anchors only: nothing fetched
@@ -120,7 +121,7 @@ def chromium(page: Path, screenshot: Path | None = None) -> str:
 @pytest.mark.slow
 def test_renders_in_headless_chromium(tmp_path: Path) -> None:
     page = tmp_path / "scan.html"
-    page.write_text(render_html(report()))
+    page.write_text(render_html(report(), RenderOptions()))
     shot = Path(os.environ.get("VALIDATOR_SCREENSHOT", tmp_path / "scan.png"))
     dom = chromium(page, shot)
     assert "Nodes × checks" in dom and "gpu[001-006,008-011,014-062]" in dom  # the folded row, as laid out

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from validator.errors import UserError
-from validator.profiles import LAUNCHERS, SCHEMA, VERSION_KEYS, load_profile
+from validator.model import LAUNCHERS
+from validator.profiles import SCHEMA, VERSION_KEYS, load_profile
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PROFILES = sorted((ROOT / "launch_profiles").glob("*.yaml"))
@@ -107,3 +108,16 @@ def test_docs_name_every_launcher_and_version_key() -> None:
 def test_docs_link_every_example() -> None:
     for p in PROFILES:
         assert f"launch_profiles/{p.name}" in DOC, p.name
+
+
+def test_schema_is_read_from_the_profile_dataclass() -> None:
+    """One source: the keys are the fields of Profile (path aside), a Literal field's values are
+    its only choices, and a loaded profile fills exactly those fields."""
+    import dataclasses
+
+    from validator.profiles import CHOICES, Profile
+
+    assert list(SCHEMA) == [f.name for f in dataclasses.fields(Profile) if f.name != "path"]
+    assert SCHEMA["nodes"] is int and SCHEMA["gpu_model"] is str and SCHEMA["env"] is dict
+    assert SCHEMA["versions"] == dict.fromkeys(VERSION_KEYS, str)
+    assert CHOICES == {"launcher": LAUNCHERS}

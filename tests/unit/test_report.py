@@ -11,7 +11,7 @@ from tests.factories import rank_job, tweak
 from validator import pipeline
 from validator.errors import UserError
 from validator.model import Finding, Outcome, Report, Severity
-from validator.report import render
+from validator.report import RenderOptions, render
 from validator.report.text import fold, render_facts
 
 
@@ -82,7 +82,7 @@ def test_json_round_trip() -> None:
 
 def test_junit_one_testcase_per_code_failures_at_or_above_fail_on() -> None:
     r = report(finding("node01", [0]), finding("node02", [8], "NET007", Severity.INFO))
-    xml = render(r, "junit", codes=["SYS001", "NET007", "RNK001"], fail_on=Severity.WARNING)
+    xml = render(r, "junit", RenderOptions(codes=["SYS001", "NET007", "RNK001"], fail_on=Severity.WARNING))
     suite = ET.fromstring(xml.split("?>", 1)[1])
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert set(cases) == {
@@ -94,7 +94,7 @@ def test_junit_one_testcase_per_code_failures_at_or_above_fail_on() -> None:
     assert cases["NET007 /dev/shm too small for NCCL"].find("failure") is None  # info < warning
     assert cases["NET007 /dev/shm too small for NCCL"].find("system-out") is not None
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "1", "0")
-    never = ET.fromstring(render(r, "junit", codes=[], fail_on=None).split("?>", 1)[1])
+    never = ET.fromstring(render(r, "junit", RenderOptions(codes=[], fail_on=None)).split("?>", 1)[1])
     assert never.get("failures") == "0"
 
 

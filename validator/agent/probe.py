@@ -594,6 +594,22 @@ def local_addrs(ip_addr: list[dict[str, Any]]) -> set[str]:
     return {a.get("local", "") for link in ip_addr for a in link.get("addr_info", [])}
 
 
+def is_loopback(addr: str) -> bool:
+    """The same answer as validator.facts.network.is_loopback (this file imports nothing of the
+    package; tests/unit/test_loopback.py ties the two)."""
+    import ipaddress
+
+    text = addr.strip().split("%", 1)[0].strip("[]").lower().rstrip(".")
+    if text == "localhost" or text.endswith(".localhost"):
+        return True
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return (mapped or ip).is_loopback
+
+
 def collect(
     argv: list[str] | None = None,
     resolve_names: tuple[str, ...] = (),
@@ -653,9 +669,7 @@ def collect(
         port = int(text) if text and text.isdigit() else None
     ours = local_addrs((doc.get("interfaces") or {}).get("ip_addr") or [])
     master_here = any(
-        a in ours or a.startswith("127.") or a == "::1"
-        for n in names[:-1]
-        for a in (resolved or {}).get(n, {}).get("addrs", [])[:1]
+        a in ours or is_loopback(a) for n in names[:-1] for a in (resolved or {}).get(n, {}).get("addrs", [])[:1]
     )
     if port_check and port and 0 < port < 65536 and master_here and is_master_candidate(env, argv):
         probe_port = port

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from validator.checks.base import Check, Hit, Job, check, describe, outliers
 from validator.codes import table
+from validator.facts.network import is_loopback
 from validator.model import Facts, Interface, Severity
 
 IP = "ip -br addr show   # on each named host"
@@ -116,7 +117,7 @@ def loopback_iface(job: Job) -> Iterator[Hit]:
         lib, _, rule = _chosen(job, i)
         iface = _chosen_iface(job, i)
         addr = job.facts[i]["network"]["gloo" if lib == "Gloo" else "nccl"]["addr"] or ""
-        if (iface and iface["loopback"]) or addr.startswith("127.") or addr == "::1":
+        if (iface and iface["loopback"]) or is_loopback(addr):
             groups.setdefault((lib, rule), []).extend(job.node_of(i))
     for (lib, rule), members in groups.items():
         var = "GLOO_SOCKET_IFNAME" if lib == "Gloo" else "NCCL_SOCKET_IFNAME"

@@ -9,10 +9,10 @@ from typing import Any
 from validator.agent.probe import redact_command
 from validator.checks.base import Check, Hit, Job, check, describe, majority_of, outliers
 from validator.codes import table
-from validator.model import Severity
+from validator.facts.network import is_loopback
+from validator.model import Launcher, Severity
 
-DERIVING_LAUNCHERS = ("slurm", "mpi", "mpich")
-LOOPBACK = ("127.", "::1", "0:0:0:0:0:0:0:1")
+DERIVING_LAUNCHERS: tuple[Launcher, ...] = ("slurm", "mpi", "mpich")
 RESOLVE = "getent ahosts {addr}   # on each named host: the same non-loopback address everywhere"
 
 
@@ -39,7 +39,7 @@ def _find_loopback(job: Job) -> tuple[int, ...]:
     spans hosts, or their peers reach the master on a routable address."""
     masters, firsts = _masters(job), _firsts(job)
     # all addresses loopback implies the first one is: look closer only at those
-    loop = [i for i, a in enumerate(firsts) if a and a.startswith(LOOPBACK) and masters[i]["loopback"]]
+    loop = [i for i, a in enumerate(firsts) if a and is_loopback(a) and masters[i]["loopback"]]
     if loop and (job.multi_node or len(loop) < len(firsts) - firsts.count(None)):
         return tuple(loop)
     return ()

@@ -15,9 +15,12 @@ from validator.safejson import clip
 from validator.targets import MAX_RANKS
 
 VERSIONS = "python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())'   # on each named host"
+PYTHON_VERSION = "python3 -c 'import sys; print(sys.version)'   # on each named host, with the job's interpreter"
 
 
-def _version_drift(job: Job, field: str, what: str, missing_is_error: bool = False) -> Iterator[Hit]:
+def _version_drift(
+    job: Job, field: str, what: str, missing_is_error: bool = False, verify: str = VERSIONS
+) -> Iterator[Hit]:
     def version(i: int) -> str:
         return str(job.facts[i]["software"].get(field) or "not installed")
 
@@ -31,7 +34,7 @@ def _version_drift(job: Job, field: str, what: str, missing_is_error: bool = Fal
             actual=str(value),
             severity=sev,
             fix=f"install {what} {expected} on the named nodes (same image / environment everywhere)",
-            verify=VERSIONS,
+            verify=verify,
         )
 
 
@@ -84,7 +87,7 @@ def python_version(job: Job) -> Iterator[Hit]:
 
     Use the same interpreter and virtual environment or image everywhere.
     """
-    yield from _version_drift(job, "python", "Python")
+    yield from _version_drift(job, "python", "Python", verify=PYTHON_VERSION)
 
 
 # Settings NCCL needs identical on every rank (reference §2.2); drift hangs or changes transports.

@@ -3,61 +3,49 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from validator import cliopts
+from validator.cliopts_typer import DIAGNOSE_FORMAT, FAIL_ON, OUTPUT, output_path
 from validator.diagnose.events import Diagnosis
-from validator.errors import UserError
-from validator.model import Outcome, Report, Severity
+from validator.model import Outcome, Report
 
-FORMAT = Annotated[str, typer.Option("--format", "-f", help="table, json or junit")]
-FAIL_ON = Annotated[str, typer.Option(help="lowest severity that fails: error, warning, info or never")]
-OUTPUT = Annotated[Optional[Path], typer.Option("--output", "-o", help="write the report here instead of stdout")]  # noqa: UP045
 EXPLAIN = Annotated[
     bool, typer.Option("--explain", help="also print the verdict as prose (stderr with --format json/junit)")
 ]
 
 
-def _level(text: str) -> Severity | None:
-    return None if text.lower() == "never" else Severity.parse(text)
-
-
-def _emit(report: Report, diag: Diagnosis, fmt: str, output: Path | None, explain: bool) -> None:
+def _emit(report: Report, diag: Diagnosis, fmt: str, output: str | None, explain: bool) -> None:
     from validator.diagnose.report import explain as prose
-    from validator.diagnose.report import json_text, verdict_text
-    from validator.report import render
+    from validator.diagnose.report import verdict_text
+    from validator.report import RenderOptions, render
 
-    if fmt == "json":
-        text = json_text(report, diag)
-    else:
-        text = render(report, fmt, verdict=verdict_text(diag) if fmt == "table" else None)
+    report.diagnosis = diag.to_json()
+    text = render(report, fmt, RenderOptions(verdict=verdict_text(diag) if fmt == "table" else None))
     if explain and fmt == "table":
         text += "\n" + prose(diag)
     elif explain:
         sys.stderr.write(prose(diag))
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        try:
-            output.write_text(text)
-        except OSError as e:
-            raise UserError(f"cannot write report: {e.strerror}", str(output)) from None
+    cliopts.write_report(text, output)
     for err in report.input_errors:
         print(f"validator: {err}", file=sys.stderr)
 
 
 def diagnose(
     paths: Annotated[
-        list[str], typer.Argument(help="logs, Flight Recorder dumps, rehearsal traces: files, directories, globs, .gz")
+        list[str],
+        typer.Argument(
+            metavar="PATH...", help="logs, Flight Recorder dumps, rehearsal traces: files, directories, globs, .gz"
+        ),
     ],
-    fmt: FORMAT = "table",
+    fmt: DIAGNOSE_FORMAT = "table",
     fail_on: FAIL_ON = "error",
     output: OUTPUT = None,
     explain: EXPLAIN = False,
     jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", help="worker processes for large inputs (default: CPUs)")
+        int | None, typer.Option("--jobs", "-j", metavar="N", help="worker processes for large inputs (default: CPUs)")
     ] = None,
     allow_incomplete: Annotated[
         bool, typer.Option("--allow-incomplete", help="exit 0/1 even if some files could not be read")
@@ -71,24 +59,36 @@ def diagnose(
     """
     from validator.diagnose.run import diagnose_paths
 
-    level = _level(fail_on)
+    level = cliopts.fail_level(fail_on)
     report, diag = diagnose_paths(paths, jobs)
-    _emit(report, diag, fmt, output, explain)
+    _emit(report, diag, fmt, output_path(output), explain)
     raise typer.Exit(report.exit_code(level, allow_incomplete))
 
 
 def rehearse(
-    command: Annotated[list[str], typer.Argument(help="the launch command, after --: torchrun ... train.py ARGS")],
-    max_seconds: Annotated[float, typer.Option("--max-seconds", help="stop the rehearsal after this long")] = 300.0,
+    command: Annotated[
+        list[str],
+        typer.Argument(metavar="-- COMMAND...", help="the launch command, after --: torchrun ... train.py ARGS"),
+    ],
+    max_seconds: Annotated[
+        float, typer.Option("--max-seconds", metavar="SECONDS", help="stop the rehearsal after this long")
+    ] = 300.0,
     stall_seconds: Annotated[
-        float, typer.Option("--stall-seconds", help="stop when no rank records a call for this long (0: never)")
+        float,
+        typer.Option(
+            "--stall-seconds", metavar="SECONDS", help="stop when no rank records a call for this long (0: never)"
+        ),
     ] = 60.0,
-    trace_dir: Annotated[Optional[str], typer.Option("--trace-dir", help="keep the traces and output here")] = None,  # noqa: UP045
+    trace_dir: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--trace-dir", metavar="DIR", help="keep the traces and output here"),
+    ] = None,
     backend: Annotated[
-        str | None, typer.Option("--backend", help="force this backend in init_process_group (gloo for CPU)")
+        str | None,
+        typer.Option("--backend", metavar="NAME", help="force this backend in init_process_group (gloo for CPU)"),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="do not echo the command's output")] = False,
-    fmt: FORMAT = "table",
+    fmt: DIAGNOSE_FORMAT = "table",
     fail_on: FAIL_ON = "error",
     output: OUTPUT = None,
     explain: EXPLAIN = False,
@@ -102,7 +102,7 @@ def rehearse(
     from validator.diagnose import rehearse as rh
     from validator.diagnose.run import diagnose_paths
 
-    level = _level(fail_on)
+    level = cliopts.fail_level(fail_on)
     directory = trace_dir or rh.temp_dir()
     try:
         result = rh.run(command, directory, max_seconds, stall_seconds, backend, echo=not quiet)
@@ -125,7 +125,7 @@ def rehearse(
             f"after {result.seconds:.1f} s; traces in {directory if trace_dir else '(temporary)'}",
             file=sys.stderr,
         )
-        _emit(report, diag, fmt, output, explain)
+        _emit(report, diag, fmt, output_path(output), explain)
     finally:
         if trace_dir is None:
             rh.cleanup(directory)

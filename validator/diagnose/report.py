@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from validator.diagnose.codes import CODES
 from validator.diagnose.events import Cause, Diagnosis
 from validator.model import Finding, Outcome, Report, Severity
@@ -95,12 +93,3 @@ def explain(diag: Diagnosis) -> str:
     if diag.notes:
         text.append("The inputs were incomplete: " + "; ".join(diag.notes) + ".")
     return "\n\n".join(text) + "\n"
-
-
-def json_text(report: Report, diag: Diagnosis) -> str:
-    doc = report.to_json()
-    doc["diagnosis"] = diag.to_json()
-    from validator.schema import self_check  # docs/schema: off unless VALIDATOR_SELF_CHECK=1
-
-    self_check(doc, "report")
-    return json.dumps(doc, indent=2) + "\n"

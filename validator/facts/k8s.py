@@ -11,13 +11,15 @@ downward API. The names read here are exactly the ones those manifests set.
 
 from __future__ import annotations
 
+from validator.model import Launcher
+
 # PyTorchJob v1 pod labels (training-operator), exposed by the manifests as env
 KUBEFLOW_TYPE = "KUBEFLOW_REPLICA_TYPE"  # metadata.labels['training.kubeflow.org/replica-type']
 KUBEFLOW_INDEX = "KUBEFLOW_REPLICA_INDEX"  # metadata.labels['training.kubeflow.org/replica-index']
 # JobSet pod labels, exposed by the manifests as env (JobSet injects no variables itself)
 JOBSET_JOB_INDEX = "JOBSET_JOB_INDEX"  # metadata.labels['jobset.sigs.k8s.io/job-index']
 JOBSET_REPLICAS = "JOBSET_REPLICAS"  # metadata.labels['jobset.sigs.k8s.io/replicatedjob-replicas']
-POD_LAUNCHERS = ("kubeflow", "trainer", "jobset", "indexed-job", "lws")
+POD_LAUNCHERS: tuple[Launcher, ...] = ("kubeflow", "trainer", "jobset", "indexed-job", "lws")
 
 
 def _int(text: str | None) -> int | None:
@@ -27,7 +29,7 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def pod_contract(launcher: str, env: dict[str, str]) -> list[tuple[str, str, str]]:
+def pod_contract(launcher: Launcher, env: dict[str, str]) -> list[tuple[str, str, str]]:
     """(field, raw value, source) for what a pod's labels say about its node rank, where the
     controller does not hand it over as one variable. Applied before the generic variables,
     which still win (an explicit PET_NODE_RANK or NODE_RANK)."""

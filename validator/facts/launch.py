@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from validator.facts.k8s import KUBEFLOW_TYPE, pod_contract, pod_hosts
-from validator.model import CommandFacts, LaunchFacts
+from validator.model import CommandFacts, Launcher, LaunchFacts
 from validator.targets import MAX_RANKS
 
 TORCHRUN_DEFAULTS = {
@@ -90,7 +90,7 @@ def split_endpoint(endpoint: str, default_port: int | None) -> tuple[str, str | 
     return endpoint, str(default_port) if default_port else None
 
 
-def detect_launcher(env: dict[str, str]) -> str:
+def detect_launcher(env: dict[str, str]) -> Launcher:
     if "TORCHELASTIC_RUN_ID" in env or "GROUP_RANK" in env:
         return "torchrun"
     if "CROSS_RANK" in env and "RANK" in env:
@@ -134,7 +134,7 @@ def _slurm(c: Contract, env: dict[str, str]) -> None:
             break
 
 
-def _from_env(c: Contract, env: dict[str, str], launcher: str) -> None:
+def _from_env(c: Contract, env: dict[str, str], launcher: Launcher) -> None:
     """Launcher-specific variables first; the generic torch ones (read last) override them."""
     if launcher == "slurm" or "SLURM_PROCID" in env:
         _slurm(c, env)

@@ -15,8 +15,9 @@ import argparse
 import sys
 import time
 
+from validator import cliopts as o
 from validator.errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_USAGE, UserError
-from validator.model import Finding, Report, Severity
+from validator.model import Finding, Report
 
 MODES = ("report", "slurm-prolog", "slurm-healthcheck", "npd")
 NPD_OK, NPD_PROBLEM, NPD_UNKNOWN = 0, 1, 2
@@ -25,19 +26,21 @@ DRAIN_RESERVE_S = 1.0  # of the budget, kept for scontrol (--drain, --resume: tw
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="validator node-check", description="Check this node alone: GPUs, driver and "
-                                 "versions against a profile, InfiniBand ports, /dev/shm, limits, NCCL, clock.")  # fmt: skip
-    ap.add_argument(
-        "--profile", "-p", help="launch profile YAML (gpus_per_node, gpu_model, versions, min_shm_mib, min_nofile)"
-    )
-    ap.add_argument("--mode", choices=MODES, default="report", help="integration conventions (default report)")
+    ap = o.lean_parser("validator node-check", "validator node-check [OPTIONS]", "Check this node alone: GPUs, driver and versions against a "
+                       "profile, InfiniBand ports, /dev/shm, limits, NCCL, clock.")  # fmt: skip
+    ap.add_argument("--profile", "-p", metavar=o.FILE_METAVAR,
+                    help=o.PROFILE_HELP + " (gpus_per_node, gpu_model, versions, min_shm_mib, min_nofile)")  # fmt: skip
+    ap.add_argument("--mode", choices=MODES, default="report", metavar="MODE",
+                    help=f"integration conventions: {', '.join(MODES)} (default report)")  # fmt: skip
     ap.add_argument("--drain", action="store_true", help="slurm modes: drain this node (scontrol) when it fails")
     ap.add_argument("--resume", action="store_true", help="slurm modes: resume this node when it passes and only "
                     "a drain of ours (reason 'validator: ...') holds it")  # fmt: skip
-    ap.add_argument("--budget", type=float, default=5.0, help="hard time budget in seconds (default 5)")
-    ap.add_argument("--format", "-f", dest="fmt", choices=("table", "json"), default="table", help="report mode output")
-    ap.add_argument("--fail-on", default="error", help="lowest severity that fails: error, warning, info or never")
-    ap.add_argument("--prom-file", help="also write Prometheus textfile metrics here (node-exporter textfile dir)")
+    ap.add_argument("--budget", type=float, default=5.0, metavar="SECONDS", help="hard time budget (default 5)")
+    ap.add_argument("--format", "-f", dest="fmt", choices=o.LEAN_FORMATS, default="table", metavar=o.FORMAT_METAVAR,
+                    help=o.format_help(o.LEAN_FORMATS) + " (report mode; default table)")  # fmt: skip
+    ap.add_argument("--fail-on", default="error", type=str.lower, choices=o.FAIL_LEVELS, metavar=o.LEVEL_METAVAR,
+                    help=o.FAIL_ON_HELP + " (default error)")  # fmt: skip
+    ap.add_argument("--prom-file", metavar=o.FILE_METAVAR, help=o.PROM_HELP + " (node-exporter textfile dir)")
     return ap
 
 
@@ -91,7 +94,7 @@ def run(ns: argparse.Namespace, t0: float) -> int:
     from validator.nodecheck import drain, drain_reason, gather, node_name, node_report, resume_own_drain
     from validator.profiles import load_profile
 
-    fail_on = None if ns.fail_on.lower() == "never" else Severity.parse(ns.fail_on)
+    fail_on = o.fail_level(ns.fail_on)
     profile = load_profile(ns.profile) if ns.profile else None
     deadline = t0 + ns.budget
     facts, readings = gather(deadline - (DRAIN_RESERVE_S if ns.drain or ns.resume else 0.0) - time.monotonic())
@@ -116,9 +119,9 @@ def run(ns: argparse.Namespace, t0: float) -> int:
     elif ns.mode.startswith("slurm"):
         print(f"{report.title}: {'FAILED ' + drain_reason(failing) if failing else 'passed'}", file=sys.stderr)
     else:
-        from validator.report import render
+        from validator.report import RenderOptions, render
 
-        sys.stdout.write(render(report, ns.fmt, colour=sys.stdout.isatty()))
+        o.write_report(render(report, ns.fmt, RenderOptions(colour=sys.stdout.isatty(), fail_on=fail_on)), None)
     return code
 
 

@@ -5,42 +5,46 @@ from __future__ import annotations
 import argparse
 import sys
 
+from validator import cliopts as o
 from validator.errors import EXIT_INTERRUPTED, UserError
-from validator.model import Severity
 
-USAGE = "validator preflight [options] [-- COMMAND ...]"
+USAGE = "validator preflight [OPTIONS] [-- COMMAND...]"
+DESCRIPTION = "Every rank or node rehearses the rendezvous; all agree on one verdict."
 EPILOG = """With COMMAND, a pass execs it in place (srun validator preflight -- torchrun ... train.py);
 without, it is a gate (init container, &&). Exit: 0 pass, 1 findings, 2 usage, 3 participants missing."""
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="validator preflight", usage=USAGE, epilog=EPILOG,
-                                 description="Every rank or node rehearses the rendezvous; all agree on one verdict.")  # fmt: skip
-    ap.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for everyone (default 60)")
+    ap = o.lean_parser("validator preflight", USAGE, DESCRIPTION, EPILOG)
+    ap.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                    help="seconds to wait for everyone (default 60)")  # fmt: skip
     ap.add_argument("--coordinator", metavar="HOST:PORT", help="rendezvous here instead of MASTER_ADDR:MASTER_PORT")
-    ap.add_argument("--job-id", help="job identity every participant must present (default: SLURM_JOB_ID, rdzv id)")
-    ap.add_argument("--secret-file", help="shared secret for HMAC (default: env VALIDATOR_SECRET)")
-    ap.add_argument("--expect", type=int, help="participants to wait for (default: WORLD_SIZE, or --nnodes)")
-    ap.add_argument("--hosts", help="expected hosts in node-rank order, to name missing ones (default: SLURM nodelist)")
-    ap.add_argument("--profile", help="launch profile YAML")
-    ap.add_argument("--format", dest="fmt", choices=("table", "json"), default="table", help="json: report on stdout")
-    ap.add_argument("--output", "-o", help="also write the JSON report to this file")
+    ap.add_argument("--job-id", metavar="ID",
+                    help="job identity every participant must present (default: SLURM_JOB_ID, rdzv id)")  # fmt: skip
+    ap.add_argument("--secret-file", metavar=o.FILE_METAVAR,
+                    help="shared secret for HMAC (default: env VALIDATOR_SECRET)")  # fmt: skip
+    ap.add_argument(
+        "--expect", type=int, metavar="N", help="participants to wait for (default: WORLD_SIZE, or --nnodes)"
+    )
+    ap.add_argument("--hosts", metavar="HOSTLIST",
+                    help="expected hosts in node-rank order, to name missing ones (default: SLURM nodelist)")  # fmt: skip
+    ap.add_argument("--profile", "-p", metavar=o.FILE_METAVAR, help=o.PROFILE_HELP)
+    ap.add_argument("--format", "-f", dest="fmt", choices=o.LEAN_FORMATS, default="table", metavar=o.FORMAT_METAVAR,
+                    help=o.format_help(o.LEAN_FORMATS) + " (json: the report on stdout; default table)")  # fmt: skip
+    ap.add_argument("--output", "-o", metavar=o.FILE_METAVAR, help="also write the JSON report to FILE")
     ap.add_argument("--termination-log", nargs="?", const="/dev/termination-log", metavar="PATH",
                     help="write a one-line summary here (default /dev/termination-log: kubectl describe pod)")  # fmt: skip
-    ap.add_argument("--fail-on", default="error", help="error, warning, info or never (default error)")
-    ap.add_argument("--select", action="append", default=[], help="only these codes or prefixes")
-    ap.add_argument("--ignore", action="append", default=[], help="skip these codes or prefixes")
+    ap.add_argument("--fail-on", default="error", type=str.lower, choices=o.FAIL_LEVELS, metavar=o.LEVEL_METAVAR,
+                    help=o.FAIL_ON_HELP + " (default error)")  # fmt: skip
+    ap.add_argument("--select", action="append", default=[], metavar=o.CODES_METAVAR, help=o.SELECT_HELP)
+    ap.add_argument("--ignore", action="append", default=[], metavar=o.CODES_METAVAR, help=o.IGNORE_HELP)
     ap.add_argument("--allow-incomplete", action="store_true", help="missing participants do not fail (exit 0)")
     ap.add_argument("--net-check", action="store_true", help="also test the NCCL/Gloo interfaces in a ring")
     ap.add_argument("--smoke", action="store_true", help="after a pass, a tiny all_reduce with torch")
     ap.add_argument("--verbose", "-v", action="store_true", help="print the full report on every participant")
-    ap.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
-    ap.add_argument("--prom-file", help="also write Prometheus textfile metrics here")
+    ap.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line (the coordinator too)")
+    ap.add_argument("--prom-file", metavar=o.FILE_METAVAR, help=o.PROM_HELP)
     return ap
-
-
-def split(values: list[str]) -> list[str]:
-    return [v.strip() for x in values for v in x.split(",") if v.strip()]
 
 
 def main(argv: list[str]) -> int:
@@ -53,8 +57,8 @@ def main(argv: list[str]) -> int:
         opts = Options(
             command=command, timeout=ns.timeout, coordinator=ns.coordinator, job_id=ns.job_id,
             secret_file=ns.secret_file, expect=ns.expect, hosts=ns.hosts, profile=ns.profile, fmt=ns.fmt,
-            output=ns.output, fail_on=None if ns.fail_on == "never" else Severity.parse(ns.fail_on),
-            select=split(ns.select), ignore=split(ns.ignore), allow_incomplete=ns.allow_incomplete,
+            output=ns.output, fail_on=o.fail_level(ns.fail_on),
+            select=o.split_codes(ns.select), ignore=o.split_codes(ns.ignore), allow_incomplete=ns.allow_incomplete,
             net_check=ns.net_check, smoke=ns.smoke, verbose=ns.verbose, quiet=ns.quiet,
             termination_log=ns.termination_log, prom_file=ns.prom_file,
         )  # fmt: skip

@@ -178,7 +178,8 @@ def is_candidate(facts: Facts, p: Plan) -> bool:
     if p.keyed and mine not in (0, None):
         return False
     from validator.agent.probe import resolve
+    from validator.facts.network import is_loopback
 
     addrs = resolve([p.host])[p.host].get("addrs", [])
     ours = {a.split("/")[0] for i in facts["network"]["interfaces"] for a in i["addrs"]}
-    return any(a in ours or a.startswith("127.") or a == "::1" for a in addrs)
+    return any(a in ours or is_loopback(a) for a in addrs)

@@ -9,7 +9,6 @@ coordinates: plan.py.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import sys
 import time
@@ -140,11 +139,12 @@ def coordinate(
 
 
 def render(report: Report, exit_code: int, arrived: int, p: Plan, seconds: float, notes: list[str]) -> str:
+    from validator.report.options import RenderOptions
     from validator.report.text import render_table
 
     state = "PASSED" if exit_code == 0 else f"FAILED (exit {exit_code})"
     line = f"preflight {state}: {arrived}/{p.expected} {'ranks' if p.mode == 'rank' else 'nodes'} in {seconds:.1f} s"
-    return render_table(report, verdict="; ".join([line, *notes]))
+    return render_table(report, RenderOptions(verdict="; ".join([line, *notes])))
 
 
 def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, extra: list[Finding]) -> Report:
@@ -199,18 +199,19 @@ def named(verdict: dict[str, Any], facts: Facts) -> bool:
 
 def emit(opts: Options, doc: dict[str, Any], text: str, show_full: bool, code: int) -> None:
     """The report: JSON to --output (and to stdout with --format json, only without a command:
-    the job's own stdout follows); the table, or only the verdict line, to stderr."""
-    from validator.schema import self_check  # docs/schema: off unless VALIDATOR_SELF_CHECK=1
+    the job's own stdout follows); the table, or only the verdict line, to stderr. A report file
+    that cannot be written is a warning: the verdict stands."""
+    from validator.cliopts import write_report
+    from validator.report.text import json_text
 
-    self_check(doc, "report")
+    as_json = json_text(doc)
     if opts.output:
         try:
-            with open(opts.output, "w") as f:
-                json.dump(doc, f, indent=2)
-        except OSError as e:
-            print(f"validator: cannot write {opts.output}: {e.strerror}", file=sys.stderr)
+            write_report(as_json, opts.output)
+        except UserError as e:
+            print(f"validator: warning: {e}", file=sys.stderr)
     if opts.fmt == "json":
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        write_report(as_json, None)
     if opts.termination_log:
         k8s.write_termination_log(opts.termination_log, doc, code, text)
     if opts.prom_file:
@@ -326,11 +327,12 @@ def mark_busy(facts: Facts, port: int) -> Facts:
 
 def finish_local(opts: Options, report: Report) -> int:
     """A participant without a verdict: its own report, always printed in full."""
+    from validator.report.options import RenderOptions
     from validator.report.text import render_table
 
     code = report.exit_code(opts.fail_on)
     state = "PASSED" if code == 0 else f"FAILED (exit {code})"
-    text = render_table(report, verdict=f"preflight {state} (no verdict from the coordinator)")
+    text = render_table(report, RenderOptions(verdict=f"preflight {state} (no verdict from the coordinator)"))
     emit(opts, report.to_json(), text, True, code)
     return act(opts, code)
 

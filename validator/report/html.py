@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from validator.model import Finding, Outcome, Report, Severity
+from validator.report.options import RenderOptions
 from validator.report.text import fold, summary, where
 from validator.targets import fold_hosts
 
@@ -204,19 +205,18 @@ def _drain_html(report: Report, drain: list[str]) -> str:
     )
 
 
-def render_html(report: Report, **options: object) -> str:
-    """Options: ``drain`` (hosts; computed when absent), ``scan`` (the scan's JSON fields),
-    ``fail_on`` (severity that puts a node on the drain list); others are ignored."""
-    given, scan, level = options.get("drain"), options.get("scan"), options.get("fail_on", Severity.ERROR)
-    fail_on = level if isinstance(level, Severity) or level is None else Severity.ERROR
-    drain = [str(h) for h in given] if isinstance(given, list) else drain_hosts(report, fail_on)
+def render_html(report: Report, options: RenderOptions) -> str:
+    """The report's ``drain`` (computed from ``options.fail_on`` when absent) and ``scan``
+    sections show when present."""
+    scan = report.scan
+    drain = report.drain if report.drain is not None else drain_hosts(report, options.fail_on)
     findings = fold(report.findings)
     titles = {f.code: f.title for f in findings}
     reached, missing = len(report.hosts), len({o.target for o in report.outcomes})
     counts = f"<span><b>{reached}</b> reached</span><span><b>{missing}</b> without facts</span>"
-    if isinstance(scan, dict):
-        counts += f"<span>{_e(scan.get('transport', ''))}, {_e(scan.get('elapsed_s', ''))} s</span>"
-        if scan.get("interrupted"):
+    if scan is not None:
+        counts += f"<span>{_e(scan['transport'])}, {_e(scan['elapsed_s'])} s</span>"
+        if scan["interrupted"]:
             counts += "<span><b>interrupted</b> (Ctrl-C): partial results</span>"
     sections = [
         f"<h1>{_e(report.title)}</h1><div class=sub>{_e(summary(report))}</div><div class=counts>{counts}</div>",

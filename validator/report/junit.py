@@ -4,18 +4,14 @@ per unreachable target; findings at or above ``fail_on`` are failures."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
 
-from validator.model import Report, Severity
+from validator.model import Report
+from validator.report.options import RenderOptions
 from validator.report.text import fold, where
 
 
-def render_junit(
-    report: Report,
-    codes: Iterable[str] = (),
-    fail_on: Severity | None = Severity.ERROR,
-    **_: object,
-) -> str:
+def render_junit(report: Report, options: RenderOptions) -> str:
+    codes, fail_on = options.codes, options.fail_on
     by_code: dict[str, list] = {}  # type: ignore[type-arg]
     for f in fold(report.findings):
         by_code.setdefault(f.code, []).append(f)
@@ -51,8 +47,8 @@ def render_junit(
 
 
 def _title(code: str) -> str:
-    """The check's title for a code that found nothing (it still shows as a passing test)."""
-    from validator.checks import CHECKS
+    """The code's title for a code that found nothing (it still shows as a passing test)."""
+    from validator.codes import registry
 
-    chk = CHECKS.get(code)
-    return chk.title if chk else code
+    known = registry().get(code)
+    return known.title if known else code

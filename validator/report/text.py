@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from validator.model import Finding, Report, Severity
+from validator.report.options import RenderOptions
 from validator.targets import fold_hosts, fold_ranks
 
 COLOURS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}
@@ -38,9 +39,19 @@ def where(f: Finding) -> str:
     return " · ".join(parts) or "job"
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
 def summary(report: Report) -> str:
+    """The headline: findings per severity, targets without facts and input errors (a report
+    with none of these says "no findings"), then who was checked."""
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in Severity}
-    parts = [f"{n} {s.label}{'s' if n != 1 else ''}" for s, n in sorted(counts.items(), reverse=True) if n]
+    parts = [_plural(n, s.label) for s, n in sorted(counts.items(), reverse=True) if n]
+    if report.outcomes:
+        parts.append(f"{len({o.target for o in report.outcomes})} without facts")
+    if report.input_errors:
+        parts.append(_plural(len(report.input_errors), "input error"))
     hosts = len(report.hosts)
     return (
         f"{', '.join(parts) or 'no findings'} — {report.participants} participant"
@@ -48,7 +59,8 @@ def summary(report: Report) -> str:
     )
 
 
-def render_table(report: Report, colour: bool = False, verdict: str | None = None, **_: object) -> str:
+def render_table(report: Report, options: RenderOptions) -> str:
+    colour, verdict = options.colour, options.verdict
     out = [f"{report.title}: {summary(report)}"]
     for err in report.input_errors:
         out.append(f"INPUT   {err}")
@@ -70,10 +82,15 @@ def render_table(report: Report, colour: bool = False, verdict: str | None = Non
     return "\n".join(out) + "\n"
 
 
-def render_json(report: Report, **_: object) -> str:
+def render_json(report: Report, options: RenderOptions) -> str:
+    return json_text(report.to_json())
+
+
+def json_text(doc: dict[str, Any]) -> str:
+    """The one JSON writer of reports (check, scan, diagnose, preflight, node-check): checked
+    against docs/schema when VALIDATOR_SELF_CHECK=1, indented, one trailing newline."""
     from validator.schema import self_check
 
-    doc = report.to_json()
     self_check(doc, "report")
     return json.dumps(doc, indent=2) + "\n"
 

@@ -1,0 +1,104 @@
+"""The options every report command shares: names, metavars, help, parsing, where the report goes.
+
+One vocabulary for the typer commands (cli.py, diagnose/cli.py, through ``typer_options``) and the
+argparse ones that run on every rank or in every prolog (preflight/main.py, nodecheck/main.py).
+Standard library only and nothing imported at load: those lean parsers import this on the launch
+path of thousands of processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from validator.model import Severity
+
+FAIL_LEVELS = ("error", "warning", "info", "never")
+LEAN_FORMATS = ("table", "json")  # what preflight and node-check print (no XML or HTML on every rank)
+
+# metavars and help, the same in every command's --help
+FORMAT_METAVAR = "FORMAT"
+LEVEL_METAVAR = "LEVEL"
+CODES_METAVAR = "CODES"
+FILE_METAVAR = "FILE"
+FAIL_ON_HELP = "lowest severity that fails: error, warning, info or never"
+SELECT_HELP = "only these codes or prefixes (repeat or comma-separate)"
+IGNORE_HELP = "skip these codes or prefixes (repeat or comma-separate)"
+OUTPUT_HELP = "write the report to FILE instead of stdout"
+PROFILE_HELP = "launch profile YAML"
+PROM_HELP = "also write Prometheus textfile metrics to FILE"
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse help in the typer commands' style: "Usage:", "Options:"."""
+
+    def add_usage(self, usage: str | None, actions: Iterable[argparse.Action], groups: Iterable[argparse._MutuallyExclusiveGroup], prefix: str | None = None) -> None:  # fmt: skip
+        super().add_usage(usage, actions, groups, "Usage: " if prefix is None else prefix)
+
+    def start_section(self, heading: str | None) -> None:
+        super().start_section(heading.capitalize() if heading else heading)
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if not action.option_strings:
+            return super()._format_action_invocation(action)
+        names = ", ".join(sorted(action.option_strings, key=len))  # "-p, --profile FILE", as click
+        if action.nargs == 0:
+            return names
+        return f"{names} {self._format_args(action, self._get_default_metavar_for_optional(action))}"
+
+
+def lean_parser(prog: str, usage: str | None, description: str, epilog: str | None = None) -> argparse.ArgumentParser:
+    """The parser of a command that runs on every rank or in every prolog (no typer there)."""
+    ap = argparse.ArgumentParser(
+        prog=prog, usage=usage, description=description, epilog=epilog, formatter_class=HelpFormatter, add_help=False
+    )
+    ap.add_argument("-h", "--help", action="help", help="Show this message and exit.")  # as click says it
+    return ap
+
+
+def format_help(formats: Iterable[str]) -> str:
+    return f"report format: {', '.join(formats)}"
+
+
+def check_format(fmt: str, formats: Iterable[str]) -> str:
+    """``fmt`` if it is one of ``formats``; else a UserError listing them all."""
+    names = list(formats)
+    if fmt not in names:
+        from validator.errors import UserError
+
+        raise UserError(f"unknown format {fmt!r}; use one of: {', '.join(names)}", "--format")
+    return fmt
+
+
+def fail_level(text: str) -> Severity | None:
+    """``--fail-on``: a severity, or None for never; a UserError naming all four otherwise."""
+    from validator.errors import UserError
+    from validator.model import Severity
+
+    word = text.strip().lower()
+    if word not in FAIL_LEVELS:
+        raise UserError(f"unknown level {text!r}; use one of: {', '.join(FAIL_LEVELS)}", "--fail-on")
+    return None if word == "never" else Severity.parse(word)
+
+
+def split_codes(values: Iterable[str] | None) -> list[str]:
+    """``--select``/``--ignore``: repeated and comma-separated, blanks dropped."""
+    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
+
+
+def write_report(text: str, output: str | None) -> None:
+    """The report to ``output``, or to stdout when None; a file that cannot be written is a
+    UserError naming it."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        from validator.errors import UserError
+
+        raise UserError(f"cannot write report: {e.strerror}", str(output)) from None

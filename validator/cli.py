@@ -247,7 +247,9 @@ def scan(
     ] = None,
     user: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option("--user", "-l", metavar="USER", help="remote user (default: ssh config); with --k8s: the label selector"),
+        typer.Option(
+            "--user", "-l", metavar="USER", help="remote user (default: ssh config); with --k8s: the label selector"
+        ),
     ] = None,
     selector: Annotated[
         Optional[str],  # noqa: UP045

@@ -69,7 +69,6 @@ class ScanResult:
         }
 
 
-
 def open_transport(opts: ScanOptions) -> tuple[Transport, list[str]]:
     """The transport the options name and its targets; a usage error before anything runs."""
     from validator.targets import expand, expand_targets

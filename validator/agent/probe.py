@@ -595,8 +595,9 @@ def local_addrs(ip_addr: list[dict[str, Any]]) -> set[str]:
 
 
 def is_loopback(addr: str) -> bool:
-    """The same answer as validator.facts.network.is_loopback (this file imports nothing of the
-    package; tests/unit/test_loopback.py ties the two)."""
+    """127.0.0.0/8, ::1 and IPv4-mapped ::ffff:127.x (with or without a %zone or [brackets]), and
+    the name localhost (RFC 6761: it always resolves to loopback). Other names are not resolved
+    here: False. The package uses this one (validator.facts.network re-exports it)."""
     import ipaddress
 
     text = addr.strip().split("%", 1)[0].strip("[]").lower().rstrip(".")

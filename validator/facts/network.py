@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from validator.agent.probe import is_loopback as is_loopback  # one rule; the agent imports nothing of ours
 from validator.model import Facts, Interface, MasterFacts, Selection
 
 # Kinds whose addresses other nodes cannot reach (container/VM bridges, tunnels, overlays). Not
@@ -256,19 +257,6 @@ def interface_of(interfaces: list[Interface], addr: str) -> str | None:
     return None
 
 
-def is_loopback(addr: str) -> bool:
-    """127.0.0.0/8, ::1 and IPv4-mapped ::ffff:127.x (with or without a %zone or [brackets]), and
-    the name localhost (RFC 6761: it always resolves to loopback). Other names are not resolved
-    here: False. The agent keeps a copy (it imports nothing of the package); a test ties them."""
-    text = addr.strip().split("%", 1)[0].strip("[]").lower().rstrip(".")
-    if text == "localhost" or text.endswith(".localhost"):
-        return True
-    try:
-        ip = ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
-    return (mapped or ip).is_loopback
 
 
 def master_facts(

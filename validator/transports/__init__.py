@@ -4,7 +4,7 @@ Every transport (``Transport`` below: local, ssh, slurm, kubectl) runs a ``Job``
 standard-library Python program such as the agent or the net check's prober -- on its targets
 and returns, per target, the program's answer (a dict) or an ``Outcome`` saying why there is
 none (unreachable, auth, hostkey, timeout, no-python, unparsed, error). What the agent's output
-means is decided by ``validator.facts``, not here. Adding a transport: docs/architecture-transports.md.
+means is decided by ``validator.facts``, not here. Adding a transport: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -226,7 +226,11 @@ def scan(
         typer.Option("--drain-list", metavar="FILE", help="write the hosts to drain to FILE, one per line"),
     ] = None,
     net_check: Annotated[
-        bool, typer.Option("--net-check", help="probe each node's NCCL address from its ring neighbour and node 0")
+        bool,
+        typer.Option(
+            "--net-check",
+            help="connect and measure between the nodes on the address NCCL or Gloo would use (two rings): names unreachable pairs, slow links and slow nodes",
+        ),
     ] = False,
     net_timeout: Annotated[float, typer.Option(metavar="SECONDS", help="seconds per net-check connection")] = 3.0,
     allow_incomplete: Annotated[

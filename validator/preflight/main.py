@@ -39,7 +39,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--select", action="append", default=[], metavar=o.CODES_METAVAR, help=o.SELECT_HELP)
     ap.add_argument("--ignore", action="append", default=[], metavar=o.CODES_METAVAR, help=o.IGNORE_HELP)
     ap.add_argument("--allow-incomplete", action="store_true", help="missing participants do not fail (exit 0)")
-    ap.add_argument("--net-check", action="store_true", help="also test the NCCL/Gloo interfaces in a ring")
+    ap.add_argument(
+        "--net-check",
+        action="store_true",
+        help="also connect and measure between the nodes on the NCCL/Gloo address (two rings): unreachable pairs, slow links, slow nodes",
+    )
     ap.add_argument("--smoke", action="store_true", help="after a pass, a tiny all_reduce with torch")
     ap.add_argument("--verbose", "-v", action="store_true", help="print the full report on every participant")
     ap.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line (the coordinator too)")

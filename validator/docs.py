@@ -18,6 +18,7 @@ def extra_checks() -> dict[str, Check]:
     out: dict[str, Check] = {}
     for module in (
         "validator.preflight.findings",
+        "validator.preflight.peers",
         "validator.diagnose.codes",
         "validator.checks.netcheck",
         "validator.nodecheck",

@@ -102,6 +102,7 @@ def coordinate(
     import asyncio
 
     from validator.preflight import coordinator as coord
+    from validator.preflight import peers
 
     secret = wire.load_secret(opts.secret_file)
 
@@ -116,6 +117,9 @@ def coordinate(
             net = netcheck.findings(results)
             notes.append(netcheck.summary(results))
         all_facts = [a.facts for a in gathered.arrivals]
+        wanted = not c.early and bool(set(peers.NAME_CODES) & set(codes(opts)))  # an early verdict does not wait
+        names = await peers.round_(c, key(p)) if wanted else {}
+        net += peers.findings(all_facts, names, facts["host"]) + peers.clock_findings(gathered.arrivals, p.host)
         report = pipeline.check(all_facts, profile, codes(opts), context="preflight",
                                 outcomes=missing(p, all_facts, facts, gathered.seconds, c.early),
                                 title=f"cluster-validator preflight ({p.host}:{c.port}, job {p.job_id or 'unnamed'})")  # fmt: skip

@@ -93,6 +93,14 @@ def test_drift_silent_when_every_answer_is_one_of_the_peers_addresses() -> None:
     assert peers.findings(facts, views(node003={B: ok("10.1.0.2")}), A) == []
 
 
+def test_a_docker_bridge_address_is_not_the_peers() -> None:
+    """Resolving a peer to 172.17.0.1 reaches one's own docker0, whatever the peer has there."""
+    docker = fx.iface("docker0", "172.17.0.1/16", virtual=True, kind="bridge")
+    facts = fx.tweak(job(), 1, network={"interfaces": [fx.LO, fx.iface("eth0", "10.0.0.2/24"), docker]})
+    (f,) = peers.findings(facts, views(node003={B: ok("172.17.0.1")}), A)
+    assert f.code == "NET202" and f.hosts == [C]
+
+
 def test_drift_without_the_peers_address_goes_by_majority() -> None:
     """Nobody resolves the peer to an address it shows (NAT): the minority is named."""
     v = views(node001={C: ok("192.0.2.3")}, node002={C: ok("192.0.2.3")})
@@ -251,3 +259,17 @@ def test_clock_skew_from_the_header(tmp_path: Path, port: int, skew: float) -> N
         assert skew - 1.0 < shown <= skew + 0.05, pre
     else:
         assert not pre, pre
+
+
+def test_one_machine_under_several_node_names_is_asked_once() -> None:
+    """Emulated Slurm nodes n1, n2 on this machine share its kernel hostname: one machine, no round
+    (loopback works there; NET003 judges the same way)."""
+    from validator.preflight.connection import Arrival
+
+    one = [fx.facts("n1", node=0, gpus=0, hostname="vm"), fx.facts("n2", node=1, gpus=0, hostname="vm")]
+    assert len(peers.nodes([Arrival(f, None) for f in one], lambda f: f["pid"])) == 1
+    two = job()[:2]
+    assert [a.facts["host"] for a in peers.nodes([Arrival(f, None) for f in reversed(two)], lambda f: f["pid"])] == [
+        A,
+        B,
+    ]

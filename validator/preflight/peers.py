@@ -137,8 +137,9 @@ def _ip(value: object) -> str | None:
 
 
 def nodes(arrivals: list[Arrival], order: Callable[[Facts], Any]) -> list[Arrival]:
-    """One arrival per host in rank order (the master first), the first of each host that can be
-    asked (the coordinator's own, or a live participant that announced its clock)."""
+    """One arrival per machine (kernel hostname: several Slurm node names or node ranks on one
+    machine are one) in rank order, the master first: the first that can be asked (the
+    coordinator's own, or a live participant that announced its clock)."""
 
     def rank(a: Arrival) -> tuple[int, int, str]:
         k = order(a.facts)
@@ -147,7 +148,7 @@ def nodes(arrivals: list[Arrival], order: Callable[[Facts], Any]) -> list[Arriva
     out: dict[str, Arrival] = {}
     for a in sorted(arrivals, key=rank):
         if a.conn is None or (a.conn.state == "registered" and a.clock is not None):
-            out.setdefault(a.facts["host"], a)
+            out.setdefault(a.facts["hostname"], a)
     return list(out.values())
 
 
@@ -166,8 +167,8 @@ def sample(names: list[str], i: int, rng: random.Random) -> list[str]:
 
 
 async def round_(c: Coordinator, order: Callable[[Facts], Any]) -> dict[str, dict[str, View]]:
-    """Ask every host (one participant each) to resolve its sample; host -> name -> view. Only
-    with two hosts or more; bounded by ROUND_S whoever does not answer."""
+    """Ask every machine (one participant each) to resolve its sample; host -> name -> view. Only
+    with two machines or more; bounded by ROUND_S whoever does not answer."""
     from validator.agent.probe import resolve
 
     asked = nodes(list(c.arrivals.values()), order)
@@ -209,10 +210,11 @@ def _loopback(addr: str) -> bool:
 
 
 def own_addrs(facts: Facts) -> list[str]:
-    """The node's routable addresses: up, not loopback, not link-local."""
+    """The node's routable addresses: up, not loopback, not link-local, not on a container bridge
+    or tunnel (172.17.0.1 on docker0 is every node's)."""
     out = []
     for iface in facts["network"]["interfaces"]:
-        if iface["loopback"] or not iface["up"]:
+        if iface["loopback"] or iface["virtual"] or not iface["up"]:
             continue
         for cidr in iface["addrs"]:
             addr = cidr.split("/", 1)[0]

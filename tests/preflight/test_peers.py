@@ -273,3 +273,42 @@ def test_one_machine_under_several_node_names_is_asked_once() -> None:
         A,
         B,
     ]
+
+
+@pytest.mark.parametrize("answer", ["lies", "oversized", "silent"])
+def test_hostile_answers_name_only_their_sender(tmp_path: Path, port: int, answer: str) -> None:
+    """Rank 1 is this test process on another "machine" (its facts claim another hostname), and
+    answers the name round with lies about the master, an oversized frame, or nothing: the master is
+    never named by them, and everyone gets the verdict (a node that never answers is waited for
+    ROUND_S only)."""
+    envs = ranks(2, port)
+    proc = start([*VALIDATOR, "preflight", "--timeout", "30"], base_env(**envs[0]), tmp_path / "r0.json")
+    facts = json.loads(own_body(envs[1]))
+    master = facts["hostname"]
+    facts["hostname"] = facts["host"] = "evil-host"
+    s, ack, _ = hostile.register(port, json.dumps(facts).encode(), "", "token-1", None, clock=time.time())
+    assert ack["type"] == "ack", ack
+    s.settimeout(60)
+    ask = wire.recv_msg(s)
+    assert ask["type"] == "resolve" and set(ask["names"]) == {master, "evil-host"}, ask
+    if answer == "lies":
+        lies = {master: {"addrs": ["203.0.113.1"]}, "evil-host": {"addrs": ["127.0.1.1"]}, "x": {"addrs": ["1.2.3.4"]}}
+        s.sendall(wire.encode({"type": "resolved", "results": lies}))
+    elif answer == "oversized":
+        s.sendall(wire.encode({"type": "resolved", "results": {master: {"addrs": ["10.0.0.1"] * 20_000}}}))
+    try:
+        verdict: dict[str, Any] | None = wire.recv_msg(s, wire.MAX_VERDICT)
+    except (OSError, wire.ProtocolError):
+        verdict = None  # dropped for its frame
+    s.close()
+    (run,) = collect([(proc, tmp_path / "r0.json", time.monotonic())])
+    assert run.report is not None and "Traceback" not in run.err, run.err[-2000:]
+    # about others, evidence only: no NET202/NET203 (one view of each name); NET201 is each machine's
+    # own view (this machine's own hostname may resolve to loopback, as here: 127.0.0.1 vm)
+    assert not [f for f in run.report["findings"] if f["code"] in ("NET202", "NET203")], run.report["findings"]
+    own = {h for f in run.report["findings"] if f["code"] == "NET201" for h in expand(f["hosts"])}
+    assert "evil-host" in own if answer == "lies" else "evil-host" not in own, run.report["findings"]
+    if answer == "oversized":
+        assert verdict is None, "dropped for its frame"
+    else:
+        assert verdict is not None and verdict["report"] == run.report

@@ -14,9 +14,9 @@ its own clock at receipt, less half the hello-to-header round trip.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import math
 import random
+import socket
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -128,11 +128,14 @@ def parse_answer(msg: object, asked: list[str]) -> dict[str, View]:
 
 
 def _ip(value: object) -> str | None:
+    """An address as the resolver prints it, canonical; None for anything else (C speed: the
+    coordinator reads up to SAMPLE_MAX x ADDRS_MAX of them per node)."""
     if not isinstance(value, str) or len(value) > 64:
         return None
+    family = socket.AF_INET6 if ":" in value else socket.AF_INET
     try:
-        return str(ipaddress.ip_address(value.split("%", 1)[0]))
-    except ValueError:
+        return socket.inet_ntop(family, socket.inet_pton(family, value.split("%", 1)[0]))
+    except (OSError, ValueError):
         return None
 
 
@@ -238,21 +241,27 @@ def _where(viewers: list[str]) -> str:
 
 
 def findings(facts: list[Facts], views: dict[str, dict[str, View]], master: str) -> list[Finding]:
-    """NET201-NET203 from the name round. ``facts``: every arrival's; ``master``: the master's host."""
+    """NET201-NET203 from the name round. ``facts``: every arrival's; ``master``: the master's host;
+    ``views``: viewer host -> name -> what it resolved (linear in the answers: inverted once)."""
     first: dict[str, Facts] = {}
     for f in facts:
         first.setdefault(f["host"], f)
     by_name: dict[str, list[str]] = {}
     for host, f in first.items():
         by_name.setdefault(f["hostname"], []).append(host)
-    out = _own_loopback(first, views, facts)
+    of: dict[str, dict[str, View]] = {}  # name -> viewer -> view
+    for viewer, got in views.items():
+        for name, view in got.items():
+            of.setdefault(name, {})[viewer] = view
+    out = _own_loopback(first, views, of, facts)
     drifted: list[Finding] = []
     missing: list[Finding] = []
-    for name, hosts in by_name.items():
-        if len(hosts) != 1:  # two hosts claim one hostname: whose addresses it should be is unclear
+    for name, seen in of.items():
+        hosts = by_name.get(name, [])
+        if len(hosts) != 1:  # not a participant's, or two hosts claim it: whose addresses it should be is unclear
             continue
         peer = hosts[0]
-        seen = {v: got[name] for v, got in views.items() if v != peer and name in got}
+        seen = {v: view for v, view in seen.items() if v != peer}
         sev = None if peer == master else Severity.WARNING
         drifted.extend(_drift(name, peer, own_addrs(first[peer]), seen, master, sev))
         missing.extend(_unresolved(name, peer, seen, sev))
@@ -268,7 +277,9 @@ def _capped(found: list[Finding]) -> list[Finding]:
     return found[:FINDINGS_MAX]
 
 
-def _own_loopback(first: dict[str, Facts], views: dict[str, dict[str, View]], facts: list[Facts]) -> list[Finding]:
+def _own_loopback(
+    first: dict[str, Facts], views: dict[str, dict[str, View]], of: dict[str, dict[str, View]], facts: list[Facts]
+) -> list[Finding]:
     """One NET201 for every node whose own hostname resolves to loopback first (as Gloo takes it)."""
     bad: list[tuple[str, str]] = []
     for host, got in views.items():
@@ -278,7 +289,7 @@ def _own_loopback(first: dict[str, Facts], views: dict[str, dict[str, View]], fa
         addrs, _ = got.get(f["hostname"], ((), None))
         routable = own_addrs(f)
         if addrs and _loopback(addrs[0]) and routable:
-            others = sorted({a for v, g in views.items() if v != host for a in g.get(f["hostname"], ((), None))[0]})
+            others = sorted({a for v, (got_v, _) in of[f["hostname"]].items() if v != host for a in got_v})
             peers = f"; its peers resolve it to {_show(others)}" if others else ""
             bad.append((host, f"{f['hostname']} -> {_show(addrs)} on {host}, which has {_show(routable)}{peers}"))
     if not bad:

@@ -181,10 +181,11 @@ def hosts_file(h: NetnsHosts, lines: dict[int, str | None]) -> str:
 
 
 def run_three(
-    h: NetnsHosts, tmp: Path, tag: str, etc: dict[int, dict[int, str | None]], *args: str
+    h: NetnsHosts, tmp: Path, tag: str, etc: dict[int, dict[int, str | None]], *args: str, errs: list[str] | None = None
 ) -> list[dict[str, Any]]:
     """`validator preflight ARGS` on the first three namespace hosts (node ranks 0-2, master 0),
-    each with its own /etc/hosts (``etc``: node -> its overrides); every node's report."""
+    each with its own /etc/hosts (``etc``: node -> its overrides); every node's report (and its
+    stderr appended to ``errs``)."""
     port = free_port()
     procs = []
     for i in range(3):
@@ -206,6 +207,8 @@ def run_three(
             proc.kill()
             _, err = proc.communicate()
         assert out.exists(), err[-2000:]
+        if errs is not None:
+            errs.append(err)
         reports.append(json.loads(out.read_text()))
     assert all(r == reports[0] for r in reports), "one verdict for everyone"
     return reports
@@ -217,8 +220,10 @@ def found(report: dict[str, Any], code: str) -> list[dict[str, Any]]:
 
 def test_names_across_namespaces(netns_hosts: NetnsHosts, tmp_path: Path) -> None:
     h = netns_hosts
-    healthy = run_three(h, tmp_path, "ok", {})[0]
+    errs: list[str] = []
+    healthy = run_three(h, tmp_path, "ok", {}, errs=errs)[0]
     assert not [f for f in healthy["findings"] if f["code"].startswith(("NET20", "PRE008"))], healthy["findings"]
+    assert "names: 3 hosts resolved their peers in" in errs[0], "the coordinator's verdict line says the round ran"
 
     loop = run_three(h, tmp_path, "lo", {1: {1: f"127.0.1.1\t{h.names[1]}"}})[0]
     (f,) = found(loop, "NET201")

@@ -63,7 +63,8 @@ def drift(job: Job) -> Iterator[Hit]:
     c10d store clients, ssh-based launchers and anything that connects by name to the wrong place
     (or to nothing) from some nodes only. The named nodes are those whose answer is neither one of
     the peer's own addresses nor what the others resolve; it is an error for the master's name
-    (every rank connects to it), a warning for the others'.
+    under torchrun's c10d rendezvous (which hands every worker the store host's hostname), a
+    warning otherwise (RDZ003 covers a MASTER_ADDR given by name).
 
     Make /etc/hosts (or DNS) the same on every node; the finding shows what each side resolved
     and which addresses the peer really has.
@@ -79,7 +80,7 @@ def unresolved(job: Job) -> Iterator[Hit]:
 
     torchrun's c10d rendezvous hands the workers the store host's hostname, and ssh-based
     launchers connect by name: a node that cannot resolve it fails there ("Name or service not
-    known") or stalls on DNS. An error for the master's name, a warning for the others'.
+    known") or stalls on DNS. An error for the master's name under c10d, a warning otherwise.
 
     Add the missing names to /etc/hosts on the named nodes, or fix their resolver (`nsswitch.conf`,
     `resolv.conf`, the DNS search domain).
@@ -254,6 +255,7 @@ def findings(facts: list[Facts], views: dict[str, dict[str, View]], master: str)
         for name, view in got.items():
             of.setdefault(name, {})[viewer] = view
     out = _own_loopback(first, views, of, facts)
+    c10d = any(f["launch"]["rdzv_backend"] == "c10d" for f in first.values())  # workers get the store host's name
     drifted: list[Finding] = []
     missing: list[Finding] = []
     for name, seen in of.items():
@@ -262,7 +264,7 @@ def findings(facts: list[Facts], views: dict[str, dict[str, View]], master: str)
             continue
         peer = hosts[0]
         seen = {v: view for v, view in seen.items() if v != peer}
-        sev = None if peer == master else Severity.WARNING
+        sev = None if peer == master and c10d else Severity.WARNING
         drifted.extend(_drift(name, peer, own_addrs(first[peer]), seen, master, sev))
         missing.extend(_unresolved(name, peer, seen, sev))
     return out + _capped(drifted) + _capped(missing)

@@ -186,20 +186,27 @@ def hosts_file(h: NetnsHosts, lines: dict[int, str | None]) -> str:
 
 
 def run_three(
-    h: NetnsHosts, tmp: Path, tag: str, etc: dict[int, dict[int, str | None]], *args: str, errs: list[str] | None = None
+    h: NetnsHosts,
+    tmp: Path,
+    tag: str,
+    etc: dict[int, dict[int, str | None]],
+    *args: str,
+    errs: list[str] | None = None,
+    env: dict[int, dict[str, str]] | None = None,
+    nodes: int = 3,
 ) -> list[dict[str, Any]]:
     """`validator preflight ARGS` on the first three namespace hosts (node ranks 0-2, master 0),
     each with its own /etc/hosts (``etc``: node -> its overrides); every node's report (and its
     stderr appended to ``errs``)."""
     port = free_port()
     procs = []
-    for i in range(3):
+    for i in range(nodes):
         d = tmp / f"{tag}{i}"
         d.mkdir()
         pod_etc(d / "etc", hosts_file(h, etc.get(i, {})))
         out = d / "report.json"
         env = base_env(RANK=str(i), LOCAL_RANK="0", WORLD_SIZE="3", GROUP_RANK=str(i),
-                       MASTER_ADDR=h.addrs[0], MASTER_PORT=str(port))  # fmt: skip
+                       MASTER_ADDR=h.addrs[0], MASTER_PORT=str(port), **(env or {}).get(i, {}))  # fmt: skip
         cmd = ["ip", "netns", "exec", h.names[i], "unshare", "--mount", "--uts", "--", "sh", "-c", SCRIPT,
                h.names[i], str(d / "etc"), sys.executable, "-m", "validator", "preflight", "--timeout", "30",
                "--output", str(out), *args]  # fmt: skip
@@ -242,6 +249,14 @@ def test_names_across_namespaces(netns_hosts: NetnsHosts, tmp_path: Path) -> Non
     (u,) = found(bad, "NET203")
     assert expand(u["hosts"]) == [h.names[0]] and h.names[2] in u["message"]
     assert not found(bad, "NET201")
+
+    # an early verdict (a setting that must match differs, the third node never comes) does not wait
+    # for the round
+    errs = []
+    drift = {0: {"TORCH_DISTRIBUTED_DEBUG": "OFF"}, 1: {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}}
+    early = run_three(h, tmp_path, "ea", {}, "--timeout", "8", errs=errs, env=drift, nodes=2)[0]
+    assert "ENV002" in {f["code"] for f in early["findings"]} and "decided at" in errs[0], errs[0][-2000:]
+    assert "names:" not in errs[0]
 
 
 # --------------------------------------------------------------------------- clock skew, through the wire

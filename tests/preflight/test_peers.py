@@ -119,6 +119,17 @@ def test_unresolvable_peer_fires_where_others_resolve_it() -> None:
     assert f.code == "NET203" and f.hosts == [A] and "Name or service not known" in f.message
 
 
+def test_one_nodes_word_against_anothers_is_not_enough() -> None:
+    """Hostile-safe: where no answer is one of the peer's own addresses, one node claiming a name
+    resolves (or to something else) names nobody unless the master or most nodes agree with it."""
+    gone = ((), "gaierror: Name or service not known")
+    four = [*job(), fx.facts("node004", node=3, gpus=0)]
+    assert peers.findings(four, {A: {C: gone}, B: {C: gone}, "node004": {C: ok("192.0.2.3")}}, B) == []
+    assert peers.findings(job(), {A: {C: ok("192.0.2.3")}, B: {C: ok("192.0.2.4")}}, C) == [], "a tie, no master"
+    (f,) = peers.findings(job(), {A: {C: ok("192.0.2.3")}, B: {C: ok("192.0.2.4")}}, B)
+    assert f.code == "NET202" and f.hosts == [A], "the master's view breaks the tie"
+
+
 def test_unresolvable_everywhere_is_silent() -> None:
     """Close but silent: a name no other node resolves either (a pod name without a headless
     Service) is not one the job uses."""

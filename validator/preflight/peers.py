@@ -74,9 +74,10 @@ def drift(job: Job) -> Iterator[Hit]:
 
 @check("NET203", Severity.ERROR, "Peer hostname does not resolve on some nodes")
 def unresolved(job: Job) -> Iterator[Hit]:
-    """A peer's hostname that resolves on some nodes resolves on all of them (within a second).
-    Measured by the preflight on a sample of each node's peers. Names that no other node
-    resolves either (pod names without a headless Service) are not reported.
+    """A peer's hostname that resolves on other nodes (to one of the peer's own addresses, on the
+    master, or on most nodes) resolves on every node, within a second. Measured by the preflight
+    on a sample of each node's peers. Names that no other node resolves either (pod names without
+    a headless Service) are not reported.
 
     torchrun's c10d rendezvous hands the workers the store host's hostname, and ssh-based
     launchers connect by name: a node that cannot resolve it fails there ("Name or service not
@@ -266,7 +267,7 @@ def findings(facts: list[Facts], views: dict[str, dict[str, View]], master: str)
         seen = {v: view for v, view in seen.items() if v != peer}
         sev = None if peer == master and c10d else Severity.WARNING
         drifted.extend(_drift(name, peer, own_addrs(first[peer]), seen, master, sev))
-        missing.extend(_unresolved(name, peer, seen, sev))
+        missing.extend(_unresolved(name, peer, own_addrs(first[peer]), seen, master, sev))
     return out + _capped(drifted) + _capped(missing)
 
 
@@ -321,7 +322,10 @@ def _drift(
         agreed = sorted({a for v in right for a in seen[v][0]})
     elif not right:  # none resolves to an address the peer shows (NAT, a Service address): the majority
         viewers = sorted(answers)
-        top, _ = majority(((i, answers[v]) for i, v in enumerate(viewers)), lambda i: viewers[i] == master)
+        top, groups = majority(((i, answers[v]) for i, v in enumerate(viewers)), lambda i: viewers[i] == master)
+        backed = [viewers[i] for i in groups[top]] if top is not None else []
+        if not (master in backed or 2 * len(backed) > len(answers)):
+            return []  # no majority, no master's view: one node's word against another's is not enough
         wrong = [v for v, a in answers.items() if a != top]
         agreed = sorted(top or ())
     else:
@@ -336,11 +340,16 @@ def _drift(
         verify=GETENT.replace("NAME", name), severity=sev)]  # fmt: skip
 
 
-def _unresolved(name: str, peer: str, seen: dict[str, View], sev: Severity | None) -> list[Finding]:
-    """NET203 for ``peer``: the viewers that cannot resolve it while others can."""
+def _unresolved(
+    name: str, peer: str, has: list[str], seen: dict[str, View], master: str, sev: Severity | None
+) -> list[Finding]:
+    """NET203 for ``peer``: the viewers that cannot resolve it while others can, on credible
+    evidence: an answer that is one of the peer's own addresses, the master's, or most nodes'."""
     failed = sorted(v for v, (a, _) in seen.items() if not a)
     found = sorted({x for addrs, _ in seen.values() for x in addrs})
-    if not failed or not found:
+    resolving = [v for v, (a, _) in seen.items() if a]
+    credible = set(found) & set(has) or master in resolving or 2 * len(resolving) > len(seen)
+    if not failed or not found or not credible:
         return []
     why = seen[failed[0]][1] or "no address"
     return [CODES["NET203"].finding(

@@ -63,17 +63,17 @@ def spam_job_ids(port: int, n: int, size: int) -> dict[str, int]:
     return seen
 
 
-def register(port: int, body: bytes, job_id: str, token: str | None, secret: bytes | None = None) -> tuple[
-    socket.socket, dict[str, Any], bytes
-]:  # fmt: skip
-    """Send facts like a participant does; returns the open socket, the coordinator's reply and the
-    bytes sent (what an eavesdropper could replay)."""
+def register(port: int, body: bytes, job_id: str, token: str | None, secret: bytes | None = None,
+             **header_extra: Any) -> tuple[socket.socket, dict[str, Any], bytes]:  # fmt: skip
+    """Send facts like a participant does (``header_extra``: more header fields, e.g. its clock);
+    returns the open socket, the coordinator's reply and the bytes sent (what an eavesdropper
+    could replay)."""
     s = connect(port)
     hello = reply(s)
     extra = {} if token is None else {"token": token}
     mac = wire.mac(secret, str(hello.get("nonce", "")), job_id, body, token or "")
     sent = wire.encode({"type": "facts", "proto": wire.PROTO, "job_id": job_id, "size": len(body), "mac": mac,
-                        "listen": None, **extra}) + wire.frame(body)  # fmt: skip
+                        "listen": None, **extra, **header_extra}) + wire.frame(body)  # fmt: skip
     s.sendall(sent)
     return s, reply(s), sent
 

@@ -257,8 +257,6 @@ def interface_of(interfaces: list[Interface], addr: str) -> str | None:
     return None
 
 
-
-
 def master_facts(
     addr: str | None,
     port: int | None,

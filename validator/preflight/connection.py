@@ -6,12 +6,16 @@ slow senders are dropped by the coordinator's gate, and refusals are counted, ne
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from validator.errors import UserError
 from validator.facts import load_facts
 from validator.model import Facts
+from validator.preflight import peers
 from validator.preflight import protocol as wire
 from validator.preflight import refusals as rf
 
@@ -28,6 +32,7 @@ class Arrival:
     listen: dict[str, Any] | None = None  # the participant's net-check listener: {"port", "token", "addrs"}
     token: str = ""  # the participant's per-process token: only its holder may replace this arrival
     size: int = 0  # bytes of its facts on the wire, counted in the coordinator's FACTS_BUDGET
+    clock: tuple[float, float] | None = None  # (offset from our clock, round trip) from its header: peers.py
 
 
 class Connection(asyncio.Protocol):
@@ -47,13 +52,22 @@ class Connection(asyncio.Protocol):
         self.nonce = wire.new_nonce()
         self.transport: asyncio.Transport | None = None
         self.timer: asyncio.TimerHandle | None = None
-        self.results: asyncio.Future[list[dict[str, Any]]] | None = None
+        self.results: asyncio.Future[Any] | None = None
+        self.hello_at = 0.0  # monotonic time our hello left: the clock offset's round trip starts here
+        self.clock: tuple[float, float] | None = None
         self.closed = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         self.peer = str((transport.get_extra_info("peername") or ("?",))[0])
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # asyncio sets TCP_NODELAY only where sock.proto is IPPROTO_TCP, and accepted sockets
+            # say 0: without it a frame written right after the ack (the name round's question,
+            # the verdict) waits for the participant's delayed ACK, 40 ms
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         c = self.coord
         if c.closing:
             transport.abort()
@@ -64,6 +78,7 @@ class Connection(asyncio.Protocol):
         c.open.add(self)
         c.gate.enter(self)
         self.timer = asyncio.get_running_loop().call_later(rf.SPEAK_S, self.expire)
+        self.hello_at = time.monotonic()
         transport.write(wire.encode({"type": "hello", "proto": wire.PROTO, "job_id": c.job_id, "nonce": self.nonce,
                                      "deadline_in": c.remaining()}))  # fmt: skip
 
@@ -82,13 +97,14 @@ class Connection(asyncio.Protocol):
             self.refuse(rf.SLOW, detail=f"{len(self.buf)} bytes of a {self.state} frame")
 
     def data_received(self, data: bytes) -> None:
-        if self.state not in ("header", "body", "probing"):
+        if self.state not in ("header", "body", "probing", "resolving"):
             return  # nothing is expected now: ignored, never buffered
         self.buf += data
         try:
-            while self.state in ("header", "body", "probing") and len(self.buf) >= 4:
+            while self.state in ("header", "body", "probing", "resolving") and len(self.buf) >= 4:
                 (size,) = wire.LEN.unpack_from(self.buf)
-                limit = {"header": wire.MAX_FACTS_HEADER, "body": self.size}.get(self.state, wire.MAX_HEADER * 16)
+                limits = {"header": wire.MAX_FACTS_HEADER, "body": self.size, "resolving": wire.MAX_HEADER}
+                limit = limits.get(self.state, wire.MAX_HEADER * 16)
                 if size > limit:
                     raise wire.ProtocolError(f"{self.state} frame of {size} bytes over the {limit}-byte limit")
                 if len(self.buf) < 4 + size:
@@ -109,6 +125,11 @@ class Connection(asyncio.Protocol):
             if self.results is not None and not self.results.done():
                 self.results.set_result(rows)
             self.state = "registered"
+        elif self.state == "resolving":  # peers.round_: what this node resolves its peers' names to
+            msg = wire.decode(body)
+            if msg["type"] == "resolved" and self.results is not None and not self.results.done():
+                self.results.set_result(msg)
+                self.state = "registered"
 
     def got_header(self, header: dict[str, Any]) -> None:
         c = self.coord
@@ -123,6 +144,7 @@ class Connection(asyncio.Protocol):
         if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= wire.MAX_FACTS:
             raise wire.ProtocolError(f"bad facts size {wire.short(size)}")
         self.token = rf.token(header.get("token"))
+        self.clock = peers.offset(header.get("clock"), self.hello_at, time.monotonic(), time.time())
         rf.listener(header.get("listen"))
         if not c.gate.reserve(self, size):
             self.refuse(rf.BUDGET, detail=f"{size} bytes announced; retry")
@@ -167,7 +189,7 @@ class Connection(asyncio.Protocol):
             return
         if old is not None and old.conn is not None and old.conn.transport is not None:
             old.conn.transport.close()  # the same process reconnected: its earlier connection is stale
-        c.register(Arrival(facts, self, self.header.get("listen"), self.token, len(body)))
+        c.register(Arrival(facts, self, self.header.get("listen"), self.token, len(body), self.clock))
         self.send({"type": "ack", "arrived": len(c.arrivals), "expected": c.expect.maximum})
 
     def leave(self, closing: bool = True) -> None:

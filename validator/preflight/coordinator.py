@@ -219,7 +219,9 @@ class Coordinator:
     def registered(self) -> list[Connection]:
         """Connections of participants whose facts count and that are still open."""
         return [
-            a.conn for a in self.arrivals.values() if a.conn is not None and a.conn.state in ("registered", "probing")
+            a.conn
+            for a in self.arrivals.values()
+            if a.conn is not None and a.conn.state in ("registered", "probing", "resolving")
         ]
 
     async def gather(self, sock: socket.socket, policy: Policy) -> Gathered:

@@ -1,5 +1,6 @@
-"""PRE: findings of the preflight rendezvous itself (not checks over facts): their codes, and
-``finding`` that the preflight makes them with."""
+"""PRE: findings of the preflight rendezvous itself (not checks over facts), and NET201-203, the
+names each node resolves for its peers (preflight/peers.py): their codes, and ``finding`` that
+the preflight makes them with."""
 
 from __future__ import annotations
 
@@ -124,7 +125,85 @@ cannot_bind = code(
 )
 
 
-CODES: dict[str, Code] = table(unreachable, foreign, rejected, strangers, net_pair, smoke, cannot_bind)
+own_loopback = code(
+    "NET201",
+    Severity.ERROR,
+    "Hostname resolves to loopback on its own node",
+    """In a job that spans hosts, a node's own hostname does not resolve, on that node, to a
+    loopback address (127.0.1.1, the Debian/Ubuntu default in /etc/hosts, or 127.0.0.1) while the
+    node has a routable address. Measured by the preflight (two or more hosts).
+
+    Gloo (and PyTorch's gloo groups in GPU jobs) binds the first address its hostname resolves
+    to when GLOO_SOCKET_IFNAME is unset, and advertises it to its peers: they then connect to
+    their own loopback ("connect [127.0.1.1]:port: Connection refused") or hang. The finding shows
+    what the node resolves its name to, its routable address, and what its peers resolve it to.
+
+    Map the hostname to the node's routable address in /etc/hosts (replace the 127.0.1.1 line),
+    or set GLOO_SOCKET_IFNAME to the cluster interface on every node.
+    """,
+)
+
+
+drift = code(
+    "NET202",
+    Severity.ERROR,
+    "Peer hostname resolves differently on different nodes",
+    """Every node resolves a peer's hostname to the same addresses, or at least to addresses
+    the peer has. Measured by the preflight: each node resolves a sample of its peers' hostnames
+    (its ring neighbours, the master, a few others).
+
+    /etc/hosts that drifted (a node re-addressed, a stale copy on some nodes) sends torchrun's
+    c10d store clients, ssh-based launchers and anything that connects by name to the wrong place
+    (or to nothing) from some nodes only. The named nodes are those whose answer is neither one of
+    the peer's own addresses nor what the others resolve; it is an error for the master's name
+    under torchrun's c10d rendezvous (which hands every worker the store host's hostname), a
+    warning otherwise (RDZ003 covers a MASTER_ADDR given by name).
+
+    Make /etc/hosts (or DNS) the same on every node; the finding shows what each side resolved
+    and which addresses the peer really has.
+    """,
+)
+
+
+unresolved = code(
+    "NET203",
+    Severity.ERROR,
+    "Peer hostname does not resolve on some nodes",
+    """A peer's hostname that resolves on other nodes (to one of the peer's own addresses, on the
+    master, or on most nodes) resolves on every node, within a second. Measured by the preflight
+    on a sample of each node's peers. Names that no other node resolves either (pod names without
+    a headless Service) are not reported.
+
+    torchrun's c10d rendezvous hands the workers the store host's hostname, and ssh-based
+    launchers connect by name: a node that cannot resolve it fails there ("Name or service not
+    known") or stalls on DNS. An error for the master's name under c10d, a warning otherwise.
+
+    Add the missing names to /etc/hosts on the named nodes, or fix their resolver (`nsswitch.conf`,
+    `resolv.conf`, the DNS search domain).
+    """,
+)
+
+
+clock_skew = code(
+    "PRE008",
+    Severity.WARNING,
+    "Clock differs from the coordinator's",
+    """Each node's wall clock is within a second of the coordinator's, measured from the
+    participant's clock in its facts header against the coordinator's clock on receipt, corrected
+    by half the hello-to-header round trip (only offsets beyond that uncertainty count).
+
+    Timestamps of different nodes' logs cannot be lined up across a skew: `validator diagnose`
+    orders events across ranks, and people read timelines of a hang. Skewed clocks also break
+    certificate and token validity checks.
+
+    Synchronize the clocks (chrony or systemd-timesyncd, `chronyc tracking`, `timedatectl`).
+    """,
+)
+
+
+CODES: dict[str, Code] = table(
+    unreachable, foreign, rejected, strangers, net_pair, smoke, cannot_bind, own_loopback, drift, unresolved, clock_skew
+)
 
 
 def finding(code: str, message: str, hosts: list[str], ranks: list[int] | None = None, **kw: str | None) -> Finding:

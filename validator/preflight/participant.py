@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import socket
 import time
 from dataclasses import dataclass, field
@@ -24,6 +25,10 @@ HELLO_S = 1.0  # our coordinator says hello as it accepts; silence this long is 
 FOREIGN_TRIES = 3  # something else answers on the port this many times in a row: it is not going away
 PROBES_MAX = 8  # --net-check: targets a participant probes in one round (the planner gives it at most 3)
 UNRESOLVED_S = 5.0  # outside Kubernetes a name that does not resolve for this long will not
+SAMPLE_MAX = 16  # peer hostnames the coordinator asks one node to resolve (peers.py)
+RESOLVE_S = 1.0  # all of those lookups together (an unanswered DNS query stalls 5 s)
+ADDRS_MAX = 8  # addresses reported per name
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,252}")  # what a participant agrees to look up
 
 
 @dataclass
@@ -97,7 +102,8 @@ def _exchange(
         return "FOREIGN: not a preflight coordinator"
     nonce = str(hello.get("nonce", ""))
     header = {"type": "facts", "proto": wire.PROTO, "job_id": job_id, "size": len(body),
-              "mac": wire.mac(secret, nonce, job_id, body, token), "listen": listen, "token": token}  # fmt: skip
+              "mac": wire.mac(secret, nonce, job_id, body, token), "listen": listen, "token": token,
+              "clock": time.time()}  # fmt: skip
     s.sendall(wire.encode(header) + wire.frame(body))
     deadline_in = hello.get("deadline_in")
     s.settimeout(min(3600.0, max(0.0, deadline_in if isinstance(deadline_in, (int, float)) else 0.0)) + VERDICT_GRACE_S)
@@ -106,16 +112,29 @@ def _exchange(
         return _rejected(reply)
     if reply.get("type") != "ack":
         return f"unexpected {reply.get('type')!r}"
-    for _ in range(4):  # at most: two rounds of probes (--net-check), verdict
+    for _ in range(5):  # at most: two rounds of probes (--net-check), resolve (peers.py), verdict
         msg = wire.recv_msg(s, wire.MAX_VERDICT)
         if msg.get("type") == "verdict":
             return msg
+        if msg.get("type") == "resolve":
+            s.sendall(wire.encode(resolved(msg)))
+            continue
         if msg.get("type") != "probe" or not isinstance(msg.get("targets"), list):
             return f"unexpected {msg.get('type')!r}"
         from validator.netcheck.probe import TIMEOUT_S, probe
 
         s.sendall(wire.encode({"type": "netcheck", "results": probe(msg["targets"][:PROBES_MAX], TIMEOUT_S)}))
     return "no verdict"
+
+
+def resolved(msg: dict[str, Any]) -> dict[str, Any]:
+    """The answer to {"type": "resolve", "names": [...]} (peers.py): what each name resolves to
+    here, within RESOLVE_S for all of them together. Only hostname-like names are looked up."""
+    raw = msg.get("names")
+    names = [n for n in raw[:SAMPLE_MAX] if isinstance(n, str) and NAME.fullmatch(n)] if isinstance(raw, list) else []
+    got = resolve(list(dict.fromkeys(names)), timeout=RESOLVE_S) if names else {}
+    return {"type": "resolved", "results": {n: {"addrs": r.get("addrs", [])[:ADDRS_MAX], "error": r.get("error")}
+                                            for n, r in got.items()}}  # fmt: skip
 
 
 def refresh_master(facts: Facts, host: str, addrs: list[str]) -> bool:

@@ -1,11 +1,13 @@
 """The preflight wire protocol: length-prefixed JSON frames, bounded, optionally HMAC-signed.
 
     coordinator -> participant  hello   {"type": "hello", "proto": 1, "job_id", "nonce"}
-    participant -> coordinator  header  {"type": "facts", "proto": 1, "job_id", "size", "mac", "listen", "token"}
+    participant -> coordinator  header  {"type": "facts", "proto": 1, "job_id", "size", "mac", "listen", "token", "clock"}
                                 body    the facts document, ``size`` bytes of JSON
     coordinator -> participant  ack     {"type": "ack", "arrived": n, "expected": N}  or  reject {"reason"}
     coordinator -> participant  probe   {"type": "probe", "targets": [...]}           (--net-check only)
     participant -> coordinator  result  {"type": "netcheck", "results": [...]}         (--net-check only)
+    coordinator -> participant  resolve  {"type": "resolve", "names": [...]}           (2+ hosts; peers.py)
+    participant -> coordinator  resolved {"type": "resolved", "results": {name: {"addrs", "error"}}}
     coordinator -> participant  verdict {"type": "verdict", "exit_code", "report", "text"}
 
 Each frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. The MAC is

@@ -101,6 +101,7 @@ def coordinate(
     import asyncio
 
     from validator.preflight import coordinator as coord
+    from validator.preflight import peers
 
     secret = wire.load_secret(opts.secret_file)
 
@@ -115,6 +116,12 @@ def coordinate(
             net = outcome.findings
             notes.append(outcome.line)
         all_facts = [a.facts for a in gathered.arrivals]
+        wanted = not c.early and bool(set(peers.NAME_CODES) & set(codes(opts)))  # an early verdict does not wait
+        t_names = time.monotonic()
+        names = await peers.round_(c, key(p)) if wanted else {}
+        if names:
+            notes.append(f"names: {len(names)} hosts resolved their peers in {time.monotonic() - t_names:.2f} s")
+        net += peers.findings(all_facts, names, facts["host"]) + peers.clock_findings(gathered.arrivals, p.host)
         report = pipeline.check(all_facts, profile, codes(opts), context="preflight",
                                 outcomes=missing(p, all_facts, facts, gathered.seconds, c.early),
                                 title=f"cluster-validator preflight ({p.host}:{c.port}, job {p.job_id or 'unnamed'})")  # fmt: skip

@@ -45,6 +45,16 @@ def node_facts(template: dict[str, Any], i: int, n: int, port: int) -> dict[str,
     launch.update(launcher="torchrun", mode="node", rank=None, local_rank=None, node_rank=i, nnodes=n,
                   local_world_size=8, world_size=8 * n, master_addr="127.0.0.1", master_port=port,
                   rdzv_backend="static", rdzv_id="none", job_id="bench", nodelist=f"gpu[00000-{n - 1:05d}]")  # fmt: skip
+    addr = f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"  # what differs between real nodes: addresses, clock
+    for iface in f["network"]["interfaces"]:
+        if not iface["loopback"] and iface["addrs"]:
+            iface["addrs"] = [f"{addr}/8", *iface["addrs"][1:]]
+    if f["network"]["nccl"]["addr"]:
+        f["network"]["nccl"]["addr"] = f"{addr}/8"
+    f["system"]["time"] += i * 1e-4
+    for g in f["gpus"]["devices"]:
+        g["uuid"] = f"GPU-{i:08x}-{g['index']:04x}-2222-3333-444455556666"
+    f["env"].update(SLURM_NODEID=str(i), SLURMD_NODENAME=f["host"], SLURM_PROCID=str(i))
     return f
 
 
@@ -97,7 +107,7 @@ def clients(port: int, bodies: list[bytes], q: Any) -> None:
 
     coord_raise_nofile()
     gc.disable()  # thousands of simulated nodes share one process here; real participants are one each
-    q.put(asyncio.run(main()))
+    q.put((asyncio.run(main()), time.process_time()))
 
 
 def run_validator(n: int) -> dict[str, Any]:
@@ -118,7 +128,7 @@ def run_validator(n: int) -> dict[str, Any]:
     port = free_port()
     tpl = template()
     own = node_facts(tpl, 0, n + 1, port)
-    bodies = [json.dumps(node_facts(tpl, i, n + 1, port)).encode() for i in range(1, n + 1)]
+    bodies = [json.dumps(node_facts(tpl, i, n + 1, port), separators=(",", ":")).encode() for i in range(1, n + 1)]
     size = sum(map(len, bodies)) / len(bodies)
     sock = coord.bind(port)
     q: Any = mp.Queue()
@@ -151,12 +161,14 @@ def run_validator(n: int) -> dict[str, Any]:
 
     with coord.paused_gc():  # as validator.preflight.run.coordinate does
         arrived = asyncio.run(serve())
-    done = max(q.get() for _ in procs)
+    ends = [q.get() for _ in procs]
+    done, clients_cpu = max(e[0] for e in ends), sum(e[1] for e in ends)
     for p in procs:
         p.join()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"side": "validator", "n": n, "seconds": round(done - t0, 2), "arrived": arrived,
-            "coordinator_peak_rss_mib": round(rss), "facts_bytes": round(size),
+            "coordinator_peak_rss_mib": round(rss), "facts_bytes": round(size), "clients_cpu_s": round(clients_cpu, 2),
+            "coordinator_cpu_us_per_node": round(phases["gather_cpu_s"] / n * 1e6),
             **{k: round(v, 2) for k, v in phases.items()}}  # fmt: skip
 
 
@@ -175,7 +187,7 @@ def store_clients(port: int, ids: list[int], q: Any, world: int) -> None:
         s.set(f"facts/{i}", blob)
     for _, s in stores:
         s.wait(["verdict"])
-    q.put(time.time())
+    q.put((time.time(), time.process_time()))
 
 
 def run_tcpstore(n: int) -> dict[str, Any]:
@@ -197,11 +209,18 @@ def run_tcpstore(n: int) -> dict[str, Any]:
     master.wait(keys)
     master.multi_get(keys)
     master.set("verdict", "pass")
-    done = max(q.get() for _ in procs)
+    ends = [q.get() for _ in procs]
+    done, clients_cpu = max(e[0] for e in ends), sum(e[1] for e in ends)
     for p in procs:
         p.join()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"side": "tcpstore", "n": n, "seconds": round(done - t0, 2), "master_peak_rss_mib": round(rss)}
+    return {
+        "side": "tcpstore",
+        "n": n,
+        "seconds": round(done - t0, 2),
+        "master_peak_rss_mib": round(rss),
+        "clients_cpu_s": round(clients_cpu, 2),
+    }
 
 
 def free_port() -> int:
@@ -228,10 +247,14 @@ def main(argv: list[str]) -> None:
         print(json.dumps(fn(int(argv[2]))))
         return
     sizes = [int(a) for a in argv] or [1000, 5000, 12500]
+    ratios: dict[str, float | None] = {}
+    runs: list[dict[str, Any]] = []
     print(f"{'N':>6} {'validator s':>12} {'TCPStore s':>11} {'ratio':>6} {'coord RSS MiB':>14} {'store RSS MiB':>14}")
     for n in sizes:
         v, t = one("validator", n), one("tcpstore", n)
         ratio = v["seconds"] / t["seconds"] if "seconds" in v and "seconds" in t and t["seconds"] else float("nan")
+        ratios[str(n)] = None if ratio != ratio else round(ratio, 2)
+        runs += [v, t]
         print(f"{n:>6} {v.get('seconds', v.get('error'))!s:>12} {t.get('seconds', t.get('error'))!s:>11} {ratio:>6.2f} "
               f"{v.get('coordinator_peak_rss_mib', '-')!s:>14} {t.get('master_peak_rss_mib', '-')!s:>14}", flush=True)  # fmt: skip
         if "gather_done_s" in v:
@@ -239,6 +262,7 @@ def main(argv: list[str]) -> None:
                   f"checks+report {v['checks_s']} s, facts {v['facts_bytes']} B/node", flush=True)  # fmt: skip
         if "arrived" in v and v["arrived"] != n + 1:
             print(f"  validator: only {v['arrived']} of {n + 1} participants arrived", flush=True)
+    print(json.dumps({"ratios": ratios, "runs": runs}))
 
 
 if __name__ == "__main__":

@@ -164,6 +164,20 @@ def _constant(text: str) -> float:
     raise _Refused(f"{text} is not a JSON number")
 
 
+_DECODERS = {
+    (i, f): json.JSONDecoder(parse_int=_int if i else None, parse_float=_float if f else None, parse_constant=_constant)
+    for i in (False, True)
+    for f in (False, True)
+}
+
+
+def _decoder(raw: bytes) -> json.JSONDecoder:
+    """The C decoder, with a Python callback only where the text may hold what it refuses."""
+    shapes = raw.translate(_SHAPES)
+    big, bigger, long = _BIG_FLOATS
+    return _DECODERS[_LONG_INT in shapes, big in shapes or bigger in shapes or long in shapes]
+
+
 def loads(
     data: str | bytes,
     where: str = "",
@@ -204,15 +218,9 @@ def _parse(
     except UnicodeDecodeError as e:
         n = raw.count(b"\n", 0, e.start) + (line or 1)
         raise JsonError(f"not valid JSON: byte {e.start} is not UTF-8", at(n), True, n) from None
-    # the C decoder, with a Python callback only where the text may hold what it refuses
-    shapes = raw.translate(_SHAPES)
-    decoder = json.JSONDecoder(
-        parse_int=_int if _LONG_INT in shapes else None,
-        parse_float=_float if any(f in shapes for f in _BIG_FLOATS) else None,
-        parse_constant=_constant,
-    )
+    decoder = _decoder(raw)
     try:
-        pos = _SPACE.match(text).end()  # type: ignore[union-attr]  # matches the empty string
+        pos = _SPACE.match(text).end() if array else 0  # type: ignore[union-attr]  # matches the empty string
         if not (array and text.startswith("[", pos)):
             doc = decoder.decode(text)
             if deeper_than(doc, max_depth):

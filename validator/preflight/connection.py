@@ -155,6 +155,7 @@ class Connection(asyncio.Protocol):
         if c.verdict is None and not c.admits(len(body), old):
             self.refuse(rf.FULL, detail=f"{len(c.arrivals)} participants, {c.accepted} bytes of facts")
             return
+        facts = c.shared.add(facts)  # admitted: sections equal to its host's others are shared
         self.leave(closing=False)
         self.state = "registered"
         if c.verdict is not None:  # decided already: a late arrival gets the same verdict at once

@@ -20,7 +20,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from validator.errors import UserError
@@ -186,11 +186,14 @@ def loads(
     max_bytes: int = MAX_BYTES,
     max_depth: int = MAX_DEPTH,
     unit: str = "document",
+    shallow: Callable[[Any], bool] | None = None,
 ) -> Any:
     """Parse untrusted JSON within the limits, or raise JsonError naming ``where`` and a line:
     a syntax error's own (``facts.json:4``), else ``line``, where the text starts in its file
-    (JSON Lines). ``unit`` names what a truncation would have truncated."""
-    return next(_parse(data, where, line, max_bytes, max_depth, unit, False))
+    (JSON Lines). ``unit`` names what a truncation would have truncated. ``shallow``: a check
+    that accepts only documents nested less than ``max_depth`` deep (a schema, which the caller
+    applies anyway): a document it accepts is not walked for its depth."""
+    return next(_parse(data, where, line, max_bytes, max_depth, unit, False, shallow))
 
 
 def items(data: str | bytes, where: str = "", *, max_bytes: int = MAX_BYTES, unit: str = "document") -> Iterator[Any]:
@@ -204,7 +207,14 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 
 
 def _parse(
-    data: str | bytes, where: str, line: int | None, max_bytes: int, max_depth: int, unit: str, array: bool
+    data: str | bytes,
+    where: str,
+    line: int | None,
+    max_bytes: int,
+    max_depth: int,
+    unit: str,
+    array: bool,
+    shallow: Callable[[Any], bool] | None = None,
 ) -> Iterator[Any]:
     def at(n: int | None) -> str:
         return where if n is None else f"{where}:{n}" if where else f"line {n}"
@@ -223,7 +233,7 @@ def _parse(
         pos = _SPACE.match(text).end() if array else 0  # type: ignore[union-attr]  # matches the empty string
         if not (array and text.startswith("[", pos)):
             doc = decoder.decode(text)
-            if deeper_than(doc, max_depth):
+            if not (shallow is not None and shallow(doc)) and deeper_than(doc, max_depth):
                 raise deep
             yield doc
             return

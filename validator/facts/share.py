@@ -17,7 +17,7 @@ from typing import Any
 
 from validator.model import Facts
 
-SECTIONS = ("gpus", "network", "software", "system", "ib", "errors", "env", "launch")
+SECTIONS = ("gpus", "network", "software", "system", "ib", "errors", "env", "launch", "kind", "validator", "hostname")
 
 
 class Shared:
@@ -29,11 +29,12 @@ class Shared:
         doc: dict[str, Any] = facts  # type: ignore[assignment]
         kept = self.kept.get(facts["host"])
         if kept is None:
-            self.kept[facts["host"]] = {name: doc[name] for name in SECTIONS if name in doc}
+            self.kept[facts["host"]] = {name: doc[name] for name in (*SECTIONS, "host") if name in doc}
             return facts
         for name in SECTIONS:
             if name in doc and name in kept:
                 doc[name] = _share(doc[name], kept[name])
+        doc["host"] = kept["host"]
         return facts
 
 

@@ -1,6 +1,7 @@
 """Preflight coordinator at scale, beside PyTorch's own TCPStore doing the same gather.
 
     python benchmarks/preflight_scale.py [N ...]        (default: 1000 5000 12500)
+    python benchmarks/preflight_scale.py --missing [N]  (default 12500: 1 node in 10 never starts)
 
 For each N: one coordinator (the real validator.preflight Coordinator and the full checks) and N
 simulated participants (asyncio clients in 2 forked processes, each sending realistic 8-GPU node
@@ -124,7 +125,9 @@ def clients(port: int, bodies: list[bytes], q: Any) -> None:
     q.put((asyncio.run(main()), time.process_time()))
 
 
-def run_validator(n: int) -> dict[str, Any]:
+def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0) -> dict[str, Any]:
+    """``missing_every``: every such node (1 in 10: 10 %) never starts; the verdict must come at
+    ``deadline`` (seconds after the coordinator starts) and name exactly those nodes, folded."""
     from validator import pipeline
     from validator.preflight import coordinator as coord
     from validator.preflight import protocol as wire
@@ -136,13 +139,16 @@ def run_validator(n: int) -> dict[str, Any]:
         def waiting(self, c: Any) -> None:
             return None
 
-    from validator.preflight.plan import Plan, expectation, key
+    from validator.preflight.plan import Plan, expectation, key, missing
 
     coord_raise_nofile()
     port = free_port()
     tpl = template()
     own = node_facts(tpl, 0, n + 1, port)
-    bodies = [json.dumps(node_facts(tpl, i, n + 1, port), separators=(",", ":")).encode() for i in range(1, n + 1)]
+    absent = [i for i in range(1, n + 1) if missing_every and i % missing_every == missing_every // 2]
+    gone = set(absent)
+    bodies = [json.dumps(node_facts(tpl, i, n + 1, port), separators=(",", ":")).encode()
+              for i in range(1, n + 1) if i not in gone]  # fmt: skip
     size = sum(map(len, bodies)) / len(bodies)
     sock = coord.bind(port)
     q: Any = mp.Queue()
@@ -152,15 +158,21 @@ def run_validator(n: int) -> dict[str, Any]:
         p.start()
 
     phases: dict[str, float] = {}
+    names = [f"gpu{i:05d}" for i in range(n + 1)]
+    seen: dict[str, Any] = {}
 
     async def serve() -> int:
-        plan = Plan("127.0.0.1", [port], "node", True, n + 1, n + 1, 0.0, "bench", [])
-        c = coord.Coordinator(own, expectation(plan), key(plan), "bench", None, timeout=300)  # type: ignore[arg-type]
+        plan = Plan("127.0.0.1", [port], "node", True, n + 1, n + 1, 0.0, "bench", names)
+        c = coord.Coordinator(own, expectation(plan), key(plan), "bench", None, timeout=deadline)  # type: ignore[arg-type]
+        phases["deadline_at"] = time.time() + deadline
         cpu0 = time.process_time()
         gathered = await c.gather(sock, Quiet())
         phases["gather_done_s"] = time.time() - t0
         phases["gather_cpu_s"] = time.process_time() - cpu0
-        report = pipeline.check([a.facts for a in gathered.arrivals], None, context="preflight")
+        facts = [a.facts for a in gathered.arrivals]
+        outcomes = missing(plan, facts, own, gathered.seconds)  # as run.coordinate names the absent
+        report = pipeline.check(facts, None, context="preflight", outcomes=outcomes)
+        seen.update(outcomes=[o.to_json() for o in outcomes], codes=sorted({f.code for f in report.findings}))
         from validator.report.text import render_table
 
         verdict = {
@@ -180,10 +192,20 @@ def run_validator(n: int) -> dict[str, Any]:
     for p in procs:
         p.join()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"side": "validator", "n": n, "seconds": round(done - t0, 2), "arrived": arrived,
+    extra: dict[str, Any] = {"findings": seen["codes"]}
+    if missing_every:
+        from validator.targets import expand, expand_ranks
+
+        (out,) = seen["outcomes"]  # one line, folded
+        hosts = out["detail"].split("expected on ", 1)[1].split("; ", 1)[0]
+        ranks = out["target"].split(": ", 1)[1]
+        exact = expand(hosts) == [names[i] for i in absent] and expand_ranks(ranks) == absent
+        extra.update(missing=len(absent), named_exactly=exact, verdict_after_deadline_s=round(done - phases["deadline_at"], 2),
+                     missing_line=f"{out['target'][:60]}... {out['detail'][:80]}...")  # fmt: skip
+    return {"side": "validator", "n": n, "seconds": round(done - t0, 2), "arrived": arrived, **extra,
             "coordinator_peak_rss_mib": round(rss), "facts_bytes": round(size), "clients_cpu_s": round(clients_cpu, 2),
             "coordinator_cpu_us_per_node": round(phases["gather_cpu_s"] / n * 1e6),
-            **{k: round(v, 2) for k, v in phases.items()}}  # fmt: skip
+            **{k: round(v, 2) for k, v in phases.items() if k != "deadline_at"}}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- TCPStore side
@@ -243,9 +265,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def one(side: str, n: int) -> dict[str, Any]:
+def one(side: str, n: int, *more: str) -> dict[str, Any]:
     """Run one measurement in a fresh process (so peak RSS is that side's alone)."""
-    cmd = [sys.executable, __file__, "--one", side, str(n)]
+    cmd = [sys.executable, __file__, "--one", side, str(n), *more]
     nodns = ROOT / "tests" / "harness" / "nodns.sh"
     if os.geteuid() == 0 and shutil.which("unshare"):
         cmd = ["bash", str(nodns), *cmd]
@@ -258,7 +280,11 @@ def one(side: str, n: int) -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--one"]:
         fn = run_validator if argv[1] == "validator" else run_tcpstore
-        print(json.dumps(fn(int(argv[2]))))
+        print(json.dumps(fn(*(float(a) if "." in a else int(a) for a in argv[2:]))))  # type: ignore[operator]
+        return
+    if argv[:1] == ["--missing"]:  # issue 14 item 5: 10 % of nodes missing, deadline 20 s
+        n = int(argv[1]) if len(argv) > 1 else 12500
+        print(json.dumps(one("validator", n, "10", "20.0")))
         return
     sizes = [int(a) for a in argv] or [1000, 5000, 12500]
     ratios: dict[str, float | None] = {}

@@ -101,12 +101,14 @@ def _exchange(
     s.sendall(wire.encode(header) + wire.frame(body))
     deadline_in = hello.get("deadline_in")
     s.settimeout(min(3600.0, max(0.0, deadline_in if isinstance(deadline_in, (int, float)) else 0.0)) + VERDICT_GRACE_S)
-    for _ in range(3):  # at most: probe (--net-check), verdict; or a reject
+    for _ in range(4):  # at most: ack (a coordinator that ignores "quiet"), probe (--net-check), verdict; or a reject
         msg = wire.recv_msg(s, wire.MAX_VERDICT)
         if msg.get("type") == "reject":
             return _rejected(msg)
         if msg.get("type") == "verdict":
             return msg
+        if msg.get("type") == "ack":
+            continue
         if msg.get("type") != "probe" or not isinstance(msg.get("targets"), list):
             return f"unexpected {msg.get('type')!r}"
         from validator.preflight.netcheck import probe

@@ -170,7 +170,7 @@ class Coordinator:
         self.served_n = 0  # participants that have it (a duplicate rank counts twice)
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
-        self.register(Arrival(own, None, own_listen))
+        self.register(Arrival(self.shared.add(own), None, own_listen))
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())

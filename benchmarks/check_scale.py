@@ -2,13 +2,13 @@
 injected faults, all checks and the table report. Prints wall time for checks and report
 separately, peak memory, and verifies that exactly the injected faults were found.
 
-    .venv/bin/python benchmarks/check_scale.py [--nodes 12500] [--ranks-per-node 8] [--shared]
+    .venv/bin/python benchmarks/check_scale.py [--nodes 12500] [--ranks-per-node 8] [--unshared | --shared]
 
 Every rank gets its own facts document, held the way `validator check` holds them after reading
 JSON: parsed from its own JSON text (its own strings and keys), then what the ranks of a node have
 in common is shared by the loader (validator/facts/share.py). ``--unshared`` skips that sharing
 (how `check` held them before); ``--shared`` builds them sharing the per-node parts outright.
-Target (issue 14): checks + report under 1 s and 512 MiB.
+Target (issue 14): checks + report under 1 s and 512 MiB. The last line is one JSON object.
 """
 
 from __future__ import annotations

@@ -5,12 +5,13 @@
 
 For each N: one coordinator (the real validator.preflight Coordinator and the full checks) and N
 simulated participants (asyncio clients in 2 forked processes, each sending realistic 8-GPU node
-facts, ~5 KB) on 127.0.0.1; time from the clients' start to the verdict reaching every client,
-and the coordinator's peak RSS. Then the same gather done by torch.distributed.TCPStore (libuv):
+facts, ~4-6 KB, differing per node as real ones do) on 127.0.0.1; time from the clients' start to
+the verdict reaching every client, the coordinator's CPU a node and peak RSS, the clients' CPU. Then the same gather done by torch.distributed.TCPStore (libuv):
 N clients each `set` a 2 KB blob, the master reads them all and sets a verdict every client waits
 for (needs torch). Both sides run in a private mount namespace whose resolver fails fast
 (tests/harness/nodns.sh) when this runs as root, because TCPStore's reverse lookups would
-otherwise stall 5 s each on this machine's unreachable resolver.
+otherwise stall 5 s each on this machine's unreachable resolver. The last line is one JSON object:
+{"ratios": {N: validator seconds / TCPStore seconds}, "runs": [...]}.
 """
 
 from __future__ import annotations

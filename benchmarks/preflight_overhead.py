@@ -4,11 +4,14 @@
 
 For N participants (one per rank, all on this machine): the time from starting N processes of
 `validator preflight --timeout 60 -- true` until the last one has exited, minus the same for N
-plain `true` processes. Most of it is Python start-up (N interpreters on this machine's cores).
+plain `true` processes; beside it the same for N `python -c pass` (the interpreter's own start-up,
+which every participant pays too). The last line is one JSON object: ratio_to_python_startup (the
+largest, over N, of added time / python's own added time) and n32_s (time added for 32).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -58,15 +61,28 @@ def envs_for(n: int, port: int) -> list[dict[str, str]]:
 
 
 def main(sizes: list[int]) -> None:
-    print(f"{'N':>4} {'true s':>8} {'preflight s':>12} {'added s':>8}   (median of {REPEAT}; cores: {os.cpu_count()})")
+    # byte-compiled, as an installed package is (this machine sets PYTHONDONTWRITEBYTECODE, which
+    # would otherwise make every participant compile the validator's sources on each start)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "validator")], check=True,
+                   stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONDONTWRITEBYTECODE=""))  # fmt: skip
+    print(f"{'N':>4} {'true s':>8} {'python s':>9} {'preflight s':>12} {'added s':>8} {'ratio':>6}"
+          f"   (median of {REPEAT}; cores: {os.cpu_count()}; ratio: added / python -c pass's own)")  # fmt: skip
+    rows = []
     for n in sizes:
-        base, pre = [], []
+        base, py, pre = [], [], []
         for _ in range(REPEAT):
             envs = envs_for(n, free_port())
             base.append(run_all([["true"]] * n, envs))
+            py.append(run_all([[sys.executable, "-c", "pass"]] * n, envs))
             pre.append(run_all([[VALIDATOR, "preflight", "--timeout", "60", "--quiet", "--", "true"]] * n, envs))
-        b, p = statistics.median(base), statistics.median(pre)
-        print(f"{n:>4} {b:>8.3f} {p:>12.3f} {p - b:>8.3f}", flush=True)
+        b, y, p = statistics.median(base), statistics.median(py), statistics.median(pre)
+        ratio = (p - b) / max(y - b, 1e-3)
+        rows.append({"n": n, "true_s": round(b, 3), "python_s": round(y, 3), "preflight_s": round(p, 3),
+                     "added_s": round(p - b, 3), "ratio_to_python_startup": round(ratio, 2)})  # fmt: skip
+        print(f"{n:>4} {b:>8.3f} {y:>9.3f} {p:>12.3f} {p - b:>8.3f} {ratio:>6.2f}", flush=True)
+    last = {r["n"]: r for r in rows}
+    print(json.dumps({"ratio_to_python_startup": max(r["ratio_to_python_startup"] for r in rows),
+                      "n32_s": last[32]["added_s"] if 32 in last else None, "rows": rows}))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,15 +1,17 @@
 """Preflight coordinator at scale, beside PyTorch's own TCPStore doing the same gather.
 
     python benchmarks/preflight_scale.py [N ...]        (default: 1000 5000 12500)
+    python benchmarks/preflight_scale.py --missing [N]  (default 12500: 1 node in 10 never starts)
 
 For each N: one coordinator (the real validator.preflight Coordinator and the full checks) and N
 simulated participants (asyncio clients in 2 forked processes, each sending realistic 8-GPU node
-facts, ~5 KB) on 127.0.0.1; time from the clients' start to the verdict reaching every client,
-and the coordinator's peak RSS. Then the same gather done by torch.distributed.TCPStore (libuv):
+facts, ~4-6 KB, differing per node as real ones do) on 127.0.0.1; time from the clients' start to
+the verdict reaching every client, the coordinator's CPU a node and peak RSS, the clients' CPU. Then the same gather done by torch.distributed.TCPStore (libuv):
 N clients each `set` a 2 KB blob, the master reads them all and sets a verdict every client waits
 for (needs torch). Both sides run in a private mount namespace whose resolver fails fast
 (tests/harness/nodns.sh) when this runs as root, because TCPStore's reverse lookups would
-otherwise stall 5 s each on this machine's unreachable resolver.
+otherwise stall 5 s each on this machine's unreachable resolver. The last line is one JSON object:
+{"ratios": {N: validator seconds / TCPStore seconds}, "runs": [...]}.
 """
 
 from __future__ import annotations
@@ -45,6 +47,16 @@ def node_facts(template: dict[str, Any], i: int, n: int, port: int) -> dict[str,
     launch.update(launcher="torchrun", mode="node", rank=None, local_rank=None, node_rank=i, nnodes=n,
                   local_world_size=8, world_size=8 * n, master_addr="127.0.0.1", master_port=port,
                   rdzv_backend="static", rdzv_id="none", job_id="bench", nodelist=f"gpu[00000-{n - 1:05d}]")  # fmt: skip
+    addr = f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"  # what differs between real nodes: addresses, clock
+    for iface in f["network"]["interfaces"]:
+        if not iface["loopback"] and iface["addrs"]:
+            iface["addrs"] = [f"{addr}/8", *iface["addrs"][1:]]
+    if f["network"]["nccl"]["addr"]:
+        f["network"]["nccl"]["addr"] = f"{addr}/8"
+    f["system"]["time"] += i * 1e-4
+    for g in f["gpus"]["devices"]:
+        g["uuid"] = f"GPU-{i:08x}-{g['index']:04x}-2222-3333-444455556666"
+    f["env"].update(SLURM_NODEID=str(i), SLURMD_NODENAME=f["host"], SLURM_PROCID=str(i))
     return f
 
 
@@ -57,6 +69,8 @@ def template() -> dict[str, Any]:
                               "pci_bus_id": f"0000:{0x18 + g:02x}:00.0", "memory_mib": 81559, "mig_uuids": []}
                              for g in range(8)]}  # fmt: skip
     f["software"].update(torch="2.13.0+cu124", torch_cuda="12.4", nccl="2.21.5", nccl_path="nvidia-nccl wheel")
+    f["system"].update(somaxconn=1 << 20, nofile_soft=1048576, nofile_hard=1048576, memlock_soft=-1, memlock_hard=-1)
+    f["errors"] = {}  # a healthy cluster's nodes: the findings are then exactly the injected faults
     f["env"] = {f"NCCL_VAR_{k}": "1" for k in range(10)} | {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": "mlx5",
                "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "CUDA_DEVICE_MAX_CONNECTIONS": "1", "OMP_NUM_THREADS": "8"}  # fmt: skip
     return f
@@ -66,30 +80,47 @@ def template() -> dict[str, Any]:
 
 
 def clients(port: int, bodies: list[bytes], q: Any) -> None:
+    """Simulated participants as asyncio Protocols (streams cost ~2x the CPU): the nodes are other
+    machines in reality, so what they cost here is kept as small as TCPStore's C++ clients'."""
     from validator.preflight import protocol as wire
 
-    async def one(body: bytes, sem: asyncio.Semaphore) -> float:
-        async with sem:
-            for _ in range(200):
-                try:
-                    r, w = await asyncio.open_connection("127.0.0.1", port)
-                    break
-                except OSError:
-                    await asyncio.sleep(0.05)
-            hello = await read(r)
-            header = {"type": "facts", "proto": 1, "job_id": hello["job_id"], "size": len(body), "mac": ""}
-            w.write(wire.encode(header) + wire.frame(body))
-            await w.drain()
-            assert (await read(r))["type"] == "ack"
-        verdict = await read(r)
-        assert verdict["type"] == "verdict"
-        t = time.time()
-        w.close()
-        return t
+    class Client(asyncio.Protocol):
+        def __init__(self, body: bytes, done: asyncio.Future[float], sent: asyncio.Semaphore) -> None:
+            self.body, self.done, self.sent, self.buf = body, done, sent, bytearray()
+            self.transport: Any = None
 
-    async def read(r: asyncio.StreamReader) -> dict[str, Any]:
-        (size,) = wire.LEN.unpack(await r.readexactly(4))
-        return dict(json.loads(await r.readexactly(size)))
+        def connection_made(self, transport: Any) -> None:
+            self.transport = transport
+
+        def data_received(self, data: bytes) -> None:
+            self.buf += data
+            while len(self.buf) >= 4 and len(self.buf) >= 4 + (size := wire.LEN.unpack_from(self.buf)[0]):
+                frame = bytes(self.buf[4 : 4 + size])
+                del self.buf[: 4 + size]
+                # the verdict (the whole report) is not parsed here: 2 processes stand in for
+                # thousands of machines that each parse their own, in parallel
+                msg = {"type": "verdict"} if frame.startswith(b'{"type":"verdict"') else json.loads(frame)
+                if msg["type"] == "hello":  # as participants send it: "quiet", no ack
+                    header = {"type": "facts", "proto": 1, "job_id": msg["job_id"], "size": len(self.body), "mac": "",
+                              "quiet": True}  # fmt: skip
+                    self.transport.write(wire.encode(header) + wire.frame(self.body))
+                    self.sent.release()
+                elif msg["type"] != "ack":  # an older coordinator acks even so
+                    assert msg["type"] == "verdict", msg["type"]
+                    self.done.set_result(time.time())
+                    self.transport.close()
+
+    async def one(body: bytes, sem: asyncio.Semaphore) -> float:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[float] = loop.create_future()
+        await sem.acquire()  # released once the facts are sent
+        for _ in range(200):
+            try:
+                await loop.create_connection(lambda: Client(body, done, sem), "127.0.0.1", port)
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        return await done
 
     async def main() -> float:
         sem = asyncio.Semaphore(CONNECTING)
@@ -97,10 +128,12 @@ def clients(port: int, bodies: list[bytes], q: Any) -> None:
 
     coord_raise_nofile()
     gc.disable()  # thousands of simulated nodes share one process here; real participants are one each
-    q.put(asyncio.run(main()))
+    q.put((asyncio.run(main()), time.process_time()))
 
 
-def run_validator(n: int) -> dict[str, Any]:
+def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0) -> dict[str, Any]:
+    """``missing_every``: every such node (1 in 10: 10 %) never starts; the verdict must come at
+    ``deadline`` (seconds after the coordinator starts) and name exactly those nodes, folded."""
     from validator import pipeline
     from validator.preflight import coordinator as coord
     from validator.preflight import protocol as wire
@@ -112,13 +145,16 @@ def run_validator(n: int) -> dict[str, Any]:
         def waiting(self, c: Any) -> None:
             return None
 
-    from validator.preflight.plan import Plan, expectation, key
+    from validator.preflight.plan import Plan, expectation, key, missing
 
     coord_raise_nofile()
     port = free_port()
     tpl = template()
     own = node_facts(tpl, 0, n + 1, port)
-    bodies = [json.dumps(node_facts(tpl, i, n + 1, port)).encode() for i in range(1, n + 1)]
+    absent = [i for i in range(1, n + 1) if missing_every and i % missing_every == missing_every // 2]
+    gone = set(absent)
+    bodies = [json.dumps(node_facts(tpl, i, n + 1, port), separators=(",", ":")).encode()
+              for i in range(1, n + 1) if i not in gone]  # fmt: skip
     size = sum(map(len, bodies)) / len(bodies)
     sock = coord.bind(port)
     q: Any = mp.Queue()
@@ -128,15 +164,21 @@ def run_validator(n: int) -> dict[str, Any]:
         p.start()
 
     phases: dict[str, float] = {}
+    names = [f"gpu{i:05d}" for i in range(n + 1)]
+    seen: dict[str, Any] = {}
 
     async def serve() -> int:
-        plan = Plan("127.0.0.1", [port], "node", True, n + 1, n + 1, 0.0, "bench", [])
-        c = coord.Coordinator(own, expectation(plan), key(plan), "bench", None, timeout=300)  # type: ignore[arg-type]
+        plan = Plan("127.0.0.1", [port], "node", True, n + 1, n + 1, 0.0, "bench", names)
+        c = coord.Coordinator(own, expectation(plan), key(plan), "bench", None, timeout=deadline)  # type: ignore[arg-type]
+        phases["deadline_at"] = time.time() + deadline
         cpu0 = time.process_time()
         gathered = await c.gather(sock, Quiet())
         phases["gather_done_s"] = time.time() - t0
         phases["gather_cpu_s"] = time.process_time() - cpu0
-        report = pipeline.check([a.facts for a in gathered.arrivals], None, context="preflight")
+        facts = [a.facts for a in gathered.arrivals]
+        outcomes = missing(plan, facts, own, gathered.seconds)  # as run.coordinate names the absent
+        report = pipeline.check(facts, None, context="preflight", outcomes=outcomes)
+        seen.update(outcomes=[o.to_json() for o in outcomes], codes=sorted({f.code for f in report.findings}))
         from validator.report.options import RenderOptions
         from validator.report.text import render_table
 
@@ -152,13 +194,25 @@ def run_validator(n: int) -> dict[str, Any]:
 
     with coord.paused_gc():  # as validator.preflight.run.coordinate does
         arrived = asyncio.run(serve())
-    done = max(q.get() for _ in procs)
+    ends = [q.get() for _ in procs]
+    done, clients_cpu = max(e[0] for e in ends), sum(e[1] for e in ends)
     for p in procs:
         p.join()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"side": "validator", "n": n, "seconds": round(done - t0, 2), "arrived": arrived,
-            "coordinator_peak_rss_mib": round(rss), "facts_bytes": round(size),
-            **{k: round(v, 2) for k, v in phases.items()}}  # fmt: skip
+    extra: dict[str, Any] = {"findings": seen["codes"]}
+    if missing_every:
+        from validator.targets import expand, expand_ranks
+
+        (out,) = seen["outcomes"]  # one line, folded
+        hosts = out["detail"].split("expected on ", 1)[1].split("; ", 1)[0]
+        ranks = out["target"].split(": ", 1)[1]
+        exact = expand(hosts) == [names[i] for i in absent] and expand_ranks(ranks) == absent
+        extra.update(missing=len(absent), named_exactly=exact, verdict_after_deadline_s=round(done - phases["deadline_at"], 2),
+                     missing_line=f"{out['target'][:60]}... {out['detail'][:80]}...")  # fmt: skip
+    return {"side": "validator", "n": n, "seconds": round(done - t0, 2), "arrived": arrived, **extra,
+            "coordinator_peak_rss_mib": round(rss), "facts_bytes": round(size), "clients_cpu_s": round(clients_cpu, 2),
+            "coordinator_cpu_us_per_node": round(phases["gather_cpu_s"] / n * 1e6),
+            **{k: round(v, 2) for k, v in phases.items() if k != "deadline_at"}}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- TCPStore side
@@ -176,7 +230,7 @@ def store_clients(port: int, ids: list[int], q: Any, world: int) -> None:
         s.set(f"facts/{i}", blob)
     for _, s in stores:
         s.wait(["verdict"])
-    q.put(time.time())
+    q.put((time.time(), time.process_time()))
 
 
 def run_tcpstore(n: int) -> dict[str, Any]:
@@ -198,11 +252,18 @@ def run_tcpstore(n: int) -> dict[str, Any]:
     master.wait(keys)
     master.multi_get(keys)
     master.set("verdict", "pass")
-    done = max(q.get() for _ in procs)
+    ends = [q.get() for _ in procs]
+    done, clients_cpu = max(e[0] for e in ends), sum(e[1] for e in ends)
     for p in procs:
         p.join()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"side": "tcpstore", "n": n, "seconds": round(done - t0, 2), "master_peak_rss_mib": round(rss)}
+    return {
+        "side": "tcpstore",
+        "n": n,
+        "seconds": round(done - t0, 2),
+        "master_peak_rss_mib": round(rss),
+        "clients_cpu_s": round(clients_cpu, 2),
+    }
 
 
 def free_port() -> int:
@@ -211,9 +272,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def one(side: str, n: int) -> dict[str, Any]:
+def one(side: str, n: int, *more: str) -> dict[str, Any]:
     """Run one measurement in a fresh process (so peak RSS is that side's alone)."""
-    cmd = [sys.executable, __file__, "--one", side, str(n)]
+    cmd = [sys.executable, __file__, "--one", side, str(n), *more]
     nodns = ROOT / "tests" / "harness" / "nodns.sh"
     if os.geteuid() == 0 and shutil.which("unshare"):
         cmd = ["bash", str(nodns), *cmd]
@@ -226,13 +287,21 @@ def one(side: str, n: int) -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--one"]:
         fn = run_validator if argv[1] == "validator" else run_tcpstore
-        print(json.dumps(fn(int(argv[2]))))
+        print(json.dumps(fn(*(float(a) if "." in a else int(a) for a in argv[2:]))))  # type: ignore[operator]
+        return
+    if argv[:1] == ["--missing"]:  # issue 14 item 5: 10 % of nodes missing, deadline 20 s
+        n = int(argv[1]) if len(argv) > 1 else 12500
+        print(json.dumps(one("validator", n, "10", "20.0")))
         return
     sizes = [int(a) for a in argv] or [1000, 5000, 12500]
+    ratios: dict[str, float | None] = {}
+    runs: list[dict[str, Any]] = []
     print(f"{'N':>6} {'validator s':>12} {'TCPStore s':>11} {'ratio':>6} {'coord RSS MiB':>14} {'store RSS MiB':>14}")
     for n in sizes:
         v, t = one("validator", n), one("tcpstore", n)
         ratio = v["seconds"] / t["seconds"] if "seconds" in v and "seconds" in t and t["seconds"] else float("nan")
+        ratios[str(n)] = None if ratio != ratio else round(ratio, 2)
+        runs += [v, t]
         print(f"{n:>6} {v.get('seconds', v.get('error'))!s:>12} {t.get('seconds', t.get('error'))!s:>11} {ratio:>6.2f} "
               f"{v.get('coordinator_peak_rss_mib', '-')!s:>14} {t.get('master_peak_rss_mib', '-')!s:>14}", flush=True)  # fmt: skip
         if "gather_done_s" in v:
@@ -240,6 +309,7 @@ def main(argv: list[str]) -> None:
                   f"checks+report {v['checks_s']} s, facts {v['facts_bytes']} B/node", flush=True)  # fmt: skip
         if "arrived" in v and v["arrived"] != n + 1:
             print(f"  validator: only {v['arrived']} of {n + 1} participants arrived", flush=True)
+    print(json.dumps({"ratios": ratios, "runs": runs}))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from validator.facts import load_facts, parse
 from validator.facts.command import parse_command
 from validator.facts.files import load_file
 from validator.facts.launch import parse_launch
+from validator.facts.share import Shared
 from validator.model import Facts, Finding, Outcome, Report
 from validator.profiles import Profile, load_profile
 from validator.report.options import RenderOptions
@@ -39,8 +40,9 @@ def load_inputs(paths: Iterable[str]) -> tuple[list[Facts], list[str]]:
     the good documents are still checked)."""
     facts: list[Facts] = []
     errors: list[str] = []
+    shared = Shared()  # a node's ranks, in one file or one file each: their common parts held once
     for path in paths:
-        loaded, bad = load_file(path)
+        loaded, bad = load_file(path, shared)
         facts += loaded
         errors += bad
     return facts, errors

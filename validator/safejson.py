@@ -20,7 +20,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from validator.errors import UserError
@@ -164,6 +164,20 @@ def _constant(text: str) -> float:
     raise _Refused(f"{text} is not a JSON number")
 
 
+_DECODERS = {
+    (i, f): json.JSONDecoder(parse_int=_int if i else None, parse_float=_float if f else None, parse_constant=_constant)
+    for i in (False, True)
+    for f in (False, True)
+}
+
+
+def _decoder(raw: bytes) -> json.JSONDecoder:
+    """The C decoder, with a Python callback only where the text may hold what it refuses."""
+    shapes = raw.translate(_SHAPES)
+    big, bigger, long = _BIG_FLOATS
+    return _DECODERS[_LONG_INT in shapes, big in shapes or bigger in shapes or long in shapes]
+
+
 def loads(
     data: str | bytes,
     where: str = "",
@@ -172,11 +186,14 @@ def loads(
     max_bytes: int = MAX_BYTES,
     max_depth: int = MAX_DEPTH,
     unit: str = "document",
+    shallow: Callable[[Any], bool] | None = None,
 ) -> Any:
     """Parse untrusted JSON within the limits, or raise JsonError naming ``where`` and a line:
     a syntax error's own (``facts.json:4``), else ``line``, where the text starts in its file
-    (JSON Lines). ``unit`` names what a truncation would have truncated."""
-    return next(_parse(data, where, line, max_bytes, max_depth, unit, False))
+    (JSON Lines). ``unit`` names what a truncation would have truncated. ``shallow``: a check
+    that accepts only documents nested less than ``max_depth`` deep (a schema, which the caller
+    applies anyway): a document it accepts is not walked for its depth."""
+    return next(_parse(data, where, line, max_bytes, max_depth, unit, False, shallow))
 
 
 def items(data: str | bytes, where: str = "", *, max_bytes: int = MAX_BYTES, unit: str = "document") -> Iterator[Any]:
@@ -190,7 +207,14 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 
 
 def _parse(
-    data: str | bytes, where: str, line: int | None, max_bytes: int, max_depth: int, unit: str, array: bool
+    data: str | bytes,
+    where: str,
+    line: int | None,
+    max_bytes: int,
+    max_depth: int,
+    unit: str,
+    array: bool,
+    shallow: Callable[[Any], bool] | None = None,
 ) -> Iterator[Any]:
     def at(n: int | None) -> str:
         return where if n is None else f"{where}:{n}" if where else f"line {n}"
@@ -204,18 +228,12 @@ def _parse(
     except UnicodeDecodeError as e:
         n = raw.count(b"\n", 0, e.start) + (line or 1)
         raise JsonError(f"not valid JSON: byte {e.start} is not UTF-8", at(n), True, n) from None
-    # the C decoder, with a Python callback only where the text may hold what it refuses
-    shapes = raw.translate(_SHAPES)
-    decoder = json.JSONDecoder(
-        parse_int=_int if _LONG_INT in shapes else None,
-        parse_float=_float if any(f in shapes for f in _BIG_FLOATS) else None,
-        parse_constant=_constant,
-    )
+    decoder = _decoder(raw)
     try:
-        pos = _SPACE.match(text).end()  # type: ignore[union-attr]  # matches the empty string
+        pos = _SPACE.match(text).end() if array else 0  # type: ignore[union-attr]  # matches the empty string
         if not (array and text.startswith("[", pos)):
             doc = decoder.decode(text)
-            if deeper_than(doc, max_depth):
+            if not (shallow is not None and shallow(doc)) and deeper_than(doc, max_depth):
                 raise deep
             yield doc
             return

@@ -101,11 +101,41 @@ def _bound(hosts: list[str]) -> None:
         raise UserError(f"the targets name more than {MAX_HOSTS:,} hosts; scan fewer at a time")
 
 
+ONE_NUMBER = re.compile(r"([A-Za-z_.:-]*)(\d+)([A-Za-z_.:-]*)")  # gpu00042, node7-ib: folded here first
+
+
 def fold_hosts(hosts: Iterable[str]) -> str:
-    """``node01 node02 node03`` -> ``node[01-03]``."""
+    """``node01 node02 node03`` -> ``node[01-03]``. Names with one number are first folded into
+    runs here (ClusterShell parsing 12,500 names one by one took 0.13 s of a preflight verdict),
+    then ClusterShell folds those runs and every other name as it always does."""
     from ClusterShell.NodeSet import NodeSet
 
-    return str(NodeSet.fromlist(sorted(set(hosts))))
+    runs: dict[tuple[str, str], list[str]] = {}
+    other: list[str] = []
+    for host in set(hosts):
+        m = ONE_NUMBER.fullmatch(host)
+        if m:
+            runs.setdefault((m[1], m[3]), []).append(m[2])
+        else:
+            other.append(host)
+    folded = NodeSet.fromlist(sorted(other))
+    for (head, tail), numbers in runs.items():
+        folded.update(f"{head}[{_runs(numbers)}]{tail}")
+    return str(folded)
+
+
+def _runs(numbers: list[str]) -> str:
+    """``["01", "02", "03", "7"]`` -> ``01-03,7``: consecutive numbers of one width (padding)."""
+    numbers.sort(key=lambda s: (len(s), int(s)))
+    out: list[str] = []
+    start = prev = numbers[0]
+    for s in numbers[1:]:
+        if len(s) != len(prev) or int(s) != int(prev) + 1:
+            out.append(start if start == prev else f"{start}-{prev}")
+            start = s
+        prev = s
+    out.append(start if start == prev else f"{start}-{prev}")
+    return ",".join(out)
 
 
 def fold_ranks(ranks: Iterable[int]) -> str:

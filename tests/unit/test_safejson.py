@@ -105,3 +105,17 @@ def test_depth_is_right_across_the_scanning_windows() -> None:
     assert not too_deep(shallow.encode()) and loads(shallow, max_bytes=8 << 20)[2]["b"][1] == "]]]"
     deep = json.dumps([filler, "x" * 700_000]).rstrip("]") + "," + "[" * 70 + "]" * 70 + "]"
     assert too_deep(deep.encode())
+
+
+def test_a_document_the_caller_s_schema_accepts_skips_the_depth_walk_and_no_other_does() -> None:
+    from validator.facts.schema import matches
+    from validator.preflight import protocol as wire
+
+    deep = '{"env": ' + "[" * 40 + "]" * 40 + "}"
+    with pytest.raises(JsonError, match="nested more than 32"):
+        loads(deep, max_depth=32, shallow=matches)  # not facts: walked, refused
+    with pytest.raises(wire.ProtocolError, match="nested more than 32"):
+        wire.loads(deep.encode(), shallow=matches)
+    walked: list[object] = []
+    assert loads('{"a": [1]}', shallow=lambda d: walked.append(d) or True) == {"a": [1]}
+    assert walked == [{"a": [1]}]

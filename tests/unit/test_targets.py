@@ -56,3 +56,21 @@ def test_host_file_with_comments_and_line_numbers(tmp_path: Path) -> None:
     assert e.value.where == f"{f}:2"
     with pytest.raises(UserError, match="cannot read host file"):
         expand_targets([f"@{tmp_path}/missing"])
+
+
+def test_fold_hosts_folds_as_clustershell_does_whatever_the_names() -> None:
+    """The runs folded before ClusterShell sees them change nothing it would print: padding,
+    widths, names with two numbers, names with none, suffixes (a fixed sample of 3,000 mixes)."""
+    import random
+
+    from ClusterShell.NodeSet import NodeSet
+
+    pool = ["node7", "node07", "node007", "node8", "node10", "node9", "node09", "node99", "node100", "a", "b1",
+            "b2", "x-1-y", "rack1-node01", "rack1-node02", "rack2-node01", "n1.ib", "n2.ib", "n3.ib", "n1", "gpu-0",
+            "gpu-1", "gpu-3", "h_5", "h_6", "c:1", "c:2", "node0", "node00", "node-1", "z9z", "z10z", "n01a", "n02a",
+            "n2a", "aa1", "a1", "a01"]  # fmt: skip
+    rng = random.Random(14)
+    for _ in range(3000):
+        hosts = rng.sample(pool, rng.randint(1, len(pool)))
+        assert fold_hosts(hosts) == str(NodeSet.fromlist(sorted(set(hosts)))), hosts
+    assert fold_hosts(f"gpu{i:05d}" for i in range(12500) if i % 10 != 5).startswith("gpu[00000-00004,00006-00014,")

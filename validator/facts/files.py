@@ -15,6 +15,7 @@ from typing import IO, Any
 
 from validator.errors import UserError
 from validator.facts import load_facts
+from validator.facts.share import Shared
 from validator.model import Facts
 from validator.safejson import QUOTE, JsonError, decode_utf8, items, loads, open_regular, size
 
@@ -26,16 +27,18 @@ CHUNK = 1 << 20
 Document = tuple[str, Any]  # (where, document) or (where, UserError) for a bad one
 
 
-def load_file(path: str) -> tuple[list[Facts], list[str]]:
+def load_file(path: str, shared: Shared | None = None) -> tuple[list[Facts], list[str]]:
     """The facts documents of one file that load, and one error line per one that does not;
-    after ``MAX_BAD`` bad ones the rest of the file is not read (one more line says so)."""
+    after ``MAX_BAD`` bad ones the rest of the file is not read (one more line says so). With
+    ``shared``, what a node's ranks have in common is held once (validator/facts/share.py)."""
     facts: list[Facts] = []
     errors: list[str] = []
     try:
         for where, doc in read_documents(path):
             if not isinstance(doc, UserError):
                 try:
-                    facts.append(load_facts(doc, where))
+                    loaded = load_facts(doc, where)
+                    facts.append(shared.add(loaded) if shared is not None else loaded)
                     continue
                 except UserError as e:
                     doc = e

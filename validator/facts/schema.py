@@ -133,6 +133,68 @@ def _facts_validator() -> Validator:
     return _container(model.Facts, nullable=False)
 
 
+class _Source:
+    """Python source of a function that returns whether a value matches a type, straight-line
+    code with no call per field (the coordinator's hot path); anything unexpected, a missing
+    field included, makes the caller fall back to the validators above, which say what is wrong."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.consts: dict[str, frozenset[type]] = {}
+        self.n = 0
+
+    def name(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def emit(self, tp: Any, var: str, pad: str, nullable: bool = False) -> None:
+        origin = typing.get_origin(tp)
+        if origin in (typing.Union, types.UnionType):
+            (inner,) = [o for o in typing.get_args(tp) if o is not type(None)]
+            self.emit(inner, var, pad, nullable=True)
+        elif tp in LEAVES:
+            const = self.name("C")
+            self.consts[const] = _leaf(tp, nullable)[0]
+            self.lines.append(f"{pad}if {var}.__class__ not in {const}: return False")
+        elif nullable:
+            self.lines.append(f"{pad}if {var} is not None:")
+            self.emit(tp, var, pad + "    ")
+        elif origin is list or origin is dict:
+            item = self.name("x")
+            self.lines.append(f"{pad}if {var}.__class__ is not {origin.__name__}: return False")
+            self.lines.append(f"{pad}for {item} in {var}{'' if origin is list else '.values()'}:")
+            self.emit(typing.get_args(tp)[-1], item, pad + "    ")
+        elif typing.is_typeddict(tp):
+            self.lines.append(f"{pad}if {var}.__class__ is not dict: return False")
+            for field, t in typing.get_type_hints(tp).items():
+                value = self.name("v")
+                self.lines.append(f"{pad}{value} = {var}[{field!r}]")
+                self.emit(t, value, pad)
+        else:
+            raise TypeError(f"unsupported type in facts schema: {tp}")
+
+
+@cache
+def _facts_fast() -> Callable[[Any], bool]:
+    """``fast(doc)``: whether ``doc`` is valid Facts; False or an exception means: ask
+    ``_facts_validator`` what is wrong (~3x faster than it on a valid document)."""
+    src = _Source()
+    src.emit(model.Facts, "doc", "    ")
+    code = "def fast(doc):\n" + "\n".join(src.lines) + "\n    return True\n"
+    scope: dict[str, Any] = dict(src.consts)
+    exec(compile(code, "<facts schema>", "exec"), scope)  # our own source, from our own type hints
+    return typing.cast(Callable[[Any], bool], scope["fast"])
+
+
+def matches(doc: Any) -> bool:
+    """Whether ``doc`` is valid Facts (without saying what is wrong; ``validate_facts`` does).
+    What it accepts is nested 7 levels at most."""
+    try:
+        return _facts_fast()(doc)
+    except (KeyError, TypeError, AttributeError):
+        return False
+
+
 def _dotted(path: tuple[str, ...]) -> str:
     """``network.interfaces[0].mtu``; a name from the input (a key of ``env``) is cut short."""
     cut = [p if len(p) <= 60 else f"{p[:40]}...({len(p):,} characters)" for p in path]
@@ -164,7 +226,8 @@ def validate_facts(doc: Any, where: str = "") -> model.Facts:
             where,
         )
     try:
-        _facts_validator()(doc)
+        if not matches(doc):
+            _facts_validator()(doc)
         _bounded(doc["launch"])
     except SchemaError as e:
         field = _dotted(e.path)

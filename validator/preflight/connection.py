@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from validator.errors import UserError
 from validator.facts import load_facts
+from validator.facts.schema import matches
 from validator.model import Facts
 from validator.preflight import peers
 from validator.preflight import protocol as wire
@@ -79,8 +80,7 @@ class Connection(asyncio.Protocol):
         c.gate.enter(self)
         self.timer = asyncio.get_running_loop().call_later(rf.SPEAK_S, self.expire)
         self.hello_at = time.monotonic()
-        transport.write(wire.encode({"type": "hello", "proto": wire.PROTO, "job_id": c.job_id, "nonce": self.nonce,
-                                     "deadline_in": c.remaining()}))  # fmt: skip
+        transport.write(wire.hello(c.job_id, self.nonce, c.remaining()))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.leave()
@@ -163,7 +163,7 @@ class Connection(asyncio.Protocol):
             self.refuse(rf.AUTH)
             return
         try:
-            doc = wire.loads(body)
+            doc = wire.loads(body, shallow=matches)  # the schema bounds the depth: no walk for it
             if isinstance(doc, dict) and doc.get("kind") == "raw":
                 raise wire.ProtocolError("raw agent output: participants send parsed facts")
             facts = load_facts(doc, self.peer)
@@ -177,12 +177,13 @@ class Connection(asyncio.Protocol):
         if c.verdict is None and not c.admits(len(body), old):
             self.refuse(rf.FULL, detail=f"{len(c.arrivals)} participants, {c.accepted} bytes of facts")
             return
+        facts = c.shared.add(facts)  # admitted: sections equal to its host's others are shared
         self.leave(closing=False)
         self.state = "registered"
         if c.verdict is not None:  # decided already: a late arrival gets the same verdict at once
             c.served.add(c.key(facts))
             c.served_n += 1
-            self.send({"type": "ack", "arrived": len(c.arrivals), "expected": c.expect.maximum})
+            self.ack()
             if self.transport is not None:
                 self.transport.write(c.verdict)
             c.changed.set()
@@ -190,7 +191,12 @@ class Connection(asyncio.Protocol):
         if old is not None and old.conn is not None and old.conn.transport is not None:
             old.conn.transport.close()  # the same process reconnected: its earlier connection is stale
         c.register(Arrival(facts, self, self.header.get("listen"), self.token, len(body), self.clock))
-        self.send({"type": "ack", "arrived": len(c.arrivals), "expected": c.expect.maximum})
+        self.ack()
+
+    def ack(self) -> None:
+        """Registered: said unless the participant asked for quiet (a send less per participant)."""
+        if self.header.get("quiet") is not True:
+            self.send({"type": "ack", "arrived": len(self.coord.arrivals), "expected": self.coord.expect.maximum})
 
     def leave(self, closing: bool = True) -> None:
         """Done sending facts (accepted, or closing): out of the gate (timer, budget), and of the open set."""

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from validator.facts.share import Shared
 from validator.model import Facts
 from validator.preflight import refusals as rf
 from validator.preflight.connection import Arrival, Connection
@@ -153,6 +154,7 @@ class Coordinator:
         self.open: set[Connection] = set()
         self.gate = rf.Gate()  # connections that are not participants yet, their bodies in flight
         self.accepted = 0  # bytes of the facts in self.arrivals
+        self.shared = Shared()  # per-rank mode: a node's ranks hold its common facts once
         self.max_connections = max_connections or max(1024, 4 * expect.maximum + 64)
         self.complete = asyncio.Event()
         self.wake = asyncio.Event()  # the gather loop's: completion, timers, an arrival while idle
@@ -168,7 +170,7 @@ class Coordinator:
         self.served_n = 0  # participants that have it (a duplicate rank counts twice)
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
-        self.register(Arrival(own, None, own_listen))
+        self.register(Arrival(self.shared.add(own), None, own_listen))
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())

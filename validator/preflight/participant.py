@@ -103,21 +103,20 @@ def _exchange(
     nonce = str(hello.get("nonce", ""))
     header = {"type": "facts", "proto": wire.PROTO, "job_id": job_id, "size": len(body),
               "mac": wire.mac(secret, nonce, job_id, body, token), "listen": listen, "token": token,
-              "clock": time.time()}  # fmt: skip
+              "clock": time.time(), "quiet": True}  # quiet: no ack, one send less per participant  # fmt: skip
     s.sendall(wire.encode(header) + wire.frame(body))
     deadline_in = hello.get("deadline_in")
     s.settimeout(min(3600.0, max(0.0, deadline_in if isinstance(deadline_in, (int, float)) else 0.0)) + VERDICT_GRACE_S)
-    reply = wire.recv_msg(s)
-    if reply.get("type") == "reject":
-        return _rejected(reply)
-    if reply.get("type") != "ack":
-        return f"unexpected {reply.get('type')!r}"
-    for _ in range(5):  # at most: two rounds of probes (--net-check), resolve (peers.py), verdict
+    for _ in range(6):  # at most: ack (a coordinator that ignores "quiet"), two probe rounds, resolve, verdict
         msg = wire.recv_msg(s, wire.MAX_VERDICT)
+        if msg.get("type") == "reject":
+            return _rejected(msg)
         if msg.get("type") == "verdict":
             return msg
         if msg.get("type") == "resolve":
             s.sendall(wire.encode(resolved(msg)))
+            continue
+        if msg.get("type") == "ack":
             continue
         if msg.get("type") != "probe" or not isinstance(msg.get("targets"), list):
             return f"unexpected {msg.get('type')!r}"

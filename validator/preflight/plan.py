@@ -142,6 +142,9 @@ def expectation(p: Plan) -> Any:
     return Expect(set(range(p.expected)) if p.keyed else None, p.expected, p.minimum, p.last_call)
 
 
+MISSING_HOSTS = 8  # beyond this many hosts with missing participants, one outcome names them all, folded
+
+
 def missing(p: Plan, arrived: list[Facts], facts: Facts, waited: float, early: bool = False) -> list[Outcome]:
     """Participants that never arrived, one outcome per expected host (or one in all when the
     hosts are unknown), ranks folded: 50,000 missing ranks stay a few lines."""
@@ -165,6 +168,11 @@ def missing(p: Plan, arrived: list[Facts], facts: Facts, waited: float, early: b
             node = k if p.mode == "node" else k // lws
             by_host.setdefault(p.names[node] if node < len(p.names) else "", []).append(k)
     what = "rank" if p.mode == "rank" else "node rank"
+    if len(by_host) > MISSING_HOSTS:  # 10 % of 12,500 nodes: one line, ranks and hosts folded
+        hosts = [h for h in by_host if h]
+        ks = [k for group in by_host.values() for k in group]
+        where = f"expected on {fold_hosts(hosts)}; " if hosts else ""
+        return [Outcome(f"{len(ks)} {what}s: {fold_ranks(ks)}", "missing", where + when)]
     return [
         Outcome(f"{what} {fold_ranks(ks)}", "missing", f"{'expected on ' + host + '; ' if host else ''}{when}")
         for host, ks in by_host.items()

@@ -1,9 +1,10 @@
 """The preflight wire protocol: length-prefixed JSON frames, bounded, optionally HMAC-signed.
 
     coordinator -> participant  hello   {"type": "hello", "proto": 1, "job_id", "nonce"}
-    participant -> coordinator  header  {"type": "facts", "proto": 1, "job_id", "size", "mac", "listen", "token", "clock"}
+    participant -> coordinator  header  {"type": "facts", "proto": 1, "job_id", "size", "mac", "listen", "token", "clock", "quiet"}
                                 body    the facts document, ``size`` bytes of JSON
     coordinator -> participant  ack     {"type": "ack", "arrived": n, "expected": N}  or  reject {"reason"}
+                                        (no ack when the header says "quiet": true; a reject still comes)
     coordinator -> participant  probe   {"type": "probe", "targets": [...]}           (--net-check only)
     participant -> coordinator  result  {"type": "netcheck", "results": [...]}         (--net-check only)
     coordinator -> participant  resolve  {"type": "resolve", "names": [...]}           (2+ hosts; peers.py)
@@ -24,6 +25,7 @@ import json
 import os
 import socket
 import struct
+from collections.abc import Callable
 from typing import Any
 
 PROTO = 1
@@ -45,6 +47,13 @@ def encode(msg: dict[str, Any]) -> bytes:
     return LEN.pack(len(body)) + body
 
 
+def hello(job_id: str, nonce: str, deadline_in: float) -> bytes:
+    """The hello frame, formatted directly: the coordinator sends one per connection."""
+    job = json.encoder.encode_basestring_ascii(job_id)
+    body = f'{{"type":"hello","proto":{PROTO},"job_id":{job},"nonce":"{nonce}","deadline_in":{deadline_in!r}}}'
+    return frame(body.encode())
+
+
 def frame(body: bytes) -> bytes:
     return LEN.pack(len(body)) + body
 
@@ -56,15 +65,16 @@ def decode(body: bytes) -> dict[str, Any]:
     return msg
 
 
-def loads(body: bytes) -> Any:
+def loads(body: bytes, shallow: Callable[[Any], bool] | None = None) -> Any:
     """JSON from an untrusted peer, through the one bounded reader (validator/safejson.py):
     nesting up to MAX_DEPTH, integers up to 40 digits, finite numbers only. Anything else is one
-    ProtocolError line, never a RecursionError, OverflowError or ValueError."""
+    ProtocolError line, never a RecursionError, OverflowError or ValueError. ``shallow``: see
+    safejson.loads (the facts schema's check, which bounds the depth of what it accepts)."""
     from validator.safejson import JsonError
     from validator.safejson import loads as bounded
 
     try:
-        return bounded(body, "frame", max_bytes=MAX_VERDICT, max_depth=MAX_DEPTH, unit="frame")
+        return bounded(body, "frame", max_bytes=MAX_VERDICT, max_depth=MAX_DEPTH, unit="frame", shallow=shallow)
     except JsonError as e:
         raise ProtocolError(printable(str(e), 120)) from None
 

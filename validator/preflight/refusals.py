@@ -9,12 +9,14 @@ only and never change the exit code (``model.NEVER_FAILS``).
 
 from __future__ import annotations
 
-import asyncio
 import math
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from validator.preflight import protocol as wire
+
+if TYPE_CHECKING:  # participants import this module (run.py): asyncio is the coordinator's alone
+    import asyncio
 
 REASONS_MAX = 16  # distinct reasons kept; the rest are counted as OTHER
 PEERS_MAX = 16  # distinct peers named per reason

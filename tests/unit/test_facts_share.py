@@ -1,0 +1,64 @@
+"""validator/facts/share.py: what the ranks of one node have in common is held once, and holding
+it once changes nothing any check finds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.factories import rank_job, tweak
+from validator.checks import run_checks
+from validator.facts.share import Shared
+from validator.pipeline import load_inputs
+
+
+def as_read(job: list[dict]) -> list[dict]:  # type: ignore[type-arg]
+    """Each document as a JSON parser gives it: its own strings, keys and containers."""
+    return [json.loads(json.dumps(f)) for f in job]
+
+
+def test_a_nodes_ranks_share_their_equal_sections_and_other_nodes_do_not() -> None:
+    s = Shared()
+    job = [s.add(f) for f in as_read(rank_job(nodes=2, per_node=4))]  # type: ignore[arg-type]
+    node1, node2 = job[:4], job[4:]
+    for name in ("gpus", "software", "system", "network"):
+        assert all(f[name] is node1[0][name] for f in node1), name
+        assert node2[0][name] is not node1[0][name]  # different hosts: never shared
+    assert all(f["env"] is not node1[0]["env"] for f in node1[1:])  # RANK differs
+    assert all(f["env"]["MASTER_ADDR"] is node1[0]["env"]["MASTER_ADDR"] for f in node1)  # equal values are
+    assert [f["env"]["RANK"] for f in job] == [str(r) for r in range(8)]
+    assert [f["launch"]["rank"] for f in job] == list(range(8))
+
+
+def test_a_section_that_differs_keeps_its_own_value() -> None:
+    job = as_read(rank_job(nodes=1, per_node=3))
+    job[2]["gpus"]["devices"] = job[2]["gpus"]["devices"][:7]
+    s = Shared()
+    held = [s.add(f) for f in job]  # type: ignore[arg-type]
+    assert len(held[2]["gpus"]["devices"]) == 7 and len(held[0]["gpus"]["devices"]) == 8
+    assert held[1]["gpus"] is held[0]["gpus"] and held[2]["gpus"] is not held[0]["gpus"]
+    assert held[2]["gpus"]["driver"] == held[0]["gpus"]["driver"]
+
+
+def test_checks_find_the_same_with_and_without_sharing() -> None:
+    job = rank_job(nodes=3, per_node=4)
+    for i in range(4, 8):  # node002 loads another NCCL
+        job = tweak(job, i, software={"nccl": "2.18.5"})
+    job = tweak(job, 9, launch={"rank": 8})
+    alone = run_checks(as_read(job))  # type: ignore[arg-type]
+    s = Shared()
+    shared = run_checks([s.add(f) for f in as_read(job)])  # type: ignore[arg-type]
+    assert [f.to_json() for f in shared] == [f.to_json() for f in alone]
+    assert {f.code for f in alone} >= {"SW002", "RNK001"}
+
+
+def test_check_shares_across_per_rank_files(tmp_path: Path) -> None:
+    paths = []
+    for f in rank_job(nodes=2, per_node=4):
+        p = tmp_path / f"rank{f['launch']['rank']}.json"
+        p.write_text(json.dumps(f))
+        paths.append(str(p))
+    facts, errors = load_inputs(paths)
+    assert not errors and len(facts) == 8
+    assert facts[1]["gpus"] is facts[0]["gpus"] and facts[5]["gpus"] is facts[4]["gpus"]
+    assert facts[4]["gpus"] is not facts[0]["gpus"]

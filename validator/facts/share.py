@@ -1,0 +1,49 @@
+"""One representation of what the ranks of one node have in common.
+
+In per-rank mode each of a node's ranks sends (or writes) its own facts document, and most of it
+is the node's: its GPUs, interfaces, versions, limits. ``Shared`` keeps, per host, the first
+document's sections; a later document of the same host whose section is equal gets the kept
+object instead (a node's 8 ranks then hold one copy, not 8), and where a section differs (per-rank
+``gpus.visible``, ``env``) the parts that are equal are shared one level down, dictionary keys
+interned (a JSON parser gives every document its own key strings). Equality is Python's ``==``
+on the parsed values, at C speed; nothing is shared between different hosts, and documents are
+never mutated after loading, so a shared object means exactly what each copy meant.
+"""
+
+from __future__ import annotations
+
+from sys import intern
+from typing import Any
+
+from validator.model import Facts
+
+SECTIONS = ("gpus", "network", "software", "system", "ib", "errors", "env", "launch", "kind", "validator", "hostname")
+
+
+class Shared:
+    def __init__(self) -> None:
+        self.kept: dict[str, dict[str, Any]] = {}  # host -> section name -> the object kept
+
+    def add(self, facts: Facts) -> Facts:
+        """``facts``, its sections replaced by equal ones already held for its host."""
+        doc: dict[str, Any] = facts  # type: ignore[assignment]
+        kept = self.kept.get(facts["host"])
+        if kept is None:
+            self.kept[facts["host"]] = {name: doc[name] for name in (*SECTIONS, "host") if name in doc}
+            return facts
+        for name in SECTIONS:
+            if name in doc and name in kept:
+                doc[name] = _share(doc[name], kept[name])
+        doc["host"] = kept["host"]
+        return facts
+
+
+def _share(mine: Any, theirs: Any) -> Any:
+    """``theirs`` when equal to ``mine``; else ``mine`` with interned keys and the values of
+    ``theirs`` that are equal (one level down)."""
+    if mine is theirs or mine == theirs:
+        return theirs
+    if type(mine) is not dict or type(theirs) is not dict:
+        return mine
+    get = theirs.get
+    return {intern(k): o if (o := get(k)) == v else v for k, v in mine.items()}

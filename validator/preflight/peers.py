@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from validator.checks.base import Job
+from validator.facts.network import is_loopback
 from validator.model import Facts, Finding, Severity
 from validator.preflight.findings import CODES as CODES  # NET201-203, PRE008: with the other preflight codes
 from validator.preflight.participant import ADDRS_MAX, RESOLVE_S, SAMPLE_MAX
@@ -142,10 +143,6 @@ async def round_(c: Coordinator, order: Callable[[Facts], Any]) -> dict[str, dic
     return views
 
 
-def _loopback(addr: str) -> bool:
-    return addr.startswith("127.") or addr == "::1"
-
-
 def own_addrs(facts: Facts) -> list[str]:
     """The node's routable addresses: up, not loopback, not link-local, not on a container bridge
     or tunnel (172.17.0.1 on docker0 is every node's)."""
@@ -155,7 +152,7 @@ def own_addrs(facts: Facts) -> list[str]:
             continue
         for cidr in iface["addrs"]:
             addr = cidr.split("/", 1)[0]
-            if not addr.startswith("fe80") and not _loopback(addr):
+            if not addr.startswith("fe80") and not is_loopback(addr):
                 out.append(addr)
     return out
 
@@ -223,7 +220,7 @@ def _own_loopback(
             continue
         addrs, _ = got.get(f["hostname"], ((), None))
         routable = own_addrs(f)
-        if addrs and _loopback(addrs[0]) and routable:
+        if addrs and is_loopback(addrs[0]) and routable:
             others = sorted({a for v, (got_v, _) in of[f["hostname"]].items() if v != host for a in got_v})
             peers = f"; its peers resolve it to {_show(others)}" if others else ""
             bad.append((host, f"{f['hostname']} -> {_show(addrs)} on {host}, which has {_show(routable)}{peers}"))
@@ -319,3 +316,10 @@ def clock_findings(arrivals: list[Arrival], coordinator: str) -> list[Finding]:
         f"clock offset from the coordinator's ({coordinator}) beyond {SKEW_S:.0f} s: {shown}{more}",
         hosts=[h for h, _ in worst], expected=f"within {SKEW_S:.0f} s", actual=f"{worst[0][1][0]:+.1f} s",
         fix=CODES["PRE008"].fix, verify="chronyc tracking   # or: timedatectl; on each named node")]  # fmt: skip
+
+
+def defer(found: list[Finding], checked: list[Finding]) -> list[Finding]:
+    """NET201 adds nothing where NET003 (from the facts: Gloo would use loopback) already names
+    every one of its hosts: the same cause, said once."""
+    said = {h for f in checked if f.code == "NET003" for h in f.hosts}
+    return [f for f in found if not (f.code == "NET201" and said.issuperset(f.hosts))]

@@ -125,7 +125,7 @@ def coordinate(
         report = pipeline.check(all_facts, profile, codes(opts), context="preflight",
                                 outcomes=missing(p, all_facts, facts, gathered.seconds, c.early),
                                 title=f"cluster-validator preflight ({p.host}:{c.port}, job {p.job_id or 'unnamed'})")  # fmt: skip
-        extra = pipeline.keep(net + rejected_findings(gathered.rejected), codes(opts))
+        extra = peers.defer(pipeline.keep(net + rejected_findings(gathered.rejected), codes(opts)), report.findings)
         report.findings = sorted(report.findings + extra, key=lambda f: (-f.severity, f.code))
         exit_code = report.exit_code(opts.fail_on, opts.allow_incomplete)
         if c.early:

@@ -48,6 +48,7 @@ def test_table_and_html(k8s_cluster: Cluster, tmp_path: Path) -> None:  # noqa: 
     assert html.returncode == 1, html.stderr
     text = page.read_text()
     assert text.startswith("<!DOCTYPE html>") and "train-3" in text and "ENV002" in text
+    assert "kubectl cordon" in text and "scontrol" not in text, "pods are drained by cordoning their nodes"
 
 
 def test_net_check_between_pods(k8s_cluster: Cluster) -> None:  # noqa: F811

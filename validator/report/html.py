@@ -193,6 +193,9 @@ def _drain_html(report: Report, drain: list[str]) -> str:
         return '<div class="box clean"><b>Nothing to drain.</b> Every node that answered passed the checks.</div>'
     folded = fold_hosts(drain)
     cmd = f'scontrol update nodename={folded} state=drain reason="validator scan"'
+    if report.scan is not None and report.scan["transport"] == "kubectl":  # pods: cordon the nodes they run on
+        pods = " ".join(drain)
+        cmd = f'for p in {pods}; do kubectl cordon "$(kubectl get pod "$p" -o jsonpath=\'{{.spec.nodeName}}\')"; done'
     reasons = "".join(
         f'<tr><td class="hosts">{_e(fold_hosts(hosts))}</td><td>{_e(why)}</td></tr>'
         for why, hosts in sorted(_drain_reasons(report, drain).items(), key=lambda kv: -len(kv[1]))

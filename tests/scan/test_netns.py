@@ -74,6 +74,23 @@ def test_net_check_names_the_host_whose_nccl_address_is_unreachable(odd_hosts: O
     assert run.rc == 1 and run.doc["drain"] == [odd]
 
 
+def test_net_check_names_a_throttled_host(odd_hosts: OddHosts) -> None:
+    """The scan measures with the preflight's code (validator/netcheck/): host 1's eth0 sends at
+    1 Mbit/s (tbf; this kernel has no netem), so both its links are slow, measured twice: NET105
+    names host 1 and no pair."""
+    ns = odd_hosts.names[1]
+    slow = ["tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "1mbit", "burst", "32kbit",
+            "latency", "400ms"]  # fmt: skip
+    subprocess.run(slow, check=True, capture_output=True)
+    try:
+        run = scan(odd_hosts, ODD_ENV, "--net-check")
+    finally:
+        subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", "eth0", "root"], check=False, capture_output=True)
+    speed = [f for f in run.doc["findings"] if f["code"] in ("NET104", "NET105")]  # type: ignore[index]
+    assert [(f["code"], f["hosts"]) for f in speed] == [("NET105", ns)], speed
+    assert "median" in speed[0]["message"]
+
+
 def test_net_check_passes_between_plain_hosts(odd_hosts: OddHosts) -> None:
     run = scan(odd_hosts, ODD_IFNAME, "--net-check")
     assert run.doc is not None and run.doc["scan"]["net_check"] == {"nodes": 4, "probes": 6, "failed": 0}

@@ -4,9 +4,17 @@ the facts take as the node's name (facts["host"]) and which names the node's loc
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
-from tests.preflight.conftest import Run, preflight
+import pytest
+
+from tests.harness import hostile
+from tests.preflight.conftest import Run, base_env, preflight
+from validator import pipeline
+from validator.preflight import protocol as wire
+from validator.preflight import refusals
 
 NODES = ("nodea", "nodeb")
 PER_NODE = 8
@@ -33,8 +41,13 @@ def outcomes(run: Run) -> list[tuple[str, str]]:
     return [(o["target"], o["detail"]) for o in run.report["outcomes"]]
 
 
-def test_two_nodes_of_eight_ranks_pass_over_one_connection_per_other_node(tmp_path: Path, port: int) -> None:
-    runs = preflight(tmp_path, two_nodes(port), "--timeout", "60", "--hosts", "nodea,nodeb")
+@pytest.mark.parametrize("secret", ["", "s3cret"])
+def test_two_nodes_of_eight_ranks_pass_over_one_connection_per_other_node(
+    tmp_path: Path, port: int, secret: str
+) -> None:
+    """With a secret, each rank signs its own facts under the nonce its leader forwards."""
+    envs = two_nodes(port, **({"VALIDATOR_SECRET": secret} if secret else {}))
+    runs = preflight(tmp_path, envs, "--timeout", "60", "--hosts", "nodea,nodeb")
     assert [r.rc for r in runs] == [0] * 16, [r.err for r in runs if r.rc]
     line = verdict_line(runs[0])
     assert "PASSED: 16/16 ranks" in line
@@ -69,3 +82,67 @@ def test_missing_node_leader_its_ranks_fall_back_to_the_coordinator(tmp_path: Pa
     # nodeb's 7 ranks found no leader and connected directly, each over TCP
     assert "over 7 TCP connection(s) and 7 node-local" in verdict_line(runs[0])
     assert all(r.report == runs[0].report for r in runs)
+
+
+def lead(port: int, docs: list[dict[str, Any]], secrets: list[bytes | None], **extra: Any) -> dict[str, Any]:
+    """Act as a node leader: one frame carrying ``docs``, each signed with its own entry of
+    ``secrets`` under the coordinator's nonce; the coordinator's reply."""
+    s = hostile.connect(port)
+    with s:
+        nonce = str(hostile.reply(s).get("nonce", ""))
+        bodies = [json.dumps(d, separators=(",", ":")).encode() for d in docs]
+        ranks = [{"size": len(b), "token": f"tok{i}", "mac": wire.mac(k, nonce, "", b, f"tok{i}")}
+                 for i, (b, k) in enumerate(zip(bodies, secrets, strict=True))]  # fmt: skip
+        body = b"".join(bodies)
+        head = {"type": "facts", "proto": wire.PROTO, "job_id": "", "size": len(body), "mac": ranks[0]["mac"],
+                "token": "tok0", "listen": None, "ranks": ranks, **extra}  # fmt: skip
+        s.sendall(wire.encode(head) + wire.frame(body))
+        return hostile.reply(s)
+
+
+def test_a_leader_cannot_speak_for_another_node_or_sign_for_its_ranks(port: int) -> None:
+    """A real Coordinator (in this process, hostile.Live) and hand-made leader frames: a leader's
+    ranks are registered only when every one is signed by its own rank (the secret), on the
+    leader's host, and no more than its local world size."""
+    env = two_nodes(port)
+    own = pipeline.probe_local(environ=base_env(**env[0]), port_check=False)
+    secret = b"s3cret"
+    live = hostile.Live(own, set(range(16)), secret)
+
+    def rank(r: int, host: str = "nodeb", lws: int = PER_NODE) -> dict[str, Any]:
+        doc = json.loads(json.dumps(own))
+        doc["host"], doc["pid"] = host, 100_000 + r
+        doc["launch"].update(rank=r, local_rank=r % PER_NODE, local_world_size=lws)
+        return doc
+
+    try:
+        other_node = lead(live.port, [rank(8), rank(9), rank(3, host="nodea")], [secret] * 3)
+        unsigned = lead(live.port, [rank(8), rank(9)], [secret, b"the leader's guess"])
+        too_many = lead(live.port, [rank(8, lws=2), rank(9), rank(10)], [secret] * 3)
+        over_limit = lead(live.port, [rank(8)] * 65, [secret] * 65)
+        assert live.c is not None and len(live.c.arrivals) == 1, "nothing registered from a refused leader"
+        honest = lead(live.port, [rank(r) for r in range(8, 16)], [secret] * 8)
+    finally:
+        live.close()
+    assert other_node["type"] == "reject" and "sent by the leader of 'nodeb'" in other_node["reason"], other_node
+    assert unsigned["type"] == "reject" and refusals.AUTH in unsigned["reason"], unsigned
+    assert too_many["type"] == "reject" and "local world size is 2" in too_many["reason"], too_many
+    assert over_limit["type"] == "closed", "over LOCAL_MAX ranks: dropped as malformed"
+    assert honest["type"] == "ack", honest
+    assert sorted(a.facts["launch"]["rank"] for a in live.c.arrivals.values()) == [0, *range(8, 16)]
+    assert live.c.links() == (1, 0), "eight ranks over one connection"
+    assert live.errors == []
+
+
+def test_leader_refused_upstream_its_ranks_fall_back_before_the_deadline(tmp_path: Path, port: int) -> None:
+    """Node b's leader holds the wrong secret: the coordinator refuses its whole frame, the leader
+    closes its members' connections without a verdict, and they reach the coordinator directly."""
+    envs = two_nodes(port, VALIDATOR_SECRET="s3cret")
+    envs[8]["VALIDATOR_SECRET"] = "wrong"
+    runs = preflight(tmp_path, envs, "--timeout", "12", "--hosts", "nodea,nodeb")
+    assert runs[8].rc == 1 and "authentication failed" in runs[8].err, runs[8].err
+    others = runs[:8] + runs[9:]
+    assert {r.rc for r in others} == {3}, [r.err for r in others]
+    assert [t for t, _ in outcomes(runs[0])] == ["rank 8"]
+    assert "over 7 TCP connection(s) and 7 node-local" in verdict_line(runs[0])
+    assert all(r.report == runs[0].report for r in others)

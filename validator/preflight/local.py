@@ -42,19 +42,25 @@ def grouped(facts: Facts, mode: str) -> bool:
     return mode == "rank" and isinstance(n, int) and 2 <= n <= LOCAL_MAX
 
 
-def address(job_id: str, host: str) -> bytes:
+def job_key(p: Plan) -> str:
+    """What tells this job from another on the same node: its id and its endpoint (two jobs that
+    share an id, such as torchrun's default rdzv id, have different ports)."""
+    return f"{p.job_id}@{p.host}:{p.port}"
+
+
+def address(key: str, host: str) -> bytes:
     """The node's socket: abstract namespace, named after the user, the job and the node."""
-    name = f"validator-preflight/{os.getuid()}/{job_id}/{host}".encode("utf-8", "surrogatepass")
+    name = f"validator-preflight/{os.getuid()}/{key}/{host}".encode("utf-8", "surrogatepass")
     if len(name) > 100:
         name = name[:80] + b"/%08x" % zlib.crc32(name)
     return b"\0" + name
 
 
-def bind_node(job_id: str, host: str) -> socket.socket | None:
+def bind_node(key: str, host: str) -> socket.socket | None:
     """The leader's (or the coordinator's) socket; None when another process holds it."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        s.bind(address(job_id, host))
+        s.bind(address(key, host))
         s.listen(LOCAL_MAX)
     except OSError:
         s.close()
@@ -68,13 +74,13 @@ def same_user(s: socket.socket) -> bool:
     return bool(uid == os.getuid())
 
 
-def connect(job_id: str, host: str, deadline: float) -> socket.socket | None:
+def connect(key: str, host: str, deadline: float) -> socket.socket | None:
     """A member: its leader's socket, retried for LEADER_WAIT_S (bounded by the deadline)."""
     until = min(deadline, time.monotonic() + LEADER_WAIT_S)
     while True:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            s.connect(address(job_id, host))
+            s.connect(address(key, host))
             return s
         except OSError:
             s.close()
@@ -128,7 +134,8 @@ class Group:
                 s.sendall(frame)
                 header = wire.recv_msg(s, wire.MAX_FACTS_HEADER)
                 size = header.get("size")
-                if header.get("type") != "facts" or not isinstance(size, int) or not 0 < size <= wire.MAX_FACTS:
+                ours = header.get("type") == "facts" and header.get("job_id") == hello.get("job_id")
+                if not ours or isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= wire.MAX_FACTS:
                     raise wire.ProtocolError("not a facts header")
                 if wire.LEN.unpack(wire.recv_exact(s, wire.LEN.size))[0] != size:
                     raise wire.ProtocolError("facts size does not match the header")
@@ -181,7 +188,7 @@ def join(opts: Options, p: Plan, facts: Facts, listen: dict[str, Any] | None) ->
     lrank = facts["launch"]["local_rank"]
     if not grouped(facts, p.mode) or lrank is None:
         return participate(facts, p.host, p.ports, p.job_id, secret, opts.timeout, listen, patient)
-    if lrank == 0 and (sock := bind_node(p.job_id, facts["host"])) is not None:
+    if lrank == 0 and (sock := bind_node(job_key(p), facts["host"])) is not None:
         group = Group(sock, int(facts["launch"]["local_world_size"] or 1) - 1)
         result = None
         try:
@@ -191,7 +198,10 @@ def join(opts: Options, p: Plan, facts: Facts, listen: dict[str, Any] | None) ->
         finally:
             group.finish(result.verdict if result else None)
         return result
-    if lrank != 0 and (verdict := via_leader(facts, p.job_id, secret, opts.timeout, listen, token)) is not None:
+    if (
+        lrank != 0
+        and (verdict := via_leader(facts, p.job_id, secret, opts.timeout, listen, token, job_key(p))) is not None
+    ):
         return Result(verdict, Attempts())
     left = opts.timeout - (time.monotonic() - t0)
     return participate(facts, p.host, p.ports, p.job_id, secret, left, listen, patient, token)

@@ -153,7 +153,13 @@ def _send_facts(
 
 
 def via_leader(
-    facts: Facts, job_id: str, secret: bytes | None, timeout: float, listen: dict[str, Any] | None, token: str
+    facts: Facts,
+    job_id: str,
+    secret: bytes | None,
+    timeout: float,
+    listen: dict[str, Any] | None,
+    token: str,
+    key: str,
 ) -> dict[str, Any] | None:
     """A member of a node (per-rank mode, local rank > 0): the verdict through the node's leader,
     or None (no leader within LEADER_WAIT_S, or it closed without a verdict): then the caller
@@ -161,7 +167,7 @@ def via_leader(
     from validator.preflight import local
 
     deadline = time.monotonic() + timeout
-    s = local.connect(job_id, facts["host"], deadline)
+    s = local.connect(key, facts["host"], deadline)
     if s is None:
         return None
     body = json.dumps(facts, separators=(",", ":")).encode()

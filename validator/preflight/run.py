@@ -298,7 +298,7 @@ def rendezvous(
         else:
             from validator.preflight import local
 
-            node = local.bind_node(p.job_id, facts["host"]) if local.grouped(facts, p.mode) else None
+            node = local.bind_node(local.job_key(p), facts["host"]) if local.grouped(facts, p.mode) else None
             code = coordinate(opts, p, facts, sock, profile, listen, node)
             return act(opts, code, smoke_for(opts, p, facts, port))
     from validator.preflight.local import join

@@ -1,17 +1,21 @@
 """Node-local aggregation in per-rank mode (issue 14 item 1): 2 nodes x 8 ranks of real
-`validator preflight` processes on loopback. The two nodes are emulated by SLURMD_NODENAME, which
-the facts take as the node's name (facts["host"]) and which names the node's local socket."""
+`validator preflight` processes on loopback, the two nodes emulated by SLURMD_NODENAME (which the
+facts take as the node's name, facts["host"], and which names the node's local socket); and the
+same job on two network namespace hosts."""
 
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import NetnsHosts
 from tests.harness import hostile
-from tests.preflight.conftest import Run, base_env, preflight
+from tests.preflight.conftest import Run, base_env, collect, preflight, start
 from validator import pipeline
 from validator.preflight import protocol as wire
 from validator.preflight import refusals
@@ -146,3 +150,29 @@ def test_leader_refused_upstream_its_ranks_fall_back_before_the_deadline(tmp_pat
     assert [t for t, _ in outcomes(runs[0])] == ["rank 8"]
     assert "over 7 TCP connection(s) and 7 node-local" in verdict_line(runs[0])
     assert all(r.report == runs[0].report for r in others)
+
+
+@pytest.mark.root
+def test_two_namespace_hosts_of_eight_ranks(netns_hosts: NetnsHosts, tmp_path: Path) -> None:
+    """The same 2 x 8 job on two network namespaces with their own hostnames (tests/conftest.py's
+    netns_hosts): each node's abstract socket lives in its namespace; rank 11 is missing."""
+    h = netns_hosts
+    procs = []
+    for n in range(2):
+        for i in range(PER_NODE):
+            rank = n * PER_NODE + i
+            if rank == 11:
+                continue
+            env = base_env(RANK=str(rank), LOCAL_RANK=str(i), WORLD_SIZE=str(2 * PER_NODE), GROUP_RANK=str(n),
+                           LOCAL_WORLD_SIZE=str(PER_NODE), MASTER_ADDR=h.addrs[0], MASTER_PORT="29831",
+                           TORCHELASTIC_RUN_ID="aggns")  # fmt: skip
+            out = tmp_path / f"ns{rank}.json"
+            argv = [sys.executable, "-m", "validator", "preflight", "--timeout", "15", "--output", str(out),
+                    "--hosts", ",".join(h.names[:2])]  # fmt: skip
+            procs.append((start(h.exec(n, *argv), env, None), out, time.monotonic()))
+    runs = collect(procs)
+    assert {r.rc for r in runs} == {3}, [r.err[-2000:] for r in runs]
+    reports = [json.loads(out.read_text()) for _, out, _ in procs]
+    assert all(rep == reports[0] for rep in reports)
+    assert [(o["target"], h.names[1] in o["detail"]) for o in reports[0]["outcomes"]] == [("rank 11", True)]
+    assert "over 1 TCP connection(s) and 7 node-local" in verdict_line(runs[0])

@@ -6,6 +6,7 @@ same job on two network namespace hosts."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -124,6 +125,7 @@ def test_a_leader_cannot_speak_for_another_node_or_sign_for_its_ranks(port: int)
         unsigned = lead(live.port, [rank(8), rank(9)], [secret, b"the leader's guess"])
         too_many = lead(live.port, [rank(8, lws=2), rank(9), rank(10)], [secret] * 3)
         over_limit = lead(live.port, [rank(8)] * 65, [secret] * 65)
+        twice = lead(live.port, [rank(8), rank(9), rank(9)], [secret] * 3)
         assert live.c is not None and len(live.c.arrivals) == 1, "nothing registered from a refused leader"
         honest = lead(live.port, [rank(r) for r in range(8, 16)], [secret] * 8)
     finally:
@@ -132,6 +134,7 @@ def test_a_leader_cannot_speak_for_another_node_or_sign_for_its_ranks(port: int)
     assert unsigned["type"] == "reject" and refusals.AUTH in unsigned["reason"], unsigned
     assert too_many["type"] == "reject" and "local world size is 2" in too_many["reason"], too_many
     assert over_limit["type"] == "closed", "over LOCAL_MAX ranks: dropped as malformed"
+    assert twice["type"] == "reject" and "same pid" in twice["reason"], twice
     assert honest["type"] == "ack", honest
     assert sorted(a.facts["launch"]["rank"] for a in live.c.arrivals.values()) == [0, *range(8, 16)]
     assert live.c.links() == (1, 0), "eight ranks over one connection"
@@ -176,3 +179,49 @@ def test_two_namespace_hosts_of_eight_ranks(netns_hosts: NetnsHosts, tmp_path: P
     assert all(rep == reports[0] for rep in reports)
     assert [(o["target"], h.names[1] in o["detail"]) for o in reports[0]["outcomes"]] == [("rank 11", True)]
     assert "over 1 TCP connection(s) and 7 node-local" in verdict_line(runs[0])
+
+
+SQUATTER = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(bytes.fromhex(sys.argv[1]))
+s.listen(64)
+s.settimeout(60)
+print("ready", flush=True)
+frames = bytes.fromhex(sys.argv[2])
+held = []
+while True:
+    c, _ = s.accept()
+    held.append(c)  # kept open: a rank that took this for its leader reads the forged verdict
+    try:
+        c.sendall(frames)
+    except OSError:  # the rank hung up at once: it is not ours
+        pass
+"""
+
+
+@pytest.mark.root
+def test_another_users_socket_is_not_a_leader(tmp_path: Path, port: int) -> None:
+    """User nobody holds node b's socket name first (an abstract name has no permissions) and
+    hands out a forged pass: node b's ranks see it is not their user's and go to the coordinator."""
+    from validator.preflight import local
+    from validator.preflight.plan import Options, plan
+
+    envs = two_nodes(port)
+    facts = pipeline.probe_local(environ=base_env(**envs[9]), port_check=False)
+    name = local.address(local.job_key(plan(Options(hosts="nodea,nodeb"), facts, None)), facts["host"])
+    forged = {"type": "verdict", "exit_code": 0, "report": {}, "text": "FORGED VERDICT\n", "named": {}}
+    frames = wire.encode({"type": "hello", "proto": wire.PROTO, "job_id": "agg", "nonce": "n", "deadline_in": 5.0})
+    argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", SQUATTER,
+            name.hex(), (frames + wire.encode(forged)).hex()]  # fmt: skip
+    squatter = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        assert squatter.stdout is not None and squatter.stdout.readline().strip() == "ready"
+        runs = preflight(tmp_path, envs, "--timeout", "60", "--hosts", "nodea,nodeb", "--verbose")
+    finally:
+        squatter.kill()
+        squatter.wait()
+    assert [r.rc for r in runs] == [0] * 16, [r.err for r in runs if r.rc]
+    assert not any("FORGED" in r.err for r in runs)
+    line = verdict_line(runs[0])
+    assert "PASSED: 16/16 ranks" in line and "over 8 TCP connection(s) and 7 node-local" in line, line

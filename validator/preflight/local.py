@@ -75,13 +75,17 @@ def same_user(s: socket.socket) -> bool:
 
 
 def connect(key: str, host: str, deadline: float) -> socket.socket | None:
-    """A member: its leader's socket, retried for LEADER_WAIT_S (bounded by the deadline)."""
+    """A member: its leader's socket, retried for LEADER_WAIT_S (bounded by the deadline); None
+    when there is none, or when another user's process holds the name (it could fake a verdict)."""
     until = min(deadline, time.monotonic() + LEADER_WAIT_S)
     while True:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.connect(address(key, host))
-            return s
+            if same_user(s):  # an abstract name has no permissions: whoever holds it must be us
+                return s
+            s.close()
+            return None
         except OSError:
             s.close()
         if time.monotonic() + 0.05 >= until:
@@ -239,4 +243,6 @@ def same_node(group: list[Facts]) -> str | None:
     for f in group[1:]:
         if f["host"] != lead["host"]:
             return f"rank on host {wire.short(f['host'])} sent by the leader of {wire.short(lead['host'])}"
+    if len({f["pid"] for f in group}) != len(group):
+        return f"two ranks with the same pid from the leader of {wire.short(lead['host'])}"
     return None

@@ -2,6 +2,7 @@
 
     python benchmarks/preflight_scale.py [N ...]        (default: 1000 5000 12500)
     python benchmarks/preflight_scale.py --missing [N]  (default 12500: 1 node in 10 never starts)
+    python benchmarks/preflight_scale.py --per-rank [N] (default 12500: N node leaders x 8 ranks' facts)
 
 For each N: one coordinator (the real validator.preflight Coordinator and the full checks) and N
 simulated participants (asyncio clients in 2 forked processes, each sending realistic 8-GPU node
@@ -11,7 +12,10 @@ N clients each `set` a 2 KB blob, the master reads them all and sets a verdict e
 for (needs torch). Both sides run in a private mount namespace whose resolver fails fast
 (tests/harness/nodns.sh) when this runs as root, because TCPStore's reverse lookups would
 otherwise stall 5 s each on this machine's unreachable resolver. The last line is one JSON object:
-{"ratios": {N: validator seconds / TCPStore seconds}, "runs": [...]}.
+{"ratios": {N: validator seconds / TCPStore seconds}, "runs": [...]}. With --per-rank, each
+simulated participant is a node leader (validator/preflight/local.py) sending one frame with its
+8 ranks' facts (rank mode, 8 x N + 8 ranks, the coordinator's own node's 7 others over one more
+connection), beside the TCPStore gather of N clients; last line {"ratio": r, "runs": [...]}.
 """
 
 from __future__ import annotations
@@ -79,6 +83,27 @@ def template() -> dict[str, Any]:
 # --------------------------------------------------------------------------- validator side
 
 
+def rank_facts(node: dict[str, Any], i: int, local: int, n: int) -> dict[str, Any]:
+    """Rank ``local`` of node ``i`` (per-rank mode): the node's facts with the rank's launch."""
+    f = dict(node)
+    f["pid"] = 1000 + 8 * i + local
+    f["launch"] = dict(node["launch"], mode="rank", rank=8 * i + local, local_rank=local, node_rank=i,
+                       world_size=8 * n, rdzv_backend=None)  # fmt: skip
+    return f
+
+
+def leader_frame(docs: list[dict[str, Any]]) -> bytes:
+    """A node leader's header and body carrying ``docs`` (no secret), as local.Group sends it."""
+    from validator.preflight import protocol as wire
+
+    bodies = [json.dumps(d, separators=(",", ":")).encode() for d in docs]
+    ranks = [{"size": len(b), "mac": "", "token": f"t{d['pid']}"} for b, d in zip(bodies, docs, strict=True)]
+    body = b"".join(bodies)
+    header = {"type": "facts", "proto": 1, "job_id": "bench", "size": len(body), "mac": "", "token": ranks[0]["token"],
+              "quiet": True, "ranks": ranks}  # fmt: skip
+    return wire.encode(header) + wire.frame(body)
+
+
 def clients(port: int, bodies: list[bytes], q: Any) -> None:
     """Simulated participants as asyncio Protocols (streams cost ~2x the CPU): the nodes are other
     machines in reality, so what they cost here is kept as small as TCPStore's C++ clients'."""
@@ -100,7 +125,10 @@ def clients(port: int, bodies: list[bytes], q: Any) -> None:
                 # the verdict (the whole report) is not parsed here: 2 processes stand in for
                 # thousands of machines that each parse their own, in parallel
                 msg = {"type": "verdict"} if frame.startswith(b'{"type":"verdict"') else json.loads(frame)
-                if msg["type"] == "hello":  # as participants send it: "quiet", no ack
+                if msg["type"] == "hello" and self.body.startswith(b"\0\0"):  # a node leader's, framed already
+                    self.transport.write(self.body)
+                    self.sent.release()
+                elif msg["type"] == "hello":  # as participants send it: "quiet", no ack
                     header = {"type": "facts", "proto": 1, "job_id": msg["job_id"], "size": len(self.body), "mac": "",
                               "quiet": True}  # fmt: skip
                     self.transport.write(wire.encode(header) + wire.frame(self.body))
@@ -131,9 +159,10 @@ def clients(port: int, bodies: list[bytes], q: Any) -> None:
     q.put((asyncio.run(main()), time.process_time()))
 
 
-def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0) -> dict[str, Any]:
+def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0, per_rank: int = 0) -> dict[str, Any]:
     """``missing_every``: every such node (1 in 10: 10 %) never starts; the verdict must come at
-    ``deadline`` (seconds after the coordinator starts) and name exactly those nodes, folded."""
+    ``deadline`` (seconds after the coordinator starts) and name exactly those nodes, folded.
+    ``per_rank``: per-rank mode, each simulated node a leader carrying its 8 ranks' facts."""
     from validator import pipeline
     from validator.preflight import coordinator as coord
     from validator.preflight import protocol as wire
@@ -153,8 +182,14 @@ def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0) -> di
     own = node_facts(tpl, 0, n + 1, port)
     absent = [i for i in range(1, n + 1) if missing_every and i % missing_every == missing_every // 2]
     gone = set(absent)
-    bodies = [json.dumps(node_facts(tpl, i, n + 1, port), separators=(",", ":")).encode()
-              for i in range(1, n + 1) if i not in gone]  # fmt: skip
+    if per_rank:
+        own = rank_facts(own, 0, 0, n + 1)
+        nodes = [node_facts(tpl, i, n + 1, port) for i in range(n + 1)]
+        bodies = [leader_frame([rank_facts(nodes[i], i, r, n + 1) for r in range(1 if i == 0 else 0, 8)])
+                  for i in range(n + 1) if i not in gone]  # fmt: skip
+    else:
+        bodies = [json.dumps(node_facts(tpl, i, n + 1, port), separators=(",", ":")).encode()
+                  for i in range(1, n + 1) if i not in gone]  # fmt: skip
     size = sum(map(len, bodies)) / len(bodies)
     sock = coord.bind(port)
     q: Any = mp.Queue()
@@ -168,7 +203,8 @@ def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0) -> di
     seen: dict[str, Any] = {}
 
     async def serve() -> int:
-        plan = Plan("127.0.0.1", [port], "node", True, n + 1, n + 1, 0.0, "bench", names)
+        expected = 8 * (n + 1) if per_rank else n + 1
+        plan = Plan("127.0.0.1", [port], "rank" if per_rank else "node", True, expected, expected, 0.0, "bench", names)
         c = coord.Coordinator(own, expectation(plan), key(plan), "bench", None, timeout=deadline)  # type: ignore[arg-type]
         phases["deadline_at"] = time.time() + deadline
         cpu0 = time.process_time()
@@ -189,6 +225,7 @@ def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0) -> di
             "text": render_table(report, RenderOptions()),
         }
         phases["checks_s"] = time.time() - t0 - phases["gather_done_s"]
+        seen["connections"] = c.links()[0]
         await c.deliver(wire.encode(verdict), linger=False)
         return len(gathered.arrivals)
 
@@ -199,7 +236,7 @@ def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0) -> di
     for p in procs:
         p.join()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    extra: dict[str, Any] = {"findings": seen["codes"]}
+    extra: dict[str, Any] = {"findings": seen["codes"], "connections": seen["connections"]}
     if missing_every:
         from validator.targets import expand, expand_ranks
 
@@ -288,6 +325,15 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--one"]:
         fn = run_validator if argv[1] == "validator" else run_tcpstore
         print(json.dumps(fn(*(float(a) if "." in a else int(a) for a in argv[2:]))))  # type: ignore[operator]
+        return
+    if argv[:1] == ["--per-rank"]:  # issue 14 item 1: 12,500 node leaders x 8 ranks vs TCPStore of 12,500
+        n = int(argv[1]) if len(argv) > 1 else 12500
+        v, t = one("validator", n, "0", "300.0", "1"), one("tcpstore", n)
+        ratio = round(v["seconds"] / t["seconds"], 2) if "seconds" in v and "seconds" in t else None
+        print(f"{8 * (n + 1)} ranks over {v.get('connections', '?')} connections: validator {v.get('seconds', v.get('error'))} s "
+              f"(coordinator RSS {v.get('coordinator_peak_rss_mib', '-')} MiB), TCPStore of {n} clients "
+              f"{t.get('seconds', t.get('error'))} s", flush=True)  # fmt: skip
+        print(json.dumps({"ratio": ratio, "runs": [v, t]}))
         return
     if argv[:1] == ["--missing"]:  # issue 14 item 5: 10 % of nodes missing, deadline 20 s
         n = int(argv[1]) if len(argv) > 1 else 12500

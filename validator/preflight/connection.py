@@ -16,7 +16,7 @@ from validator.errors import UserError
 from validator.facts import load_facts
 from validator.facts.schema import matches
 from validator.model import Facts
-from validator.preflight import peers
+from validator.preflight import local, peers
 from validator.preflight import protocol as wire
 from validator.preflight import refusals as rf
 
@@ -49,6 +49,8 @@ class Connection(asyncio.Protocol):
         self.header: dict[str, Any] = {}
         self.size = 0  # the facts body's size, reserved in the coordinator's budget while it arrives
         self.token = ""
+        self.parts: list[tuple[int, str, object]] | None = None
+        self.unix = False
         self.peer = "?"
         self.nonce = wire.new_nonce()
         self.transport: asyncio.Transport | None = None
@@ -61,8 +63,9 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        self.peer = str((transport.get_extra_info("peername") or ("?",))[0])
         sock = transport.get_extra_info("socket")
+        self.unix = sock is not None and sock.family == socket.AF_UNIX  # our node's ranks (local.py)
+        self.peer = "local" if self.unix else str((transport.get_extra_info("peername") or ("?",))[0])
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             # asyncio sets TCP_NODELAY only where sock.proto is IPPROTO_TCP, and accepted sockets
             # say 0: without it a frame written right after the ack (the name round's question,
@@ -141,9 +144,11 @@ class Connection(asyncio.Protocol):
             self.refuse(rf.OTHER_JOB, detail=detail)
             return
         size = header.get("size")
-        if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= wire.MAX_FACTS:
+        most = local.MAX_GROUP if "ranks" in header else wire.MAX_FACTS
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= most:
             raise wire.ProtocolError(f"bad facts size {wire.short(size)}")
         self.token = rf.token(header.get("token"))
+        self.parts = local.split(header, size)  # a node leader's ranks, each (size, token, mac)
         self.clock = peers.offset(header.get("clock"), self.hello_at, time.monotonic(), time.time())
         rf.listener(header.get("listen"))
         if not c.gate.reserve(self, size):
@@ -155,43 +160,55 @@ class Connection(asyncio.Protocol):
             self.timer = asyncio.get_running_loop().call_later(rf.SPEAK_S + size / BODY_RATE, self.expire)
 
     def got_facts(self, body: bytes) -> None:
+        """One participant's facts, or a node leader's: each rank's body checked on its own (its
+        MAC under our nonce and its token, the schema), and a leader's ranks all of its node."""
         c = self.coord
         c.gate.release(self)
         if len(body) != self.size:
             raise wire.ProtocolError("facts size does not match the header")
-        if not wire.verify(c.secret, self.nonce, c.job_id, body, self.header.get("mac"), self.token):
-            self.refuse(rf.AUTH)
+        parts, at = [], 0
+        for size, token, tag in self.parts or [(len(body), self.token, self.header.get("mac"))]:
+            part, at = body[at : at + size], at + size
+            if not wire.verify(c.secret, self.nonce, c.job_id, part, tag, token):
+                self.refuse(rf.AUTH)
+                return
+            try:
+                doc = wire.loads(part, shallow=matches)  # the schema bounds the depth: no walk for it
+                if isinstance(doc, dict) and doc.get("kind") == "raw":
+                    raise wire.ProtocolError("raw agent output: participants send parsed facts")
+                parts.append((load_facts(doc, self.peer), token, size))
+            except (wire.ProtocolError, ValueError, UserError) as e:  # refused, never crashes the server
+                self.refuse(rf.INVALID, detail=str(e))
+                return
+        why = local.same_node([f for f, _, _ in parts]) if self.parts else None
+        if why:
+            self.refuse(rf.INVALID, detail=why)
             return
-        try:
-            doc = wire.loads(body, shallow=matches)  # the schema bounds the depth: no walk for it
-            if isinstance(doc, dict) and doc.get("kind") == "raw":
-                raise wire.ProtocolError("raw agent output: participants send parsed facts")
-            facts = load_facts(doc, self.peer)
-        except (wire.ProtocolError, ValueError, UserError) as e:  # refused, never crashes the server
-            self.refuse(rf.INVALID, detail=str(e))
-            return
-        old = c.arrivals.get((facts["host"], facts["pid"]))
-        if old is not None and (not self.token or old.token != self.token):
-            self.refuse(rf.IMPOSTOR, detail=f"host {wire.short(facts['host'])} pid {facts['pid']}")
-            return
-        if c.verdict is None and not c.admits(len(body), old):
+        olds = [c.arrivals.get((f["host"], f["pid"])) for f, _, _ in parts]
+        for (facts, token, _), old in zip(parts, olds, strict=True):
+            if old is not None and (not token or old.token != token):
+                self.refuse(rf.IMPOSTOR, detail=f"host {wire.short(facts['host'])} pid {facts['pid']}")
+                return
+        grew = sum(size - (old.size if old else 0) for (_, _, size), old in zip(parts, olds, strict=True))
+        if c.verdict is None and not c.admits(grew, olds[0] if len(parts) == 1 else None):
             self.refuse(rf.FULL, detail=f"{len(c.arrivals)} participants, {c.accepted} bytes of facts")
             return
-        facts = c.shared.add(facts)  # admitted: sections equal to its host's others are shared
         self.leave(closing=False)
         self.state = "registered"
-        if c.verdict is not None:  # decided already: a late arrival gets the same verdict at once
-            c.served.add(c.key(facts))
-            c.served_n += 1
-            self.ack()
+        for (facts, token, size), old in zip(parts, olds, strict=True):
+            facts = c.shared.add(facts)  # admitted: sections equal to its host's others are shared
+            if c.verdict is not None:  # decided already: a late arrival gets the same verdict at once
+                c.served.add(c.key(facts))
+                c.served_n += 1
+                continue
+            if old is not None and old.conn not in (None, self) and old.conn.transport is not None:
+                old.conn.transport.close()  # the same process reconnected: its earlier connection is stale
+            c.register(Arrival(facts, self, self.header.get("listen"), token, size, self.clock))
+        self.ack()
+        if c.verdict is not None:
             if self.transport is not None:
                 self.transport.write(c.verdict)
             c.changed.set()
-            return
-        if old is not None and old.conn is not None and old.conn.transport is not None:
-            old.conn.transport.close()  # the same process reconnected: its earlier connection is stale
-        c.register(Arrival(facts, self, self.header.get("listen"), self.token, len(body), self.clock))
-        self.ack()
 
     def ack(self) -> None:
         """Registered: said unless the participant asked for quiet (a send less per participant)."""

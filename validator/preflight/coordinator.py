@@ -169,6 +169,7 @@ class Coordinator:
         self.served: set[Any] = set()  # keys that have the verdict
         self.served_n = 0  # participants that have it (a duplicate rank counts twice)
         self.server: asyncio.AbstractServer | None = None
+        self.local_server: asyncio.AbstractServer | None = None
         self.port = 0
         self.register(Arrival(self.shared.add(own), None, own_listen))
 
@@ -220,18 +221,26 @@ class Coordinator:
 
     def registered(self) -> list[Connection]:
         """Connections of participants whose facts count and that are still open."""
-        return [
-            a.conn
-            for a in self.arrivals.values()
-            if a.conn is not None and a.conn.state in ("registered", "probing", "resolving")
-        ]
+        conns = (a.conn for a in self.arrivals.values() if a.conn is not None)  # a node leader's ranks share one
+        return [c for c in dict.fromkeys(conns) if c.state in ("registered", "probing", "resolving")]
 
-    async def gather(self, sock: socket.socket, policy: Policy) -> Gathered:
+    def links(self) -> tuple[int, int]:
+        """Connections the arrivals came over: (TCP, node-local Unix socket). With node-local
+        aggregation each other node is one TCP connection, whatever its ranks."""
+        conns = {a.conn for a in self.arrivals.values() if a.conn is not None}
+        unix = sum(1 for c in conns if c.unix)
+        return len(conns) - unix, unix
+
+    async def gather(self, sock: socket.socket, policy: Policy, node: socket.socket | None = None) -> Gathered:
         """Serve until every expected participant has arrived, the deadline passes, or the policy
-        finds a failure no late arrival can fix (looked for whenever arrivals pause for QUIET_S)."""
+        finds a failure no late arrival can fix (looked for whenever arrivals pause for QUIET_S).
+        ``node``: the node-local socket (local.py) where our own node's ranks meet us."""
         loop = asyncio.get_running_loop()
         self.port = int(sock.getsockname()[1])
         self.server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=65535)
+        if node is not None:
+            node.setblocking(False)
+            self.local_server = await loop.create_unix_server(lambda: Connection(self), sock=node)
         t0 = time.monotonic()
         next_line = t0 + WAIT_LINE_S
         looked_at = -1  # the number of arrivals when the policy last looked
@@ -268,8 +277,9 @@ class Coordinator:
         """Stop accepting and drop whoever has not finished sending (slow, half-open, garbage);
         the port is free once the last client has closed."""
         self.closing = True
-        if self.server is not None:
-            self.server.close()
+        for server in (self.server, self.local_server):
+            if server is not None:
+                server.close()
         for conn in list(self.open):
             if conn.state in ("header", "body"):
                 conn.refuse("still sending at the deadline", tell=False)

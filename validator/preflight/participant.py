@@ -19,6 +19,7 @@ from validator.agent.probe import resolve, route_src
 from validator.facts.network import master_facts
 from validator.model import Facts
 from validator.preflight import protocol as wire
+from validator.preflight.local import Group
 
 VERDICT_GRACE_S = 30.0  # the coordinator's checks run after its deadline; allow for them at scale
 HELLO_S = 1.0  # our coordinator says hello as it accepts; silence this long is something else
@@ -85,9 +86,12 @@ def _exchange(
     listen: dict[str, Any] | None,
     deadline: float,
     token: str,
+    group: Group | None = None,
+    hello_s: float = HELLO_S,
 ) -> dict[str, Any] | str:
-    """One session on a connected socket: verdict dict, or why it failed (str)."""
-    s.settimeout(max(0.2, min(HELLO_S, deadline - time.monotonic())))
+    """One session on a connected socket: verdict dict, or why it failed (str). A node leader
+    (``group``) carries its members' facts in the same frame, each signed by its member."""
+    s.settimeout(max(0.2, min(hello_s, deadline - time.monotonic())))
     try:
         hello = wire.recv_msg(s)
     except (ConnectionError, wire.ProtocolError) as e:
@@ -100,19 +104,20 @@ def _exchange(
         return _rejected(hello)
     if hello.get("type") != "hello" or hello.get("proto") != wire.PROTO:
         return "FOREIGN: not a preflight coordinator"
-    nonce = str(hello.get("nonce", ""))
-    header = {"type": "facts", "proto": wire.PROTO, "job_id": job_id, "size": len(body),
-              "mac": wire.mac(secret, nonce, job_id, body, token), "listen": listen, "token": token,
-              "clock": time.time(), "quiet": True}  # quiet: no ack, one send less per participant  # fmt: skip
-    s.sendall(wire.encode(header) + wire.frame(body))
+    _send_facts(s, hello, body, job_id, secret, listen, token, group)
     deadline_in = hello.get("deadline_in")
     s.settimeout(min(3600.0, max(0.0, deadline_in if isinstance(deadline_in, (int, float)) else 0.0)) + VERDICT_GRACE_S)
-    for _ in range(6):  # at most: ack (a coordinator that ignores "quiet"), two probe rounds, resolve, verdict
+    for _ in range(
+        12
+    ):  # ack (a coordinator that ignores "quiet"), probe rounds, resolve, a leader's re-hellos, verdict
         msg = wire.recv_msg(s, wire.MAX_VERDICT)
         if msg.get("type") == "reject":
             return _rejected(msg)
         if msg.get("type") == "verdict":
             return msg
+        if msg.get("type") == "hello" and msg.get("proto") == wire.PROTO:  # our node leader retries upstream
+            _send_facts(s, msg, body, job_id, secret, listen, token, None)
+            continue
         if msg.get("type") == "resolve":
             s.sendall(wire.encode(resolved(msg)))
             continue
@@ -124,6 +129,55 @@ def _exchange(
 
         s.sendall(wire.encode({"type": "netcheck", "results": probe(msg["targets"][:PROBES_MAX], TIMEOUT_S)}))
     return "no verdict"
+
+
+def _send_facts(
+    s: socket.socket,
+    hello: dict[str, Any],
+    body: bytes,
+    job_id: str,
+    secret: bytes | None,
+    listen: dict[str, Any] | None,
+    token: str,
+    group: Group | None,
+) -> None:
+    """The facts header and body, signed under the hello's nonce; a leader adds its members'."""
+    tag = wire.mac(secret, str(hello.get("nonce", "")), job_id, body, token)
+    header: dict[str, Any] = {"type": "facts", "proto": wire.PROTO, "job_id": job_id, "size": len(body), "mac": tag,
+                              "listen": listen, "token": token, "clock": time.time(),
+                              "quiet": True}  # quiet: no ack, one send less per participant  # fmt: skip
+    if group is not None and group.sign(hello):
+        header["ranks"], body = group.parts(body, tag, token)
+        header["size"] = len(body)
+    s.sendall(wire.encode(header) + wire.frame(body))
+
+
+def via_leader(
+    facts: Facts,
+    job_id: str,
+    secret: bytes | None,
+    timeout: float,
+    listen: dict[str, Any] | None,
+    token: str,
+    key: str,
+) -> dict[str, Any] | None:
+    """A member of a node (per-rank mode, local rank > 0): the verdict through the node's leader,
+    or None (no leader within LEADER_WAIT_S, or it closed without a verdict): then the caller
+    goes to the coordinator directly, before the deadline."""
+    from validator.preflight import local
+
+    deadline = time.monotonic() + timeout
+    s = local.connect(key, facts["host"], deadline)
+    if s is None:
+        return None
+    body = json.dumps(facts, separators=(",", ":")).encode()
+    try:  # the leader's hello waits for its members and the coordinator: up to the deadline
+        got = _exchange(s, body, job_id, secret, listen, deadline, token, hello_s=timeout)
+    except (OSError, wire.ProtocolError):
+        got = None
+    finally:
+        s.close()
+    return got if isinstance(got, dict) else None
 
 
 def resolved(msg: dict[str, Any]) -> dict[str, Any]:
@@ -163,14 +217,17 @@ def participate(
     timeout: float,
     listen: dict[str, Any] | None = None,
     patient: bool = False,
+    token: str | None = None,
+    group: Group | None = None,
 ) -> Result:
     """Retry until the deadline; return the verdict, or what was tried. Gives up early on what
     will not heal: a rejection, something else answering on every port, and (unless ``patient``,
-    as in a pod whose master's DNS record may appear late) a name that does not resolve."""
+    as in a pod whose master's DNS record may appear late) a name that does not resolve. A node
+    leader passes its ``group``: its members' facts travel in its frame."""
     start = time.monotonic()
     deadline = start + timeout
     body = json.dumps(facts, separators=(",", ":")).encode()
-    token = wire.new_nonce()  # ours alone: only a connection presenting it may replace our registration
+    token = token or wire.new_nonce()  # ours alone: only a connection presenting it may replace our registration
     att = Attempts()
     delay = 0.05
     foreign_streak = 0
@@ -191,7 +248,7 @@ def participate(
         for addr in addrs[:2]:
             reached = False
             for port in ports:
-                outcome = _attempt(addr, port, body, job_id, secret, listen, deadline, att, token)
+                outcome = _attempt(addr, port, body, job_id, secret, listen, deadline, att, token, group)
                 if isinstance(outcome, dict):
                     outcome.setdefault("port", port)
                     return Result(outcome, att)
@@ -222,6 +279,7 @@ def _attempt(
     deadline: float,
     att: Attempts,
     token: str,
+    group: Group | None = None,
 ) -> dict[str, Any] | str:
     """One connection: the verdict, or what happened (recorded in ``att``)."""
     where = f"{addr}:{port}"
@@ -231,7 +289,7 @@ def _attempt(
         att.note(f"{where}: {e.strerror or e}")
         return "refused"
     try:
-        outcome = _exchange(s, body, job_id, secret, listen, deadline, token)
+        outcome = _exchange(s, body, job_id, secret, listen, deadline, token, group)
     except (OSError, wire.ProtocolError) as e:
         outcome = f"{type(e).__name__}: {e}"
     finally:

@@ -11,6 +11,10 @@
     participant -> coordinator  resolved {"type": "resolved", "results": {name: {"addrs", "error"}}}
     coordinator -> participant  verdict {"type": "verdict", "exit_code", "report", "text"}
 
+A node leader (per-rank mode, local.py) adds "ranks": [{"size", "mac", "token"}, ...] to its header,
+its own first, and its body is those ranks' facts one after another; its members speak this same
+protocol to it over the node's Unix socket, the hello carrying the coordinator's nonce.
+
 Each frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. The MAC is
 HMAC-SHA256(secret, nonce || 0 || job_id || 0 || token || 0 || body), checked before the body is
 parsed, so an unauthenticated peer never gets its JSON decoded. ``token`` is a random value each

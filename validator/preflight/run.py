@@ -21,7 +21,7 @@ from validator.errors import UserError
 from validator.model import Facts, Finding, Report
 from validator.preflight import k8s
 from validator.preflight import protocol as wire
-from validator.preflight.participant import Result, participate
+from validator.preflight.participant import Result
 from validator.preflight.plan import (
     HEALABLE,
     NOT_IN_PREFLIGHT,
@@ -95,9 +95,16 @@ class Gate:
 
 
 def coordinate(
-    opts: Options, p: Plan, facts: Facts, sock: Any, profile: Profile | None, listen: dict[str, Any] | None
+    opts: Options,
+    p: Plan,
+    facts: Facts,
+    sock: Any,
+    profile: Profile | None,
+    listen: dict[str, Any] | None,
+    node: Any = None,
 ) -> int:
-    """Gather, decide, print the report here, send it to everyone; returns the exit code."""
+    """Gather, decide, print the report here, send it to everyone; returns the exit code.
+    ``node``: our node's local socket, where its other ranks meet us (local.py)."""
     import asyncio
 
     from validator.preflight import coordinator as coord
@@ -108,8 +115,9 @@ def coordinate(
     async def main() -> int:
         c = coord.Coordinator(facts, expectation(p), key(p), p.job_id, secret, opts.timeout,
                               own_listen=listen, net_check=opts.net_check)  # fmt: skip
-        gathered = await c.gather(sock, Gate(opts, p, profile))
-        notes = []
+        gathered = await c.gather(sock, Gate(opts, p, profile), node)
+        tcp, unix = c.links()
+        notes = [f"over {tcp} TCP connection(s) and {unix} node-local"] if p.mode == "rank" else []
         net: list[Finding] = []
         if opts.net_check and gathered.complete:
             outcome = await c.check_network(key(p), profile.gpus_per_node if profile else None)
@@ -143,6 +151,8 @@ def coordinate(
             return asyncio.run(main())
     finally:
         sock.close()
+        if node is not None:
+            node.close()
 
 
 def render(report: Report, exit_code: int, arrived: int, p: Plan, seconds: float, notes: list[str]) -> str:
@@ -286,10 +296,14 @@ def rendezvous(
             if len(p.ports) == 1 and owner and "validator" not in owner:
                 return finish_local(opts, local_report(opts, mark_busy(facts, p.port), p, None, []))
         else:
-            code = coordinate(opts, p, facts, sock, profile, listen)
+            from validator.preflight import local
+
+            node = local.bind_node(local.job_key(p), facts["host"]) if local.grouped(facts, p.mode) else None
+            code = coordinate(opts, p, facts, sock, profile, listen, node)
             return act(opts, code, smoke_for(opts, p, facts, port))
-    secret = wire.load_secret(opts.secret_file)
-    result = participate(facts, p.host, p.ports, p.job_id, secret, opts.timeout, listen, patient=k8s.in_pod(facts))
+    from validator.preflight.local import join
+
+    result = join(opts, p, facts, listen)
     if result.verdict is not None:
         v = result.verdict
         full = opts.verbose or named(v, facts)

@@ -1,0 +1,248 @@
+"""Node-local aggregation in per-rank mode: the ranks of one node meet at its local rank 0 (the
+node leader) over a Unix socket named after the job and the node, and the leader sends the
+coordinator one frame with every rank's facts, then fans the verdict back out.
+
+A member speaks to its leader exactly as it would to the coordinator (hello -> header -> body ->
+verdict), so the coordinator's own node needs nothing new: the coordinator serves the same socket
+with its usual connection. A leader that is not the coordinator forwards the coordinator's hello
+(its nonce) to its members for each attempt upstream, so each member's MAC covers its own body
+under the coordinator's nonce and the leader cannot sign for anyone. A member that cannot reach
+its leader within LEADER_WAIT_S, or whose leader closes without a verdict, goes to the
+coordinator directly. The socket is in the abstract namespace (no file left behind), and a leader
+accepts only processes of its own user (SO_PEERCRED).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from validator.model import Facts
+from validator.preflight import protocol as wire
+from validator.preflight.plan import Options, Plan
+
+if TYPE_CHECKING:
+    from validator.preflight.participant import Result
+
+LOCAL_MAX = 64  # ranks on one node that a leader carries (and that the coordinator accepts in one frame)
+LEADER_WAIT_S = 2.0  # a member tries its leader this long, then goes to the coordinator directly
+GATHER_S = 5.0  # a leader waits this long (at most) for its members before going upstream
+LOCAL_IO_S = 1.0  # a member answers its leader's hello within this long, or is left out
+MAX_GROUP = 16 << 20  # bytes of facts in one leader's frame (each rank's body within MAX_FACTS too)
+
+
+def grouped(facts: Facts, mode: str) -> bool:
+    """Per-rank mode with 2..LOCAL_MAX ranks on this node: aggregation applies."""
+    n = facts["launch"]["local_world_size"]
+    return mode == "rank" and isinstance(n, int) and 2 <= n <= LOCAL_MAX
+
+
+def job_key(p: Plan) -> str:
+    """What tells this job from another on the same node: its id and its endpoint (two jobs that
+    share an id, such as torchrun's default rdzv id, have different ports)."""
+    return f"{p.job_id}@{p.host}:{p.port}"
+
+
+def address(key: str, host: str) -> bytes:
+    """The node's socket: abstract namespace, named after the user, the job and the node."""
+    name = f"validator-preflight/{os.getuid()}/{key}/{host}".encode("utf-8", "surrogatepass")
+    if len(name) > 100:
+        name = name[:80] + b"/%08x" % zlib.crc32(name)
+    return b"\0" + name
+
+
+def bind_node(key: str, host: str) -> socket.socket | None:
+    """The leader's (or the coordinator's) socket; None when another process holds it."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.bind(address(key, host))
+        s.listen(LOCAL_MAX)
+    except OSError:
+        s.close()
+        return None
+    return s
+
+
+def same_user(s: socket.socket) -> bool:
+    creds = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return bool(uid == os.getuid())
+
+
+def connect(key: str, host: str, deadline: float) -> socket.socket | None:
+    """A member: its leader's socket, retried for LEADER_WAIT_S (bounded by the deadline); None
+    when there is none, or when another user's process holds the name (it could fake a verdict)."""
+    until = min(deadline, time.monotonic() + LEADER_WAIT_S)
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(address(key, host))
+            if same_user(s):  # an abstract name has no permissions: whoever holds it must be us
+                return s
+            s.close()
+            return None
+        except OSError:
+            s.close()
+        if time.monotonic() + 0.05 >= until:
+            return None
+        time.sleep(0.05)
+
+
+@dataclass
+class Member:
+    sock: socket.socket
+    header: dict[str, Any]
+    body: bytes
+
+
+class Group:
+    """A leader's members: accepted during the gather, asked to sign under each upstream hello,
+    given the verdict at the end. A member that misbehaves or goes silent is dropped (it then
+    goes to the coordinator itself)."""
+
+    def __init__(self, sock: socket.socket, expected: int) -> None:
+        self.listener: socket.socket | None = sock
+        self.expected = expected  # members: the local world size less the leader
+        self.socks: list[socket.socket] = []
+        self.members: list[Member] = []
+
+    def gather(self, until: float) -> None:
+        """Accept members until all have connected or ``until``; then stop listening (a later
+        member finds no leader and goes to the coordinator directly)."""
+        assert self.listener is not None
+        while len(self.socks) < self.expected and (left := until - time.monotonic()) > 0:
+            self.listener.settimeout(left)
+            try:
+                s, _ = self.listener.accept()
+            except OSError:
+                break
+            if len(self.socks) < LOCAL_MAX and same_user(s):
+                self.socks.append(s)
+            else:
+                s.close()
+        self.listener.close()
+        self.listener = None
+
+    def sign(self, hello: dict[str, Any]) -> list[Member]:
+        """Forward the coordinator's hello; each member answers with its header and body."""
+        kept, self.members = [], []
+        frame = wire.encode(hello)
+        for s in self.socks:
+            try:
+                s.settimeout(LOCAL_IO_S)
+                s.sendall(frame)
+                header = wire.recv_msg(s, wire.MAX_FACTS_HEADER)
+                size = header.get("size")
+                ours = header.get("type") == "facts" and header.get("job_id") == hello.get("job_id")
+                if not ours or isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= wire.MAX_FACTS:
+                    raise wire.ProtocolError("not a facts header")
+                if wire.LEN.unpack(wire.recv_exact(s, wire.LEN.size))[0] != size:
+                    raise wire.ProtocolError("facts size does not match the header")
+                self.members.append(Member(s, header, wire.recv_exact(s, size)))
+                kept.append(s)
+            except (OSError, wire.ProtocolError):
+                s.close()
+        self.socks = kept
+        return self.members
+
+    def parts(self, body: bytes, mac: str, token: str) -> tuple[list[dict[str, Any]], bytes]:
+        """The upstream header's "ranks" and the joined bodies: ours first, then each member's,
+        within MAX_GROUP in all."""
+        ranks, bodies, total = [{"size": len(body), "mac": mac, "token": token}], [body], len(body)
+        for m in self.members:
+            if total + len(m.body) > MAX_GROUP:
+                break
+            total += len(m.body)
+            ranks.append({"size": len(m.body), "mac": m.header.get("mac"), "token": m.header.get("token")})
+            bodies.append(m.body)
+        return ranks, b"".join(bodies)
+
+    def finish(self, verdict: dict[str, Any] | None) -> None:
+        """The verdict to every member (None: close, so each goes to the coordinator itself)."""
+        frame = wire.encode(verdict) if verdict is not None else b""
+        for s in self.socks:
+            try:
+                if frame:
+                    s.settimeout(LOCAL_IO_S)
+                    s.sendall(frame)
+            except OSError:
+                pass
+            finally:
+                s.close()
+        self.socks = []
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+
+
+def join(opts: Options, p: Plan, facts: Facts, listen: dict[str, Any] | None) -> Result:
+    """Reach the coordinator. Per-rank mode with several ranks here: local rank 0 leads the node
+    (carries its ranks' facts in one frame); the others go through it, or directly when it is not
+    there (this module)."""
+    from validator.preflight import k8s
+    from validator.preflight.participant import Attempts, Result, participate, via_leader
+
+    secret = wire.load_secret(opts.secret_file)
+    patient, token, t0 = k8s.in_pod(facts), wire.new_nonce(), time.monotonic()
+    lrank = facts["launch"]["local_rank"]
+    if not grouped(facts, p.mode) or lrank is None:
+        return participate(facts, p.host, p.ports, p.job_id, secret, opts.timeout, listen, patient)
+    if lrank == 0 and (sock := bind_node(job_key(p), facts["host"])) is not None:
+        group = Group(sock, int(facts["launch"]["local_world_size"] or 1) - 1)
+        result = None
+        try:
+            group.gather(t0 + min(GATHER_S, opts.timeout / 4))
+            left = opts.timeout - (time.monotonic() - t0)
+            result = participate(facts, p.host, p.ports, p.job_id, secret, left, listen, patient, token, group)
+        finally:
+            group.finish(result.verdict if result else None)
+        return result
+    if (
+        lrank != 0
+        and (verdict := via_leader(facts, p.job_id, secret, opts.timeout, listen, token, job_key(p))) is not None
+    ):
+        return Result(verdict, Attempts())
+    left = opts.timeout - (time.monotonic() - t0)
+    return participate(facts, p.host, p.ports, p.job_id, secret, left, listen, patient, token)
+
+
+def split(header: dict[str, Any], size: int) -> list[tuple[int, str, object]] | None:
+    """The coordinator's reading of a leader's "ranks": (size, token, mac) per rank, or None
+    when the header carries one participant. Raises ProtocolError on anything out of bounds."""
+    ranks = header.get("ranks")
+    if ranks is None:
+        return None
+    if not isinstance(ranks, list) or not 1 <= len(ranks) <= LOCAL_MAX or size > MAX_GROUP:
+        raise wire.ProtocolError(f"bad ranks of a node leader ({wire.short(ranks)})")
+    out = []
+    for r in ranks:
+        n = r.get("size") if isinstance(r, dict) else None
+        token = r.get("token") if isinstance(r, dict) else None
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= wire.MAX_FACTS:
+            raise wire.ProtocolError("bad rank entry in a node leader's header")
+        if not isinstance(token, str) or not 0 < len(token) <= 64:
+            raise wire.ProtocolError("bad rank entry in a node leader's header")
+        out.append((n, token, r.get("mac")))
+    if sum(n for n, _, _ in out) != size:
+        raise wire.ProtocolError("the ranks' sizes do not add up to the facts size")
+    return out
+
+
+def same_node(group: list[Facts]) -> str | None:
+    """Why a leader's ranks cannot all be its node's (None when they can): each rank's host is
+    the leader's, and there are no more than its local world size."""
+    lead = group[0]
+    n = lead["launch"]["local_world_size"]
+    if not isinstance(n, int) or len(group) > min(n, LOCAL_MAX):
+        return f"{len(group)} ranks from a node leader whose local world size is {wire.short(n)}"
+    for f in group[1:]:
+        if f["host"] != lead["host"]:
+            return f"rank on host {wire.short(f['host'])} sent by the leader of {wire.short(lead['host'])}"
+    if len({f["pid"] for f in group}) != len(group):
+        return f"two ranks with the same pid from the leader of {wire.short(lead['host'])}"
+    return None

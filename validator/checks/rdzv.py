@@ -39,7 +39,9 @@ def _find_loopback(job: Job) -> tuple[int, ...]:
     spans hosts, or their peers reach the master on a routable address."""
     masters, firsts = _masters(job), _firsts(job)
     # all addresses loopback implies the first one is: look closer only at those
-    loop = [i for i, a in enumerate(firsts) if a and is_loopback(a) and masters[i]["loopback"]]
+    # (each distinct address parsed once: 100,000 ranks name a handful)
+    loopback = {a: is_loopback(a) for a in set(firsts) if a}
+    loop = [i for i, a in enumerate(firsts) if a and loopback[a] and masters[i]["loopback"]]
     if loop and (job.multi_node or len(loop) < len(firsts) - firsts.count(None)):
         return tuple(loop)
     return ()

@@ -10,25 +10,10 @@ docker, lo, virbr. Since 2.28 only RUNNING interfaces are candidates and virbr i
 from __future__ import annotations
 
 import ipaddress
-import re
 from typing import Any
 
-from validator.agent import probe  # one rule; the agent imports nothing of ours
+from validator.agent.probe import is_loopback as is_loopback  # one rule; the agent imports nothing of ours
 from validator.model import Facts, Interface, MasterFacts, Selection
-
-_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
-_IPV4 = re.compile(rf"({_OCTET})(?:\.{_OCTET}){{3}}(/\d+)?")
-
-
-def is_loopback(addr: str) -> bool:
-    """The agent's rule (``probe.is_loopback``). A plain IPv4 address, or one with a prefix
-    length (which that rule does not parse: False), is decided here without ipaddress, which
-    costs 10 us an address at 12,500 nodes."""
-    m = _IPV4.fullmatch(addr)
-    if m is None:
-        return probe.is_loopback(addr)
-    return m[2] is None and m[1] == "127"
-
 
 # Kinds whose addresses other nodes cannot reach (container/VM bridges, tunnels, overlays). Not
 # veth (a Kubernetes pod's eth0 is one), bond (the cluster NIC itself), macvlan/ipvlan (secondary

@@ -20,15 +20,24 @@ from validator.model import Facts
 SECTIONS = ("gpus", "network", "software", "system", "ib", "errors", "env", "launch", "kind", "validator", "hostname")
 
 
+DEPTH = 6  # how far into a section its parts are shared across hosts (facts nest 4 deep)
+
+
 class Shared:
     def __init__(self) -> None:
         self.kept: dict[str, dict[str, Any]] = {}  # host -> section name -> the object kept
+        # across hosts, inside sections: equal strings, and equal lists / dicts of plain values
+        # (an interface, a list of IB devices, a launch's sources), held once
+        self.values: dict[Any, Any] = {}
 
     def add(self, facts: Facts) -> Facts:
         """``facts``, its sections replaced by equal ones already held for its host."""
         doc: dict[str, Any] = facts  # type: ignore[assignment]
         kept = self.kept.get(facts["host"])
         if kept is None:
+            for name in SECTIONS:
+                if type(doc.get(name)) is dict:
+                    doc[name] = {intern(k): self._one(v, DEPTH) for k, v in doc[name].items()}
             self.kept[facts["host"]] = {name: doc[name] for name in (*SECTIONS, "host") if name in doc}
             return facts
         for name in SECTIONS:
@@ -36,6 +45,25 @@ class Shared:
                 doc[name] = _share(doc[name], kept[name])
         doc["host"] = kept["host"]
         return facts
+
+    def _one(self, v: Any, depth: int) -> Any:
+        """``v`` with its strings, and its lists and dicts of plain values, replaced by equal ones
+        already held; its dictionary keys interned."""
+        t = type(v)
+        if t is str:
+            return self.values.setdefault(v, v)
+        if depth <= 0 or (t is not list and t is not dict):
+            return v
+        if t is list:
+            items = [self._one(x, depth - 1) for x in v]
+            types = tuple(map(type, items))
+            return self.values.setdefault((list, types, *items), items) if PLAIN.issuperset(types) else items
+        d = {intern(k): self._one(x, depth - 1) for k, x in v.items()}
+        types = tuple(map(type, d.values()))  # with the types: 1 == True == 1.0, and must stay apart
+        return self.values.setdefault((dict, types, *d.items()), d) if PLAIN.issuperset(types) else d
+
+
+PLAIN = {str, int, float, bool, type(None)}
 
 
 def _share(mine: Any, theirs: Any) -> Any:

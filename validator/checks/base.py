@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress, repeat
@@ -108,6 +109,23 @@ def majority_of(
     return (best[0] if best else None), groups
 
 
+def indices(values: list[Any], value: Any) -> list[int]:
+    """Where ``value`` is in ``values`` (by ==): a search at C speed for each one found."""
+    out: list[int] = []
+    with suppress(ValueError):
+        while True:
+            out.append(values.index(value, out[-1] + 1 if out else 0))
+    return out
+
+
+def all_in_range(values: list[Any], bounds: list[Any]) -> bool:
+    """Every value and bound an int, and 0 <= value < bound for each: at 100,000 ranks, settled by
+    passes at C speed (min, max, types) where a loop over pairs would run in Python."""
+    if not values or not set(map(type, values)) == set(map(type, bounds)) == {int}:
+        return False
+    return bool(min(values) >= 0 and max(values) < min(bounds))
+
+
 class Job:
     """All participants' facts, with the groupings checks share, computed once."""
 
@@ -167,12 +185,21 @@ class Job:
                 out.setdefault(v, []).extend(self.node_of(i))
         return out
 
-    def node_majority(self, key: Callable[[int], T | None]) -> tuple[T | None, dict[T, list[int]]]:
+    def node_majority(
+        self, key: Callable[[int], T | None], section: str | None = None
+    ) -> tuple[T | None, dict[T, list[int]]]:
         """Majority of a per-node fact over nodes (not ranks); groups hold every participant of
         the nodes with each value. A tie goes to the node that holds rank 0 / node rank 0, even
-        when another of its ranks represents it."""
+        when another of its ranks represents it. ``section``: the one section ``key`` reads, so
+        that it runs once per distinct object (``facts.share`` holds equal sections once)."""
         reference, nodes, reps = self.reference_reps, self.node_lists, self.node_reps
-        values = [key(i) for i in reps]
+        if section is None:
+            values = [key(i) for i in reps]
+        else:
+            facts = self.facts
+            ids = [id(facts[i][section]) for i in reps]  # type: ignore[literal-required]
+            once = {k: key(i) for k, i in dict(zip(ids, reps, strict=True)).items()}
+            values = list(map(once.__getitem__, ids))
         if values and values[0] is not None and values.count(values[0]) == len(values):
             return values[0], {values[0]: list(range(len(self.facts)))}  # every node agrees
         expected, groups = majority_of(reps, values, reference.__contains__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from validator.checks.base import Check, Hit, Job, check, describe, outliers
+from validator.checks.base import Check, Hit, Job, check, describe, majority_of, outliers
 from validator.codes import table
 from validator.model import Facts, Severity
 from validator.targets import fold_ranks
@@ -35,8 +35,8 @@ def node_gpu_count(job: Job, members: list[int]) -> int:
 
 
 def _ranks_on_node(job: Job, members: list[int]) -> int | None:
-    launches = job.launches
-    lws, _ = job.majority(members, lambda i: launches[i]["local_world_size"])
+    column = job.column("local_world_size")
+    lws, _ = majority_of(members, [column[i] for i in members], job.is_reference)
     if isinstance(lws, int):
         return lws
     ranked = [i for i in members if job.ranks[i] is not None]
@@ -88,11 +88,12 @@ def device_of(f: Facts) -> str | None:
 def _distinct_by_local_rank(job: Job, members: list[int]) -> bool:
     """The common case, settled without resolving each rank's device: every rank of the node sees
     the same list of several GPUs and picks visible[LOCAL_RANK] with a distinct LOCAL_RANK."""
-    facts, launches = job.facts, job.launches
-    visible = [facts[i]["gpus"]["visible"] for i in members]
+    column = job.memo("gpu.visible", lambda: [f["gpus"]["visible"] for f in job.facts])
+    visible = [column[i] for i in members]
     if len(members) < 2 or visible[0] is None or len(visible[0]) < 2 or visible.count(visible[0]) != len(visible):
         return False
-    return len({launches[i]["local_rank"] for i in members}) == len(members)
+    local_ranks = job.column("local_rank")
+    return len({local_ranks[i] for i in members}) == len(members)
 
 
 @check("GPU002", Severity.ERROR, "Two local ranks on one GPU")

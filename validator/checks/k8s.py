@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from validator.checks.base import Check, Hit, Job, check, describe, outliers
+from validator.checks.base import Check, Hit, Job, all_in_range, check, describe, outliers
 from validator.codes import table
 from validator.model import Severity
 
@@ -109,6 +109,8 @@ def node_rank_range(job: Job) -> Iterator[Hit]:
     Make the node count equal to the number of pods (for an Indexed Job or JobSet: NNODES =
     completions x replicas), or lower the completions.
     """
+    if all_in_range(job.column("node_rank"), job.column("nnodes")):
+        return
     bad: dict[tuple[int, int], list[int]] = {}
     for i, lf in enumerate(job.launches):
         nr, n = lf["node_rank"], lf["nnodes"]

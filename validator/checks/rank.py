@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from validator.checks.base import Check, Hit, Job, check, describe, majority_of, outliers
+from validator.checks.base import Check, Hit, Job, all_in_range, check, describe, majority_of, outliers
 from validator.codes import table
 from validator.errors import UserError
 from validator.model import Severity
@@ -111,6 +111,8 @@ def rank_out_of_range(job: Job) -> Iterator[Hit]:
     Fix the RANK/WORLD_SIZE the launcher passes to this process (usually an off-by-one in a
     hand-written launch script, or WORLD_SIZE not updated after removing nodes).
     """
+    if all_in_range(job.ranks, job.column("world_size")):
+        return
     bad: dict[tuple[int, int], list[int]] = {}
     for i, (rank, launch) in enumerate(zip(job.ranks, job.launches, strict=True)):
         ws = launch["world_size"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from validator.checks.base import Check, Hit, Job, check
+from validator.checks.base import Check, Hit, Job, check, indices
 from validator.codes import table
 from validator.model import Severity
 
@@ -77,7 +77,7 @@ def _master_reps(job: Job) -> list[int]:
 
     def compute() -> list[int]:
         nodes = job.node_lists
-        return sorted({nodes[i][0] for i, lf in enumerate(job.launches) if lf["node_rank"] == 0 or lf["rank"] == 0})
+        return sorted({nodes[i][0] for i in indices(job.column("node_rank"), 0) + indices(job.ranks, 0)})
 
     return job.memo("system.master_reps", compute)
 

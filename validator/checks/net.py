@@ -24,21 +24,24 @@ def _iface(f: Facts, name: str | None) -> Interface | None:
 
 def _chosen(job: Job, i: int) -> tuple[str, str | None, str]:
     """(library, interface, rule) that carries this node's traffic (computed once per node)."""
-    chosen: dict[int, tuple[str, str | None, str]] = job.memo("net.chosen", dict)
-    if i not in chosen:
-        net = job.facts[i]["network"]
-        lib = "NCCL" if job.uses_gpus else "Gloo"
-        sel = net["nccl"] if job.uses_gpus else net["gloo"]
-        chosen[i] = (lib, next(iter(sel["ifaces"]), None), sel["rule"])
-    return chosen[i]
+    return _chosen_all(job)[i]
+
+
+def _chosen_all(job: Job) -> dict[int, tuple[str, str | None, str]]:
+    def compute() -> dict[int, tuple[str, str | None, str]]:
+        lib, which = ("NCCL", "nccl") if job.uses_gpus else ("Gloo", "gloo")
+        out = {}
+        for i in job.node_reps:
+            sel = job.facts[i]["network"][which]  # type: ignore[literal-required]
+            out[i] = (lib, next(iter(sel["ifaces"]), None), sel["rule"])
+        return out
+
+    return job.memo("net.chosen", compute)
 
 
 def _chosen_iface(job: Job, i: int) -> Interface | None:
     """The interface record of ``_chosen`` (computed once per node)."""
-    ifaces: dict[int, Interface | None] = job.memo("net.chosen_iface", dict)
-    if i not in ifaces:
-        ifaces[i] = _iface(job.facts[i], _chosen(job, i)[1])
-    return ifaces[i]
+    return job.memo("net.chosen_iface", lambda: {i: _iface(job.facts[i], c[1]) for i, c in _chosen_all(job).items()})[i]
 
 
 def _network(cidr: str) -> str:

@@ -27,7 +27,13 @@ def _masters(job: Job) -> list[Any]:
 
 def _firsts(job: Job) -> list[str | None]:
     """The first address MASTER_ADDR resolves to, for every participant (computed once)."""
-    return job.memo("rdzv.firsts", lambda: [m["resolved"][0] if m and m["resolved"] else None for m in _masters(job)])
+
+    def compute() -> list[str | None]:
+        masters = _masters(job)  # one object per node (facts.share): read each once
+        first = {id(m): m["resolved"][0] if m and m["resolved"] else None for m in masters}
+        return list(map(first.__getitem__, map(id, masters)))
+
+    return job.memo("rdzv.firsts", compute)
 
 
 def _loopback_members(job: Job) -> tuple[int, ...]:
@@ -41,6 +47,8 @@ def _find_loopback(job: Job) -> tuple[int, ...]:
     # all addresses loopback implies the first one is: look closer only at those
     # (each distinct address parsed once: 100,000 ranks name a handful)
     loopback = {a: is_loopback(a) for a in set(firsts) if a}
+    if not any(loopback.values()):
+        return ()
     loop = [i for i, a in enumerate(firsts) if a and loopback[a] and masters[i]["loopback"]]
     if loop and (job.multi_node or len(loop) < len(firsts) - firsts.count(None)):
         return tuple(loop)
@@ -59,16 +67,21 @@ def master_addr(job: Job) -> Iterator[Hit]:
     name) and pass it unchanged to every node.
     """
     skip = set(_loopback_members(job))
-    launches, firsts = job.launches, _firsts(job)
-    members = [i for i, lf in enumerate(launches) if lf["master_addr"] and i not in skip]
-    # a rank that could not resolve the name is RDZ005's; here it counts as pointing where that
-    # name resolves for its peers
-    names = [launches[i]["master_addr"] for i in members]
-    resolved: dict[str, str] = {}
-    for i, name in zip(members, names, strict=True):
-        if name not in resolved and (first := firsts[i]):
-            resolved[name] = first
-    keys = [firsts[i] or resolved.get(name, name) for i, name in zip(members, names, strict=True)]
+    firsts, column = _firsts(job), job.column("master_addr")
+    # the usual job: every rank names the master, and the name resolved everywhere
+    if not skip and None not in column and "" not in column and None not in firsts and "" not in firsts:
+        members: list[int] = list(range(len(job)))
+        keys: list[str | None] = firsts  # every rank resolved its MASTER_ADDR
+    else:
+        members = [i for i, name in enumerate(column) if name and i not in skip]
+        # a rank that could not resolve the name is RDZ005's; here it counts as pointing where
+        # that name resolves for its peers
+        names = [column[i] for i in members]
+        resolved: dict[str, str] = {}
+        for i, name in zip(members, names, strict=True):
+            if name not in resolved and (first := firsts[i]):
+                resolved[name] = first
+        keys = [firsts[i] or resolved.get(name, name) for i, name in zip(members, names, strict=True)]
     expected, groups = majority_of(members, keys, job.is_reference)
     for value, who in outliers(groups, expected):
         names = sorted({job.launch(i)["master_addr"] for i in who})

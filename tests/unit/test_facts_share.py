@@ -40,6 +40,11 @@ def test_plain_values_are_shared_across_hosts_when_equal_in_type_and_value() -> 
     assert two["system"]["flags"] is not one["system"]["flags"]  # 1 == True, but not the same fact
     assert [type(v) for v in two["system"]["flags"]] == [int, int]
     assert [type(v) for v in one["system"]["flags"]] == [bool, int]
+    soft = [
+        s.add(json.loads(f'{{"host": "h{n}", "software": {{"v": {v}}}}}')) for n, v in enumerate(["1", "true", "true"])
+    ]
+    assert soft[1]["software"] is not soft[0]["software"] and soft[1]["software"]["v"] is True  # not 1
+    assert soft[2]["software"] is soft[1]["software"]  # equal, and equal in type: one object
 
 
 def test_a_section_that_differs_keeps_its_own_value() -> None:

@@ -44,7 +44,7 @@ class Shared:
                 if type(doc.get(name)) is dict:
                     section = {intern(k): self._one(v, DEPTH) for k, v in doc[name].items()}
                     last = self.last.get(name)  # hosts in a row with equal sections (software) hold one
-                    doc[name] = self.last[name] = last if last == section else section
+                    doc[name] = self.last[name] = last if _same(last, section, DEPTH) else section
             self.kept[facts["host"]] = {name: doc[name] for name in (*SECTIONS, "host") if name in doc}
             return facts
         for name in SECTIONS:
@@ -71,6 +71,19 @@ class Shared:
 
 
 PLAIN = {str, int, float, bool, type(None)}
+
+
+def _same(a: Any, b: Any, depth: int) -> bool:
+    """Equal, and of the same types throughout (``==`` alone holds 1 and True equal)."""
+    if a is b:
+        return True
+    if type(a) is not type(b) or a != b:
+        return False
+    if depth <= 0:
+        return type(a) not in (dict, list)
+    if type(a) is dict:
+        return all(_same(x, b[k], depth - 1) for k, x in a.items())
+    return type(a) is not list or all(_same(x, y, depth - 1) for x, y in zip(a, b, strict=True))
 
 
 def _share(mine: Any, theirs: Any) -> Any:

@@ -89,6 +89,9 @@ def _reference(launch: Any) -> bool:
     return bool(launch["rank"] == 0 or (launch["rank"] is None and launch["node_rank"] == 0))
 
 
+FEW = 64  # majority_of: at most this many members outside the majority are placed one by one
+
+
 def majority_of(
     members: Sequence[int], values: list[T | None], prefer: Callable[[int], bool]
 ) -> tuple[T | None, dict[T, list[int]]]:
@@ -100,9 +103,17 @@ def majority_of(
     counts.pop(None, None)  # type: ignore[arg-type]  # values may hold None; groups never do
     if len(counts) > 16:  # many distinct values: one pass beats a pass per value
         return majority(((i, v) for i, v in zip(members, values, strict=True) if v is not None), prefer)
-    groups = {v: list(compress(members, map(eq, values, repeat(v)))) for v in counts}  # first-seen order
     top = max(counts.values(), default=0)
     best = [v for v, c in counts.items() if c == top]
+    if len(best) == 1 and len(values) - top <= FEW:  # one big group: place the few others, at C speed
+        few = {v: indices(values, v) for v in counts if v is not best[0]}
+        nones = indices(values, None) if sum(counts.values()) < len(values) else []
+        big = list(members)
+        for p in sorted([p for ps in few.values() for p in ps] + nones, reverse=True):
+            del big[p]
+        groups = {v: big if v is best[0] else [members[p] for p in few[v]] for v in counts}  # first-seen order
+    else:
+        groups = {v: list(compress(members, map(eq, values, repeat(v)))) for v in counts}
     for v in best if len(best) > 1 else ():
         if any(prefer(i) for i in groups[v]):
             return v, groups
@@ -272,9 +283,13 @@ class Job:
         return [list(col) for col in zip(*rows, strict=True)]
 
     @cached_property
+    def world_sizes(self) -> tuple[int | None, dict[int, list[int]]]:
+        """The majority WORLD_SIZE, and the participants of each value."""
+        return majority_of(range(len(self)), self.column("world_size"), self.is_reference)
+
+    @cached_property
     def world_size(self) -> int | None:
-        ws, _ = majority_of(range(len(self)), self.column("world_size"), self.is_reference)
-        return ws
+        return self.world_sizes[0]
 
     @cached_property
     def nnodes(self) -> int | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from validator.checks.base import Check, Hit, Job, all_in_range, check, describe, majority_of, outliers
+from validator.checks.base import Check, Hit, Job, all_in_range, check, describe, outliers
 from validator.codes import table
 from validator.errors import UserError
 from validator.model import Severity
@@ -143,7 +143,7 @@ def world_size_mismatch(job: Job) -> Iterator[Hit]:
     """
     launches, sizes = job.launches, job.column("world_size")
     if job.column("command").count(None) == len(job):  # no wrapper: nothing is derived
-        expected, groups = majority_of(range(len(job)), sizes, job.is_reference)
+        expected, groups = job.world_sizes
     else:
         members = [i for i, lf in enumerate(launches) if not lf["sources"].get("world_size", "").startswith("derived")]
         expected, groups = job.majority(members, sizes.__getitem__)

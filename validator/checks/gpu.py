@@ -196,6 +196,8 @@ def bad_visible_devices(job: Job) -> Iterator[Hit]:
     """
     groups: dict[str, list[int]] = {}
     gpus = [f["gpus"] for f in job.facts]
+    if not any(g["visible_error"] for g in {id(g): g for g in gpus}.values()):  # one object per node
+        return
     for i in [i for i, g in enumerate(gpus) if g["visible_error"] and g["source"] != "none"]:
         groups.setdefault(str(gpus[i]["visible_error"]), []).append(i)
     for err, members in groups.items():

@@ -171,13 +171,10 @@ def local_ranks(job: Job) -> Iterator[Hit]:
     """
     complete = job.world_size is not None and len(job.ranked) == job.world_size
     ranks, launches = job.ranks, job.launches
+    lr_column, lws_column = job.column("local_rank"), job.column("local_world_size")
     for (host, node_rank), members in job.nodes.items():
-        n, lrs = len(members), [launches[i]["local_rank"] for i in members]
-        if (
-            None not in lrs
-            and sorted(lrs) == list(range(n))
-            and [launches[i]["local_world_size"] for i in members].count(n) == n
-        ):
+        n, lrs = len(members), [lr_column[i] for i in members]
+        if None not in lrs and sorted(lrs) == list(range(n)) and [lws_column[i] for i in members].count(n) == n:
             continue  # the usual node: local ranks 0..n-1 and LOCAL_WORLD_SIZE=n everywhere
         ranked = [i for i in members if ranks[i] is not None]
         if not ranked:

@@ -245,6 +245,13 @@ class Job:
             members.append(i)
         return out
 
+    @staticmethod
+    def pick(column: list[R], members: list[int]) -> list[R]:
+        """``column``'s values of ``members`` (ascending, as in ``nodes``): a slice when they
+        are consecutive, as a node's ranks usually are."""
+        first, n = members[0], len(members)
+        return column[first : first + n] if members[-1] - first == n - 1 else [column[i] for i in members]
+
     def node_of(self, i: int) -> list[int]:
         """Every participant on the same node as participant ``i``."""
         return self.node_lists[i]

@@ -36,7 +36,7 @@ def node_gpu_count(job: Job, members: list[int]) -> int:
 
 def _ranks_on_node(job: Job, members: list[int]) -> int | None:
     column = job.column("local_world_size")
-    lws, _ = majority_of(members, [column[i] for i in members], job.is_reference)
+    lws, _ = majority_of(members, job.pick(column, members), job.is_reference)
     if isinstance(lws, int):
         return lws
     ranked = [i for i in members if job.ranks[i] is not None]
@@ -89,11 +89,11 @@ def _distinct_by_local_rank(job: Job, members: list[int]) -> bool:
     """The common case, settled without resolving each rank's device: every rank of the node sees
     the same list of several GPUs and picks visible[LOCAL_RANK] with a distinct LOCAL_RANK."""
     column = job.memo("gpu.visible", lambda: [f["gpus"]["visible"] for f in job.facts])
-    visible = [column[i] for i in members]
+    visible = job.pick(column, members)
     if len(members) < 2 or visible[0] is None or len(visible[0]) < 2 or visible.count(visible[0]) != len(visible):
         return False
     local_ranks = job.column("local_rank")
-    return len({local_ranks[i] for i in members}) == len(members)
+    return len(set(job.pick(local_ranks, members))) == len(members)
 
 
 @check("GPU002", Severity.ERROR, "Two local ranks on one GPU")

@@ -173,8 +173,8 @@ def local_ranks(job: Job) -> Iterator[Hit]:
     ranks, launches = job.ranks, job.launches
     lr_column, lws_column = job.column("local_rank"), job.column("local_world_size")
     for (host, node_rank), members in job.nodes.items():
-        n, lrs = len(members), [lr_column[i] for i in members]
-        if None not in lrs and sorted(lrs) == list(range(n)) and [lws_column[i] for i in members].count(n) == n:
+        n, lrs = len(members), job.pick(lr_column, members)
+        if None not in lrs and sorted(lrs) == list(range(n)) and job.pick(lws_column, members).count(n) == n:
             continue  # the usual node: local ranks 0..n-1 and LOCAL_WORLD_SIZE=n everywhere
         ranked = [i for i in members if ranks[i] is not None]
         if not ranked:
@@ -226,12 +226,13 @@ def _node_ranks(job: Job) -> dict[int, list[int]]:
     """node rank -> participants; in rank mode one entry per host for each node rank."""
 
     def compute() -> dict[int, list[int]]:
-        launches = job.launches
+        modes = job.column("mode")
+        agents = "node" in modes
         out: dict[int, list[int]] = {}
         for (_, node_rank), members in job.nodes.items():
             if node_rank is None:
                 continue
-            node_mode = [i for i in members if launches[i]["mode"] == "node"]
+            node_mode = [i for i in members if modes[i] == "node"] if agents else []
             out.setdefault(node_rank, []).extend(node_mode or members[:1])
         return out
 

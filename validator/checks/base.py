@@ -85,6 +85,9 @@ LAUNCH_COLUMNS = (
 )  # fmt: skip
 
 
+SECTIONS = ("launch", "host", "network", "gpus", "env")  # Job.section
+
+
 def _reference(launch: Any) -> bool:
     return bool(launch["rank"] == 0 or (launch["rank"] is None and launch["node_rank"] == 0))
 
@@ -158,7 +161,7 @@ class Job:
     @cached_property
     def launches(self) -> list[Any]:
         """Every participant's launch facts, by index: hot loops over 100,000 ranks read this."""
-        return [f["launch"] for f in self.facts]
+        return self.section("launch")
 
     @cached_property
     def ranks(self) -> list[int | None]:
@@ -177,7 +180,7 @@ class Job:
     @cached_property
     def host_list(self) -> list[str]:
         """Every participant's host, by index."""
-        return [f["host"] for f in self.facts]
+        return self.section("host")
 
     def is_reference(self, i: int) -> bool:
         """Rank 0, or node rank 0: whose view wins when peers split evenly."""
@@ -281,6 +284,18 @@ class Job:
         if field in LAUNCH_COLUMNS:
             return self._launch_columns[LAUNCH_COLUMNS.index(field)]
         return self.memo(f"column.{field}", lambda: [launch[field] for launch in self.launches])
+
+    def section(self, name: str) -> list[Any]:
+        """One top-level field (``launch``, ``host``, ``network``, ``gpus``, ``env``) of every
+        participant, by index: read together in one pass, like the launch columns."""
+        return self._sections[SECTIONS.index(name)]
+
+    @cached_property
+    def _sections(self) -> list[list[Any]]:
+        if not self.facts:
+            return [[] for _ in SECTIONS]
+        rows = map(itemgetter(*SECTIONS), self.facts)
+        return [list(col) for col in zip(*rows, strict=True)]
 
     @cached_property
     def _launch_columns(self) -> list[list[Any]]:

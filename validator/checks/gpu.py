@@ -88,7 +88,7 @@ def device_of(f: Facts) -> str | None:
 def _distinct_by_local_rank(job: Job, members: list[int]) -> bool:
     """The common case, settled without resolving each rank's device: every rank of the node sees
     the same list of several GPUs and picks visible[LOCAL_RANK] with a distinct LOCAL_RANK."""
-    column = job.memo("gpu.visible", lambda: [f["gpus"]["visible"] for f in job.facts])
+    column = job.memo("gpu.visible", lambda: [g["visible"] for g in job.section("gpus")])
     visible = job.pick(column, members)
     if len(members) < 2 or visible[0] is None or len(visible[0]) < 2 or visible.count(visible[0]) != len(visible):
         return False
@@ -195,7 +195,7 @@ def bad_visible_devices(job: Job) -> Iterator[Hit]:
     are relative to the job's GPUs: compare counts, not values).
     """
     groups: dict[str, list[int]] = {}
-    gpus = [f["gpus"] for f in job.facts]
+    gpus = job.section("gpus")
     if not any(g["visible_error"] for g in {id(g): g for g in gpus}.values()):  # one object per node
         return
     for i in [i for i, g in enumerate(gpus) if g["visible_error"] and g["source"] != "none"]:

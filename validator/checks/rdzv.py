@@ -22,7 +22,7 @@ def _first(job: Job, i: int) -> str | None:
 
 def _masters(job: Job) -> list[Any]:
     """Every participant's MasterFacts (or None), by index: the RDZ checks read only these."""
-    return job.memo("rdzv.masters", lambda: [f["network"]["master"] for f in job.facts])
+    return job.memo("rdzv.masters", lambda: [n["master"] for n in job.section("network")])
 
 
 def _firsts(job: Job) -> list[str | None]:

@@ -142,8 +142,7 @@ def _env_drift(job: Job) -> list[tuple[str, str | None, dict[str | None, list[in
         last: tuple[tuple[str, ...], Any] | None = None
         same: list[int] = []
         members: list[int] = []
-        for i, f in enumerate(job.facts):
-            env = f["env"]
+        for i, env in enumerate(job.section("env")):
             names = tuple(env)
             if names != last_names:
                 same = by_names.setdefault(names, [])

@@ -37,6 +37,8 @@ def kubeflow_plain_python(job: Job) -> Iterator[Hit]:
     nprocPerNode to 1 when each pod runs one process.
     """
     groups: dict[tuple[str, int, str, str], list[int]] = {}
+    if job.column("command").count(None) == len(job):
+        return  # no command line known
     for i, lf in enumerate(job.launches):
         cmd = lf["command"]
         if cmd is None or cmd["tool"] != "python":

@@ -355,6 +355,8 @@ def launch_options(job: Job) -> Iterator[Hit]:
     one launch script); take per-node values only from --node-rank.
     """
     launches = job.launches
+    if job.column("command").count(None) == len(job):
+        return  # no command line known
     nodes = [i for i, lf in enumerate(launches) if lf["command"] and lf["mode"] == "node"]
     for field in LAUNCH_OPTIONS:
         expected, groups = job.majority(nodes, lambda i, f=field: launches[i].get(f))  # type: ignore[misc]

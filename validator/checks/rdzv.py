@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from validator.agent.probe import redact_command
-from validator.checks.base import Check, Hit, Job, check, describe, majority_of, outliers
+from validator.checks.base import Check, Hit, Job, all_in_range, check, describe, majority_of, outliers
 from validator.codes import table
 from validator.facts.network import is_loopback
 from validator.model import Launcher, Severity
@@ -245,6 +245,8 @@ def port_range(job: Job) -> Iterator[Hit]:
     groups: dict[str, list[int]] = {}
     launches = job.launches
     ports = job.column("master_port")
+    if not any(job.column("invalid")) and all_in_range([p - 1 for p in set(ports) if isinstance(p, int)], [65535]):
+        return  # nothing invalid, every port from 1 to 65535 (or not set)
     suspects = [
         i
         for i, (bad, p) in enumerate(zip(job.column("invalid"), ports, strict=True))

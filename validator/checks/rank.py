@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 
-from validator.checks.base import Check, Hit, Job, all_in_range, check, describe, outliers
+from validator.checks.base import FEW, Check, Hit, Job, all_in_range, check, describe, indices, outliers
 from validator.codes import table
 from validator.errors import UserError
 from validator.model import Severity
@@ -47,14 +48,18 @@ def duplicate_rank(job: Job) -> Iterator[Hit]:
     use RANK=$SLURM_PROCID, under MPI use OMPI_COMM_WORLD_RANK. Check that two launches of the
     same job did not land on the same nodes.
     """
-    seen: dict[int, int] = {}
     by_rank: dict[int, list[int]] = {}
-    for i, rank in enumerate(job.ranks):
-        if rank is None:
-            continue
-        first = seen.setdefault(rank, i)
-        if first != i:
-            by_rank.setdefault(rank, [first]).append(i)
+    dups = [r for r, n in Counter(job.ranks).items() if n > 1 and r is not None]  # counted at C speed
+    if len(dups) <= FEW:  # the usual few: find each one's processes at C speed
+        by_rank = {r: indices(job.ranks, r) for r in dups}
+    else:
+        seen: dict[int, int] = {}
+        for i, rank in enumerate(job.ranks):
+            if rank is None:
+                continue
+            first = seen.setdefault(rank, i)
+            if first != i:
+                by_rank.setdefault(rank, [first]).append(i)
     for rank, members in sorted(by_rank.items()):
         if len(members) > 1:
             who = ", ".join(f"{job.host(i)} pid {job.facts[i]['pid']}" for i in members[:4])
@@ -82,8 +87,11 @@ def missing_ranks(job: Job) -> Iterator[Hit]:
     ws = job.world_size
     if not job.ranked or not isinstance(ws, int) or ws <= 0:
         return
-    present = set(job.ranks)
-    missing = [r for r in range(ws) if r not in present]
+    if ws <= 2 * len(job.ranks):  # at C speed, in memory the size of the input
+        missing = sorted(set(range(ws)).difference(job.ranks))
+    else:
+        present = set(job.ranks)
+        missing = [r for r in range(ws) if r not in present]
     if not missing:
         return
     layout = _expected_hosts(job)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import eq, itemgetter
 from typing import Any, TypeVar, cast
 
@@ -223,7 +223,7 @@ class Job:
     def reference_reps(self) -> frozenset[int]:
         """The node representatives of the nodes that hold a reference participant."""
         nodes, ranks = self.node_lists, self.ranks
-        refs = [i for i, r in enumerate(ranks) if r == 0]
+        refs = indices(ranks, 0)
         if None in ranks:  # agents without a rank: node rank 0 is the reference
             refs += [
                 i for i, (r, n) in enumerate(zip(ranks, self.column("node_rank"), strict=True)) if r is None and n == 0
@@ -232,7 +232,8 @@ class Job:
 
     @cached_property
     def ranked(self) -> list[int]:
-        return [i for i, r in enumerate(self.ranks) if r is not None]
+        ranks = self.ranks
+        return list(range(len(ranks))) if None not in ranks else [i for i, r in enumerate(ranks) if r is not None]
 
     @cached_property
     def nodes(self) -> dict[tuple[str, int | None], list[int]]:
@@ -262,8 +263,15 @@ class Job:
     @cached_property
     def node_lists(self) -> list[list[int]]:
         """``node_of`` for every participant, by index (one pass instead of a lookup per call)."""
+        nodes, at = list(self.nodes.values()), 0
+        for members in nodes:  # the usual layout: each node's ranks consecutive, nodes in order
+            if members[0] != at or members[-1] != at + len(members) - 1:
+                break
+            at += len(members)
+        else:
+            return list(chain.from_iterable(map(repeat, nodes, map(len, nodes))))
         out: list[list[int]] = [[] for _ in self.facts]
-        for members in self.nodes.values():
+        for members in nodes:
             for i in members:
                 out[i] = members
         return out

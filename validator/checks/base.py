@@ -81,7 +81,7 @@ def majority(
 
 LAUNCH_COLUMNS = (
     "rank", "local_rank", "world_size", "local_world_size", "node_rank", "nnodes", "master_addr", "master_port",
-    "mode", "launcher", "command", "nodelist", "invalid", "rdzv_backend",
+    "mode", "launcher", "command", "nodelist", "invalid",
 )  # fmt: skip
 
 

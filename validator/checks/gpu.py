@@ -196,7 +196,7 @@ def bad_visible_devices(job: Job) -> Iterator[Hit]:
     """
     groups: dict[str, list[int]] = {}
     gpus = job.section("gpus")
-    if not any(g["visible_error"] for g in {id(g): g for g in gpus}.values()):  # one object per node
+    if not any(g["visible_error"] for g in dict(zip(map(id, gpus), gpus, strict=True)).values()):  # one a node
         return
     for i in [i for i, g in enumerate(gpus) if g["visible_error"] and g["source"] != "none"]:
         groups.setdefault(str(gpus[i]["visible_error"]), []).append(i)

@@ -41,7 +41,11 @@ def _chosen_all(job: Job) -> dict[int, tuple[str, str | None, str]]:
 
 def _chosen_iface(job: Job, i: int) -> Interface | None:
     """The interface record of ``_chosen`` (computed once per node)."""
-    return job.memo("net.chosen_iface", lambda: {i: _iface(job.facts[i], c[1]) for i, c in _chosen_all(job).items()})[i]
+    return _chosen_ifaces(job)[i]
+
+
+def _chosen_ifaces(job: Job) -> dict[int, Interface | None]:
+    return job.memo("net.chosen_iface", lambda: {i: _iface(job.facts[i], c[1]) for i, c in _chosen_all(job).items()})
 
 
 def _network(cidr: str) -> str:
@@ -116,10 +120,10 @@ def loopback_iface(job: Job) -> Iterator[Hit]:
     if not job.multi_node:
         return
     groups: dict[tuple[str, str], list[int]] = {}
-    for i in job.node_reps:
-        lib, _, rule = _chosen(job, i)
-        iface = _chosen_iface(job, i)
-        addr = job.facts[i]["network"]["gloo" if lib == "Gloo" else "nccl"]["addr"] or ""
+    ifaces, facts = _chosen_ifaces(job), job.facts
+    for i, (lib, _, rule) in _chosen_all(job).items():
+        iface = ifaces[i]
+        addr = facts[i]["network"]["gloo" if lib == "Gloo" else "nccl"]["addr"] or ""
         if (iface and iface["loopback"]) or is_loopback(addr):
             groups.setdefault((lib, rule), []).extend(job.node_of(i))
     for (lib, rule), members in groups.items():

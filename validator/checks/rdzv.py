@@ -30,7 +30,8 @@ def _firsts(job: Job) -> list[str | None]:
 
     def compute() -> list[str | None]:
         masters = _masters(job)  # one object per node (facts.share): read each once
-        first = {id(m): m["resolved"][0] if m and m["resolved"] else None for m in masters}
+        distinct = dict(zip(map(id, masters), masters, strict=True))
+        first = {k: m["resolved"][0] if m and m["resolved"] else None for k, m in distinct.items()}
         return list(map(first.__getitem__, map(id, masters)))
 
     return job.memo("rdzv.firsts", compute)

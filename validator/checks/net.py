@@ -152,9 +152,9 @@ def virtual_iface(job: Job) -> Iterator[Hit]:
     if not job.uses_gpus:
         return
     groups: dict[tuple[str, str], list[int]] = {}
-    for i in job.node_reps:
-        _, name, rule = _chosen(job, i)
-        iface = _chosen_iface(job, i)
+    ifaces = _chosen_ifaces(job)
+    for i, (_, name, rule) in _chosen_all(job).items():
+        iface = ifaces[i]
         if iface and iface["virtual"]:
             groups.setdefault((str(name), rule), []).extend(job.node_of(i))
     for (name, rule), members in groups.items():
@@ -180,9 +180,9 @@ def iface_down(job: Job) -> Iterator[Hit]:
     Bring the link up (`ip link set IFACE up`, cable, switch port) or select another interface.
     """
     groups: dict[str, list[int]] = {}
-    for i in job.node_reps:
-        lib, name, _ = _chosen(job, i)
-        iface = _chosen_iface(job, i)
+    ifaces = _chosen_ifaces(job)
+    for i, (lib, name, _) in _chosen_all(job).items():
+        iface = ifaces[i]
         if iface and not iface["loopback"] and not (iface["up"] and iface["running"]):
             groups.setdefault(f"{lib} would use {name}, which is down", []).extend(job.node_of(i))
     for msg, members in groups.items():

@@ -57,8 +57,10 @@ def too_few_gpus(job: Job) -> Iterator[Hit]:
     if not job.uses_gpus:
         return
     groups: dict[tuple[int, int], list[int]] = {}
+    lws = job.column("local_world_size")
+    same = lws[0] if lws and isinstance(lws[0], int) and lws.count(lws[0]) == len(lws) else None  # every node's
     for members in job.nodes.values():
-        need = _ranks_on_node(job, members)
+        need = same if same is not None else _ranks_on_node(job, members)
         have = node_gpu_count(job, members)
         if need is not None and have < need:
             groups.setdefault((have, need), []).extend(members)

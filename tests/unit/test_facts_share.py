@@ -17,17 +17,34 @@ def as_read(job: list[dict]) -> list[dict]:  # type: ignore[type-arg]
     return [json.loads(json.dumps(f)) for f in job]
 
 
-def test_a_nodes_ranks_share_their_equal_sections_and_other_nodes_do_not() -> None:
+def test_a_nodes_ranks_share_their_equal_sections_and_other_nodes_only_equal_ones() -> None:
     s = Shared()
     job = [s.add(f) for f in as_read(rank_job(nodes=2, per_node=4))]  # type: ignore[arg-type]
     node1, node2 = job[:4], job[4:]
     for name in ("gpus", "software", "system", "network"):
         assert all(f[name] is node1[0][name] for f in node1), name
-        assert node2[0][name] is not node1[0][name]  # different hosts: never shared
+    assert node2[0]["software"] is node1[0]["software"]  # the same image: one object for the job
+    assert node2[0]["network"] is not node1[0]["network"]  # other addresses: each host its own
     assert all(f["env"] is not node1[0]["env"] for f in node1[1:])  # RANK differs
     assert all(f["env"]["MASTER_ADDR"] is node1[0]["env"]["MASTER_ADDR"] for f in node1)  # equal values are
     assert [f["env"]["RANK"] for f in job] == [str(r) for r in range(8)]
     assert [f["launch"]["rank"] for f in job] == list(range(8))
+
+
+def test_plain_values_are_shared_across_hosts_when_equal_in_type_and_value() -> None:
+    s = Shared()
+    one = s.add(json.loads('{"host": "a", "system": {"ib": ["mlx5_0"], "flags": [true, 2], "name": "xyz"}}'))
+    two = s.add(json.loads('{"host": "b", "system": {"ib": ["mlx5_0"], "flags": [1, 2], "name": "xyz", "t": 1}}'))
+    assert two["system"] is not one["system"]  # the sections differ
+    assert two["system"]["ib"] is one["system"]["ib"] and two["system"]["name"] is one["system"]["name"]
+    assert two["system"]["flags"] is not one["system"]["flags"]  # 1 == True, but not the same fact
+    assert [type(v) for v in two["system"]["flags"]] == [int, int]
+    assert [type(v) for v in one["system"]["flags"]] == [bool, int]
+    soft = [
+        s.add(json.loads(f'{{"host": "h{n}", "software": {{"v": {v}}}}}')) for n, v in enumerate(["1", "true", "true"])
+    ]
+    assert soft[1]["software"] is not soft[0]["software"] and soft[1]["software"]["v"] is True  # not 1
+    assert soft[2]["software"] is soft[1]["software"]  # equal, and equal in type: one object
 
 
 def test_a_section_that_differs_keeps_its_own_value() -> None:

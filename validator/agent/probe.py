@@ -603,6 +603,11 @@ def is_loopback(addr: str) -> bool:
     text = addr.strip().split("%", 1)[0].strip("[]").lower().rstrip(".")
     if text == "localhost" or text.endswith(".localhost"):
         return True
+    if "/" in text:  # ipaddress refuses it; a prefix length comes up per node at 12,500 nodes
+        return False
+    octets = text.split(".")
+    if len(octets) == 4 and all(o.isascii() and o.isdigit() and str(int(o)) == o and int(o) <= 255 for o in octets):
+        return octets[0] == "127"  # plain IPv4 (no leading zeros): decided without ipaddress
     try:
         ip = ipaddress.ip_address(text)
     except ValueError:

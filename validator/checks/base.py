@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import eq, itemgetter
 from typing import Any, TypeVar, cast
 
@@ -80,12 +81,18 @@ def majority(
 
 LAUNCH_COLUMNS = (
     "rank", "local_rank", "world_size", "local_world_size", "node_rank", "nnodes", "master_addr", "master_port",
-    "mode", "launcher", "command", "nodelist", "invalid", "rdzv_backend",
+    "mode", "launcher", "command", "nodelist", "invalid",
 )  # fmt: skip
+
+
+SECTIONS = ("launch", "host", "network", "gpus", "env")  # Job.section
 
 
 def _reference(launch: Any) -> bool:
     return bool(launch["rank"] == 0 or (launch["rank"] is None and launch["node_rank"] == 0))
+
+
+FEW = 64  # majority_of: at most this many members outside the majority are placed one by one
 
 
 def majority_of(
@@ -99,13 +106,38 @@ def majority_of(
     counts.pop(None, None)  # type: ignore[arg-type]  # values may hold None; groups never do
     if len(counts) > 16:  # many distinct values: one pass beats a pass per value
         return majority(((i, v) for i, v in zip(members, values, strict=True) if v is not None), prefer)
-    groups = {v: list(compress(members, map(eq, values, repeat(v)))) for v in counts}  # first-seen order
     top = max(counts.values(), default=0)
     best = [v for v, c in counts.items() if c == top]
+    if len(best) == 1 and len(values) - top <= FEW:  # one big group: place the few others, at C speed
+        few = {v: indices(values, v) for v in counts if v is not best[0]}
+        nones = indices(values, None) if sum(counts.values()) < len(values) else []
+        big = list(members)
+        for p in sorted([p for ps in few.values() for p in ps] + nones, reverse=True):
+            del big[p]
+        groups = {v: big if v is best[0] else [members[p] for p in few[v]] for v in counts}  # first-seen order
+    else:
+        groups = {v: list(compress(members, map(eq, values, repeat(v)))) for v in counts}
     for v in best if len(best) > 1 else ():
         if any(prefer(i) for i in groups[v]):
             return v, groups
     return (best[0] if best else None), groups
+
+
+def indices(values: list[Any], value: Any) -> list[int]:
+    """Where ``value`` is in ``values`` (by ==): a search at C speed for each one found."""
+    out: list[int] = []
+    with suppress(ValueError):
+        while True:
+            out.append(values.index(value, out[-1] + 1 if out else 0))
+    return out
+
+
+def all_in_range(values: list[Any], bounds: list[Any]) -> bool:
+    """Every value and bound an int, and 0 <= value < bound for each: at 100,000 ranks, settled by
+    passes at C speed (min, max, types) where a loop over pairs would run in Python."""
+    if not values or not set(map(type, values)) == set(map(type, bounds)) == {int}:
+        return False
+    return bool(min(values) >= 0 and max(values) < min(bounds))
 
 
 class Job:
@@ -129,7 +161,7 @@ class Job:
     @cached_property
     def launches(self) -> list[Any]:
         """Every participant's launch facts, by index: hot loops over 100,000 ranks read this."""
-        return [f["launch"] for f in self.facts]
+        return self.section("launch")
 
     @cached_property
     def ranks(self) -> list[int | None]:
@@ -148,7 +180,7 @@ class Job:
     @cached_property
     def host_list(self) -> list[str]:
         """Every participant's host, by index."""
-        return [f["host"] for f in self.facts]
+        return self.section("host")
 
     def is_reference(self, i: int) -> bool:
         """Rank 0, or node rank 0: whose view wins when peers split evenly."""
@@ -167,12 +199,21 @@ class Job:
                 out.setdefault(v, []).extend(self.node_of(i))
         return out
 
-    def node_majority(self, key: Callable[[int], T | None]) -> tuple[T | None, dict[T, list[int]]]:
+    def node_majority(
+        self, key: Callable[[int], T | None], section: str | None = None
+    ) -> tuple[T | None, dict[T, list[int]]]:
         """Majority of a per-node fact over nodes (not ranks); groups hold every participant of
         the nodes with each value. A tie goes to the node that holds rank 0 / node rank 0, even
-        when another of its ranks represents it."""
+        when another of its ranks represents it. ``section``: the one section ``key`` reads, so
+        that it runs once per distinct object (``facts.share`` holds equal sections once)."""
         reference, nodes, reps = self.reference_reps, self.node_lists, self.node_reps
-        values = [key(i) for i in reps]
+        if section is None:
+            values = [key(i) for i in reps]
+        else:
+            facts = self.facts
+            ids = [id(facts[i][section]) for i in reps]  # type: ignore[literal-required]
+            once = {k: key(i) for k, i in dict(zip(ids, reps, strict=True)).items()}
+            values = list(map(once.__getitem__, ids))
         if values and values[0] is not None and values.count(values[0]) == len(values):
             return values[0], {values[0]: list(range(len(self.facts)))}  # every node agrees
         expected, groups = majority_of(reps, values, reference.__contains__)
@@ -182,7 +223,7 @@ class Job:
     def reference_reps(self) -> frozenset[int]:
         """The node representatives of the nodes that hold a reference participant."""
         nodes, ranks = self.node_lists, self.ranks
-        refs = [i for i, r in enumerate(ranks) if r == 0]
+        refs = indices(ranks, 0)
         if None in ranks:  # agents without a rank: node rank 0 is the reference
             refs += [
                 i for i, (r, n) in enumerate(zip(ranks, self.column("node_rank"), strict=True)) if r is None and n == 0
@@ -191,7 +232,8 @@ class Job:
 
     @cached_property
     def ranked(self) -> list[int]:
-        return [i for i, r in enumerate(self.ranks) if r is not None]
+        ranks = self.ranks
+        return list(range(len(ranks))) if None not in ranks else [i for i, r in enumerate(ranks) if r is not None]
 
     @cached_property
     def nodes(self) -> dict[tuple[str, int | None], list[int]]:
@@ -207,6 +249,13 @@ class Job:
             members.append(i)
         return out
 
+    @staticmethod
+    def pick(column: list[R], members: list[int]) -> list[R]:
+        """``column``'s values of ``members`` (ascending, as in ``nodes``): a slice when they
+        are consecutive, as a node's ranks usually are."""
+        first, n = members[0], len(members)
+        return column[first : first + n] if members[-1] - first == n - 1 else [column[i] for i in members]
+
     def node_of(self, i: int) -> list[int]:
         """Every participant on the same node as participant ``i``."""
         return self.node_lists[i]
@@ -214,8 +263,15 @@ class Job:
     @cached_property
     def node_lists(self) -> list[list[int]]:
         """``node_of`` for every participant, by index (one pass instead of a lookup per call)."""
+        nodes, at = list(self.nodes.values()), 0
+        for members in nodes:  # the usual layout: each node's ranks consecutive, nodes in order
+            if members[0] != at or members[-1] != at + len(members) - 1:
+                break
+            at += len(members)
+        else:
+            return list(chain.from_iterable(map(repeat, nodes, map(len, nodes))))
         out: list[list[int]] = [[] for _ in self.facts]
-        for members in self.nodes.values():
+        for members in nodes:
             for i in members:
                 out[i] = members
         return out
@@ -237,6 +293,18 @@ class Job:
             return self._launch_columns[LAUNCH_COLUMNS.index(field)]
         return self.memo(f"column.{field}", lambda: [launch[field] for launch in self.launches])
 
+    def section(self, name: str) -> list[Any]:
+        """One top-level field (``launch``, ``host``, ``network``, ``gpus``, ``env``) of every
+        participant, by index: read together in one pass, like the launch columns."""
+        return self._sections[SECTIONS.index(name)]
+
+    @cached_property
+    def _sections(self) -> list[list[Any]]:
+        if not self.facts:
+            return [[] for _ in SECTIONS]
+        rows = map(itemgetter(*SECTIONS), self.facts)
+        return [list(col) for col in zip(*rows, strict=True)]
+
     @cached_property
     def _launch_columns(self) -> list[list[Any]]:
         if not self.facts:
@@ -245,9 +313,13 @@ class Job:
         return [list(col) for col in zip(*rows, strict=True)]
 
     @cached_property
+    def world_sizes(self) -> tuple[int | None, dict[int, list[int]]]:
+        """The majority WORLD_SIZE, and the participants of each value."""
+        return majority_of(range(len(self)), self.column("world_size"), self.is_reference)
+
+    @cached_property
     def world_size(self) -> int | None:
-        ws, _ = majority_of(range(len(self)), self.column("world_size"), self.is_reference)
-        return ws
+        return self.world_sizes[0]
 
     @cached_property
     def nnodes(self) -> int | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from validator.checks.base import Check, Hit, Job, check, describe, outliers
+from validator.checks.base import Check, Hit, Job, check, describe, majority_of, outliers
 from validator.codes import table
 from validator.model import Facts, Severity
 from validator.targets import fold_ranks
@@ -35,8 +35,8 @@ def node_gpu_count(job: Job, members: list[int]) -> int:
 
 
 def _ranks_on_node(job: Job, members: list[int]) -> int | None:
-    launches = job.launches
-    lws, _ = job.majority(members, lambda i: launches[i]["local_world_size"])
+    column = job.column("local_world_size")
+    lws, _ = majority_of(members, job.pick(column, members), job.is_reference)
     if isinstance(lws, int):
         return lws
     ranked = [i for i in members if job.ranks[i] is not None]
@@ -57,8 +57,10 @@ def too_few_gpus(job: Job) -> Iterator[Hit]:
     if not job.uses_gpus:
         return
     groups: dict[tuple[int, int], list[int]] = {}
+    lws = job.column("local_world_size")
+    same = lws[0] if lws and isinstance(lws[0], int) and lws.count(lws[0]) == len(lws) else None  # every node's
     for members in job.nodes.values():
-        need = _ranks_on_node(job, members)
+        need = same if same is not None else _ranks_on_node(job, members)
         have = node_gpu_count(job, members)
         if need is not None and have < need:
             groups.setdefault((have, need), []).extend(members)
@@ -88,11 +90,12 @@ def device_of(f: Facts) -> str | None:
 def _distinct_by_local_rank(job: Job, members: list[int]) -> bool:
     """The common case, settled without resolving each rank's device: every rank of the node sees
     the same list of several GPUs and picks visible[LOCAL_RANK] with a distinct LOCAL_RANK."""
-    facts, launches = job.facts, job.launches
-    visible = [facts[i]["gpus"]["visible"] for i in members]
+    column = job.memo("gpu.visible", lambda: [g["visible"] for g in job.section("gpus")])
+    visible = job.pick(column, members)
     if len(members) < 2 or visible[0] is None or len(visible[0]) < 2 or visible.count(visible[0]) != len(visible):
         return False
-    return len({launches[i]["local_rank"] for i in members}) == len(members)
+    local_ranks = job.column("local_rank")
+    return len(set(job.pick(local_ranks, members))) == len(members)
 
 
 @check("GPU002", Severity.ERROR, "Two local ranks on one GPU")
@@ -194,7 +197,9 @@ def bad_visible_devices(job: Job) -> Iterator[Hit]:
     are relative to the job's GPUs: compare counts, not values).
     """
     groups: dict[str, list[int]] = {}
-    gpus = [f["gpus"] for f in job.facts]
+    gpus = job.section("gpus")
+    if not any(g["visible_error"] for g in dict(zip(map(id, gpus), gpus, strict=True)).values()):  # one a node
+        return
     for i in [i for i, g in enumerate(gpus) if g["visible_error"] and g["source"] != "none"]:
         groups.setdefault(str(gpus[i]["visible_error"]), []).append(i)
     for err, members in groups.items():

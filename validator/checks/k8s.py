@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from validator.checks.base import Check, Hit, Job, check, describe, outliers
+from validator.checks.base import Check, Hit, Job, all_in_range, check, describe, outliers
 from validator.codes import table
 from validator.model import Severity
 
@@ -37,6 +37,8 @@ def kubeflow_plain_python(job: Job) -> Iterator[Hit]:
     nprocPerNode to 1 when each pod runs one process.
     """
     groups: dict[tuple[str, int, str, str], list[int]] = {}
+    if job.column("command").count(None) == len(job):
+        return  # no command line known
     for i, lf in enumerate(job.launches):
         cmd = lf["command"]
         if cmd is None or cmd["tool"] != "python":
@@ -109,6 +111,8 @@ def node_rank_range(job: Job) -> Iterator[Hit]:
     Make the node count equal to the number of pods (for an Indexed Job or JobSet: NNODES =
     completions x replicas), or lower the completions.
     """
+    if all_in_range(job.column("node_rank"), job.column("nnodes")):
+        return
     bad: dict[tuple[int, int], list[int]] = {}
     for i, lf in enumerate(job.launches):
         nr, n = lf["node_rank"], lf["nnodes"]

@@ -24,21 +24,28 @@ def _iface(f: Facts, name: str | None) -> Interface | None:
 
 def _chosen(job: Job, i: int) -> tuple[str, str | None, str]:
     """(library, interface, rule) that carries this node's traffic (computed once per node)."""
-    chosen: dict[int, tuple[str, str | None, str]] = job.memo("net.chosen", dict)
-    if i not in chosen:
-        net = job.facts[i]["network"]
-        lib = "NCCL" if job.uses_gpus else "Gloo"
-        sel = net["nccl"] if job.uses_gpus else net["gloo"]
-        chosen[i] = (lib, next(iter(sel["ifaces"]), None), sel["rule"])
-    return chosen[i]
+    return _chosen_all(job)[i]
+
+
+def _chosen_all(job: Job) -> dict[int, tuple[str, str | None, str]]:
+    def compute() -> dict[int, tuple[str, str | None, str]]:
+        lib, which = ("NCCL", "nccl") if job.uses_gpus else ("Gloo", "gloo")
+        out = {}
+        for i in job.node_reps:
+            sel = job.facts[i]["network"][which]  # type: ignore[literal-required]
+            out[i] = (lib, next(iter(sel["ifaces"]), None), sel["rule"])
+        return out
+
+    return job.memo("net.chosen", compute)
 
 
 def _chosen_iface(job: Job, i: int) -> Interface | None:
     """The interface record of ``_chosen`` (computed once per node)."""
-    ifaces: dict[int, Interface | None] = job.memo("net.chosen_iface", dict)
-    if i not in ifaces:
-        ifaces[i] = _iface(job.facts[i], _chosen(job, i)[1])
-    return ifaces[i]
+    return _chosen_ifaces(job)[i]
+
+
+def _chosen_ifaces(job: Job) -> dict[int, Interface | None]:
+    return job.memo("net.chosen_iface", lambda: {i: _iface(job.facts[i], c[1]) for i, c in _chosen_all(job).items()})
 
 
 def _network(cidr: str) -> str:
@@ -113,10 +120,10 @@ def loopback_iface(job: Job) -> Iterator[Hit]:
     if not job.multi_node:
         return
     groups: dict[tuple[str, str], list[int]] = {}
-    for i in job.node_reps:
-        lib, _, rule = _chosen(job, i)
-        iface = _chosen_iface(job, i)
-        addr = job.facts[i]["network"]["gloo" if lib == "Gloo" else "nccl"]["addr"] or ""
+    ifaces, facts = _chosen_ifaces(job), job.facts
+    for i, (lib, _, rule) in _chosen_all(job).items():
+        iface = ifaces[i]
+        addr = facts[i]["network"]["gloo" if lib == "Gloo" else "nccl"]["addr"] or ""
         if (iface and iface["loopback"]) or is_loopback(addr):
             groups.setdefault((lib, rule), []).extend(job.node_of(i))
     for (lib, rule), members in groups.items():
@@ -145,9 +152,9 @@ def virtual_iface(job: Job) -> Iterator[Hit]:
     if not job.uses_gpus:
         return
     groups: dict[tuple[str, str], list[int]] = {}
-    for i in job.node_reps:
-        _, name, rule = _chosen(job, i)
-        iface = _chosen_iface(job, i)
+    ifaces = _chosen_ifaces(job)
+    for i, (_, name, rule) in _chosen_all(job).items():
+        iface = ifaces[i]
         if iface and iface["virtual"]:
             groups.setdefault((str(name), rule), []).extend(job.node_of(i))
     for (name, rule), members in groups.items():
@@ -173,9 +180,9 @@ def iface_down(job: Job) -> Iterator[Hit]:
     Bring the link up (`ip link set IFACE up`, cable, switch port) or select another interface.
     """
     groups: dict[str, list[int]] = {}
-    for i in job.node_reps:
-        lib, name, _ = _chosen(job, i)
-        iface = _chosen_iface(job, i)
+    ifaces = _chosen_ifaces(job)
+    for i, (lib, name, _) in _chosen_all(job).items():
+        iface = ifaces[i]
         if iface and not iface["loopback"] and not (iface["up"] and iface["running"]):
             groups.setdefault(f"{lib} would use {name}, which is down", []).extend(job.node_of(i))
     for msg, members in groups.items():

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 
-from validator.checks.base import Check, Hit, Job, check, describe, majority_of, outliers
+from validator.checks.base import FEW, Check, Hit, Job, all_in_range, check, describe, indices, outliers
 from validator.codes import table
 from validator.errors import UserError
 from validator.model import Severity
@@ -47,14 +48,18 @@ def duplicate_rank(job: Job) -> Iterator[Hit]:
     use RANK=$SLURM_PROCID, under MPI use OMPI_COMM_WORLD_RANK. Check that two launches of the
     same job did not land on the same nodes.
     """
-    seen: dict[int, int] = {}
     by_rank: dict[int, list[int]] = {}
-    for i, rank in enumerate(job.ranks):
-        if rank is None:
-            continue
-        first = seen.setdefault(rank, i)
-        if first != i:
-            by_rank.setdefault(rank, [first]).append(i)
+    dups = [r for r, n in Counter(job.ranks).items() if n > 1 and r is not None]  # counted at C speed
+    if len(dups) <= FEW:  # the usual few: find each one's processes at C speed
+        by_rank = {r: indices(job.ranks, r) for r in dups}
+    else:
+        seen: dict[int, int] = {}
+        for i, rank in enumerate(job.ranks):
+            if rank is None:
+                continue
+            first = seen.setdefault(rank, i)
+            if first != i:
+                by_rank.setdefault(rank, [first]).append(i)
     for rank, members in sorted(by_rank.items()):
         if len(members) > 1:
             who = ", ".join(f"{job.host(i)} pid {job.facts[i]['pid']}" for i in members[:4])
@@ -82,8 +87,11 @@ def missing_ranks(job: Job) -> Iterator[Hit]:
     ws = job.world_size
     if not job.ranked or not isinstance(ws, int) or ws <= 0:
         return
-    present = set(job.ranks)
-    missing = [r for r in range(ws) if r not in present]
+    if ws <= 2 * len(job.ranks):  # at C speed, in memory the size of the input
+        missing = sorted(set(range(ws)).difference(job.ranks))
+    else:
+        present = set(job.ranks)
+        missing = [r for r in range(ws) if r not in present]
     if not missing:
         return
     layout = _expected_hosts(job)
@@ -111,6 +119,8 @@ def rank_out_of_range(job: Job) -> Iterator[Hit]:
     Fix the RANK/WORLD_SIZE the launcher passes to this process (usually an off-by-one in a
     hand-written launch script, or WORLD_SIZE not updated after removing nodes).
     """
+    if all_in_range(job.ranks, job.column("world_size")):
+        return
     bad: dict[tuple[int, int], list[int]] = {}
     for i, (rank, launch) in enumerate(zip(job.ranks, job.launches, strict=True)):
         ws = launch["world_size"]
@@ -141,7 +151,7 @@ def world_size_mismatch(job: Job) -> Iterator[Hit]:
     """
     launches, sizes = job.launches, job.column("world_size")
     if job.column("command").count(None) == len(job):  # no wrapper: nothing is derived
-        expected, groups = majority_of(range(len(job)), sizes, job.is_reference)
+        expected, groups = job.world_sizes
     else:
         members = [i for i, lf in enumerate(launches) if not lf["sources"].get("world_size", "").startswith("derived")]
         expected, groups = job.majority(members, sizes.__getitem__)
@@ -169,13 +179,10 @@ def local_ranks(job: Job) -> Iterator[Hit]:
     """
     complete = job.world_size is not None and len(job.ranked) == job.world_size
     ranks, launches = job.ranks, job.launches
+    lr_column, lws_column = job.column("local_rank"), job.column("local_world_size")
     for (host, node_rank), members in job.nodes.items():
-        n, lrs = len(members), [launches[i]["local_rank"] for i in members]
-        if (
-            None not in lrs
-            and sorted(lrs) == list(range(n))
-            and [launches[i]["local_world_size"] for i in members].count(n) == n
-        ):
+        n, lrs = len(members), job.pick(lr_column, members)
+        if None not in lrs and sorted(lrs) == list(range(n)) and job.pick(lws_column, members).count(n) == n:
             continue  # the usual node: local ranks 0..n-1 and LOCAL_WORLD_SIZE=n everywhere
         ranked = [i for i in members if ranks[i] is not None]
         if not ranked:
@@ -227,12 +234,13 @@ def _node_ranks(job: Job) -> dict[int, list[int]]:
     """node rank -> participants; in rank mode one entry per host for each node rank."""
 
     def compute() -> dict[int, list[int]]:
-        launches = job.launches
+        modes = job.column("mode")
+        agents = "node" in modes
         out: dict[int, list[int]] = {}
         for (_, node_rank), members in job.nodes.items():
             if node_rank is None:
                 continue
-            node_mode = [i for i in members if launches[i]["mode"] == "node"]
+            node_mode = [i for i in members if modes[i] == "node"] if agents else []
             out.setdefault(node_rank, []).extend(node_mode or members[:1])
         return out
 
@@ -355,6 +363,8 @@ def launch_options(job: Job) -> Iterator[Hit]:
     one launch script); take per-node values only from --node-rank.
     """
     launches = job.launches
+    if job.column("command").count(None) == len(job):
+        return  # no command line known
     nodes = [i for i, lf in enumerate(launches) if lf["command"] and lf["mode"] == "node"]
     for field in LAUNCH_OPTIONS:
         expected, groups = job.majority(nodes, lambda i, f=field: launches[i].get(f))  # type: ignore[misc]

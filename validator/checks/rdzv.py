@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from validator.agent.probe import redact_command
-from validator.checks.base import Check, Hit, Job, check, describe, majority_of, outliers
+from validator.checks.base import Check, Hit, Job, all_in_range, check, describe, majority_of, outliers
 from validator.codes import table
 from validator.facts.network import is_loopback
 from validator.model import Launcher, Severity
@@ -22,12 +22,19 @@ def _first(job: Job, i: int) -> str | None:
 
 def _masters(job: Job) -> list[Any]:
     """Every participant's MasterFacts (or None), by index: the RDZ checks read only these."""
-    return job.memo("rdzv.masters", lambda: [f["network"]["master"] for f in job.facts])
+    return job.memo("rdzv.masters", lambda: [n["master"] for n in job.section("network")])
 
 
 def _firsts(job: Job) -> list[str | None]:
     """The first address MASTER_ADDR resolves to, for every participant (computed once)."""
-    return job.memo("rdzv.firsts", lambda: [m["resolved"][0] if m and m["resolved"] else None for m in _masters(job)])
+
+    def compute() -> list[str | None]:
+        masters = _masters(job)  # one object per node (facts.share): read each once
+        distinct = dict(zip(map(id, masters), masters, strict=True))
+        first = {k: m["resolved"][0] if m and m["resolved"] else None for k, m in distinct.items()}
+        return list(map(first.__getitem__, map(id, masters)))
+
+    return job.memo("rdzv.firsts", compute)
 
 
 def _loopback_members(job: Job) -> tuple[int, ...]:
@@ -39,7 +46,11 @@ def _find_loopback(job: Job) -> tuple[int, ...]:
     spans hosts, or their peers reach the master on a routable address."""
     masters, firsts = _masters(job), _firsts(job)
     # all addresses loopback implies the first one is: look closer only at those
-    loop = [i for i, a in enumerate(firsts) if a and is_loopback(a) and masters[i]["loopback"]]
+    # (each distinct address parsed once: 100,000 ranks name a handful)
+    loopback = {a: is_loopback(a) for a in set(firsts) if a}
+    if not any(loopback.values()):
+        return ()
+    loop = [i for i, a in enumerate(firsts) if a and loopback[a] and masters[i]["loopback"]]
     if loop and (job.multi_node or len(loop) < len(firsts) - firsts.count(None)):
         return tuple(loop)
     return ()
@@ -57,16 +68,21 @@ def master_addr(job: Job) -> Iterator[Hit]:
     name) and pass it unchanged to every node.
     """
     skip = set(_loopback_members(job))
-    launches, firsts = job.launches, _firsts(job)
-    members = [i for i, lf in enumerate(launches) if lf["master_addr"] and i not in skip]
-    # a rank that could not resolve the name is RDZ005's; here it counts as pointing where that
-    # name resolves for its peers
-    names = [launches[i]["master_addr"] for i in members]
-    resolved: dict[str, str] = {}
-    for i, name in zip(members, names, strict=True):
-        if name not in resolved and (first := firsts[i]):
-            resolved[name] = first
-    keys = [firsts[i] or resolved.get(name, name) for i, name in zip(members, names, strict=True)]
+    firsts, column = _firsts(job), job.column("master_addr")
+    # the usual job: every rank names the master, and the name resolved everywhere
+    if not skip and None not in column and "" not in column and None not in firsts and "" not in firsts:
+        members: list[int] = list(range(len(job)))
+        keys: list[str | None] = firsts  # every rank resolved its MASTER_ADDR
+    else:
+        members = [i for i, name in enumerate(column) if name and i not in skip]
+        # a rank that could not resolve the name is RDZ005's; here it counts as pointing where
+        # that name resolves for its peers
+        names = [column[i] for i in members]
+        resolved: dict[str, str] = {}
+        for i, name in zip(members, names, strict=True):
+            if name not in resolved and (first := firsts[i]):
+                resolved[name] = first
+        keys = [firsts[i] or resolved.get(name, name) for i, name in zip(members, names, strict=True)]
     expected, groups = majority_of(members, keys, job.is_reference)
     for value, who in outliers(groups, expected):
         names = sorted({job.launch(i)["master_addr"] for i in who})
@@ -230,6 +246,8 @@ def port_range(job: Job) -> Iterator[Hit]:
     groups: dict[str, list[int]] = {}
     launches = job.launches
     ports = job.column("master_port")
+    if not any(job.column("invalid")) and all_in_range([p - 1 for p in set(ports) if isinstance(p, int)], [65535]):
+        return  # nothing invalid, every port from 1 to 65535 (or not set)
     suspects = [
         i
         for i, (bad, p) in enumerate(zip(job.column("invalid"), ports, strict=True))

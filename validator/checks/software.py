@@ -24,7 +24,7 @@ def _version_drift(
     def version(i: int) -> str:
         return str(job.facts[i]["software"].get(field) or "not installed")
 
-    expected, groups = job.node_majority(version)
+    expected, groups = job.node_majority(version, "software")
     for value, members in outliers(groups, expected):
         sev = Severity.ERROR if missing_is_error and value == "not installed" else None
         yield Hit(
@@ -136,26 +136,29 @@ def _env_drift(job: Job) -> list[tuple[str, str | None, dict[str | None, list[in
         compared: dict[tuple[str, ...], tuple[tuple[str, ...], Callable[[dict[str, str]], Any]]] = {}
         envs: dict[tuple[tuple[str, ...], tuple[str, ...]], list[int]] = {}
         by_names: dict[tuple[str, ...], list[int]] = job.memo("env.by_names", dict)
-        for i, f in enumerate(job.facts):
-            env = f["env"]
+        # ranks in a row usually have the same names and compared values (the loader shares
+        # equal strings, so comparing them is comparing pointers): look up only what changes
+        last_names: tuple[str, ...] | None = None
+        last: tuple[tuple[str, ...], Any] | None = None
+        same: list[int] = []
+        members: list[int] = []
+        for i, env in enumerate(job.section("env")):
             names = tuple(env)
-            same = by_names.get(names)
-            if same is None:
-                by_names[names] = [i]
-            else:
-                same.append(i)
-            found = compared.get(names)
-            if found is None:
-                kept = tuple(sorted(k for k in names if k.startswith(COMPARED) and not k.startswith(PER_PROCESS)))
-                getter: Callable[[dict[str, str]], Any] = itemgetter(*kept) if len(kept) > 1 else _values_of(kept)
-                found = compared[names] = (kept, getter)
-            keep, get = found
+            if names != last_names:
+                same = by_names.setdefault(names, [])
+                found = compared.get(names)
+                if found is None:
+                    kept = tuple(sorted(k for k in names if k.startswith(COMPARED) and not k.startswith(PER_PROCESS)))
+                    getter: Callable[[dict[str, str]], Any] = itemgetter(*kept) if len(kept) > 1 else _values_of(kept)
+                    found = compared[names] = (kept, getter)
+                keep, get = found
+                last_names = names
+            same.append(i)
             key = (keep, get(env))
-            members = envs.get(key)
-            if members is None:
-                envs[key] = [i]
-            else:
-                members.append(i)
+            if key != last:
+                members = envs.setdefault(key, [])
+                last = key
+            members.append(i)
         if len(envs) < 2:  # keys are sorted by name: equal compared envs share one key
             return []
         values = {key: dict(zip(*key, strict=True)) for key in envs}

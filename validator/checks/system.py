@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
-from validator.checks.base import Check, Hit, Job, check
+from validator.checks.base import Check, Hit, Job, check, indices
 from validator.codes import table
 from validator.model import Severity
 
@@ -28,6 +29,9 @@ def shm(job: Job) -> Iterator[Hit]:
         return
     minimum = MIN_SHM if pinned is None else pinned << 20
     groups: dict[int, list[int]] = {}
+    sizes: list[Any] = [job.facts[i]["system"]["shm_bytes"] for i in job.node_reps]
+    if set(map(type, sizes)) == {int} and min(sizes) >= minimum:
+        return  # every node has enough
     for i in job.node_reps:
         size = job.facts[i]["system"]["shm_bytes"]
         ranks_here = max(len(job.node_of(i)), job.launch(i)["local_world_size"] or 0)
@@ -77,7 +81,7 @@ def _master_reps(job: Job) -> list[int]:
 
     def compute() -> list[int]:
         nodes = job.node_lists
-        return sorted({nodes[i][0] for i, lf in enumerate(job.launches) if lf["node_rank"] == 0 or lf["rank"] == 0})
+        return sorted({nodes[i][0] for i in indices(job.column("node_rank"), 0) + indices(job.ranks, 0)})
 
     return job.memo("system.master_reps", compute)
 

@@ -28,7 +28,10 @@ DEPTH = 6  # how far into a section its parts are shared across hosts (facts nes
 
 
 class Shared:
-    def __init__(self) -> None:
+    def __init__(self, across_hosts: bool = True) -> None:
+        # across_hosts=False: only a host's own ranks share (the preflight coordinator, where each
+        # arrival's walk would cost more than the memory it saves: one document per host there)
+        self.across_hosts = across_hosts
         self.kept: dict[str, dict[str, Any]] = {}  # host -> section name -> the object kept
         # across hosts, inside sections: equal strings, and equal lists / dicts of plain values
         # (an interface, a list of IB devices, a launch's sources), held once
@@ -40,7 +43,7 @@ class Shared:
         doc: dict[str, Any] = facts  # type: ignore[assignment]
         kept = self.kept.get(facts["host"])
         if kept is None:
-            for name in SECTIONS:
+            for name in SECTIONS if self.across_hosts else ():
                 if type(doc.get(name)) is dict:
                     section = {intern(k): self._one(v, DEPTH) for k, v in doc[name].items()}
                     last = self.last.get(name)  # hosts in a row with equal sections (software) hold one

@@ -154,7 +154,7 @@ class Coordinator:
         self.open: set[Connection] = set()
         self.gate = rf.Gate()  # connections that are not participants yet, their bodies in flight
         self.accepted = 0  # bytes of the facts in self.arrivals
-        self.shared = Shared()  # per-rank mode: a node's ranks hold its common facts once
+        self.shared = Shared(across_hosts=False)  # per-rank mode: a node's ranks hold its common facts once
         self.max_connections = max_connections or max(1024, 4 * expect.maximum + 64)
         self.complete = asyncio.Event()
         self.wake = asyncio.Event()  # the gather loop's: completion, timers, an arrival while idle

@@ -214,8 +214,9 @@ def _bounded(launch: dict[str, Any]) -> None:
                               path=("launch", name))  # fmt: skip
 
 
-def validate_facts(doc: Any, where: str = "") -> model.Facts:
-    """Return ``doc`` as Facts, or raise SchemaError naming ``where`` and the field."""
+def validate_facts(doc: Any, where: str = "", matched: bool = False) -> model.Facts:
+    """Return ``doc`` as Facts, or raise SchemaError naming ``where`` and the field. ``matched``:
+    the caller has already seen ``matches(doc)`` hold (the preflight's bounded parse asks it)."""
     if not isinstance(doc, dict):
         raise SchemaError(f"expected a facts object, got {type(doc).__name__}", where)
     schema = doc.get("schema")
@@ -226,7 +227,7 @@ def validate_facts(doc: Any, where: str = "") -> model.Facts:
             where,
         )
     try:
-        if not matches(doc):
+        if not (matched or matches(doc)):
             _facts_validator()(doc)
         _bounded(doc["launch"])
     except SchemaError as e:

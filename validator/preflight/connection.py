@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from validator.errors import UserError
-from validator.facts import load_facts
-from validator.facts.schema import matches
+from validator.facts.schema import matches, validate_facts
 from validator.model import Facts
 from validator.preflight import local, peers
 from validator.preflight import protocol as wire
@@ -167,16 +166,23 @@ class Connection(asyncio.Protocol):
         if len(body) != self.size:
             raise wire.ProtocolError("facts size does not match the header")
         parts, at = [], 0
+        seen: list[bool] = []  # what the schema said of the body during its parse: not asked twice
+
+        def valid(d: Any) -> bool:
+            seen.append(matches(d))
+            return seen[-1]
+
         for size, token, tag in self.parts or [(len(body), self.token, self.header.get("mac"))]:
             part, at = body[at : at + size], at + size
             if not wire.verify(c.secret, self.nonce, c.job_id, part, tag, token):
                 self.refuse(rf.AUTH)
                 return
+            seen.clear()
             try:
-                doc = wire.loads(part, shallow=matches)  # the schema bounds the depth: no walk for it
+                doc = wire.loads(part, shallow=valid)  # the schema bounds the depth: no walk for it
                 if isinstance(doc, dict) and doc.get("kind") == "raw":
                     raise wire.ProtocolError("raw agent output: participants send parsed facts")
-                parts.append((load_facts(doc, self.peer), token, size))
+                parts.append((validate_facts(doc, self.peer, matched=bool(seen) and seen[-1]), token, size))
             except (wire.ProtocolError, ValueError, UserError) as e:  # refused, never crashes the server
                 self.refuse(rf.INVALID, detail=str(e))
                 return

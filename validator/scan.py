@@ -230,7 +230,7 @@ def scan(opts: ScanOptions) -> ScanResult:
     report = check(facts, profile, opts.codes, context="scan", outcomes=outcomes, title=f"scan of {fold_hosts(hosts)}")
     if net_findings:
         report.findings = sorted(report.findings + keep(net_findings, opts.codes), key=lambda f: (-f.severity, f.code))
-    failed = scan_failure(report, len(hosts)) if not interrupted else None
+    failed = scan_failure(report, len(hosts), transport.name) if not interrupted else None
     return ScanResult(
         report,
         [] if failed else drain_hosts(report, opts.fail_on),

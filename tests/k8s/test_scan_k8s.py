@@ -88,3 +88,12 @@ def test_scanner_side_errors_are_one_line_and_exit_2(
                        env=env, timeout=120, check=False)  # fmt: skip
     assert p.returncode == 2 and p.stdout == "", p.stderr
     assert p.stderr.count("\n") == 1 and line in p.stderr and "Traceback" not in p.stderr
+
+
+def test_an_interpreter_missing_in_every_pod_is_the_scans_failure(k8s_cluster: Cluster) -> None:  # noqa: F811
+    """Every pod lacks the given --python: the scan failed, not the pods (exit 2, nothing to drain),
+    and the hint speaks of the pods' image, not of SSH."""
+    run = run_scan("--k8s", "-l", "job-name=train", "--python", "python3.99", env=k8s_cluster.env())
+    assert run.rc == 2 and run.doc is not None, run.err
+    assert run.doc["drain"] == [] and "the pods' image" in str(run.doc["scan"]["failed"]), run.doc["scan"]
+    assert "SSH" not in str(run.doc["scan"]["failed"]) and "Traceback" not in run.err

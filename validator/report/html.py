@@ -77,7 +77,16 @@ SCAN_SIDE_HINTS = {
 }
 
 
-def scan_failure(report: Report, targets: int) -> str | None:
+KUBECTL_HINTS = {  # the same kinds, when kubectl is the carrier: its context and the API server, not SSH
+    "auth": "kubectl's credentials for the context (--context; kubectl auth can-i create pods/exec)",
+    "resolve": "the kubeconfig's server address (--context; kubectl cluster-info)",
+    "refused": "the API server the context points at (--context; kubectl cluster-info)",
+    "timeout": "the API server and the pods' readiness (--context; kubectl get pods)",
+    "no-python": "--python: the interpreter in the pods' image",
+}
+
+
+def scan_failure(report: Report, targets: int, transport: str = "ssh") -> str | None:
     """The scan itself failed, not the nodes: most hosts failed the same way on the scanner's
     side (credentials, config, name resolution, a refused or timed-out SSH port). None when the
     outcomes look like node problems."""
@@ -95,7 +104,8 @@ def scan_failure(report: Report, targets: int) -> str | None:
     if n * 2 <= targets:
         return None
     example = next(o.detail for o in report.outcomes if kind == o.status or kind in o.detail.lower())
-    return f"the scan failed, not the nodes: {n} of {targets} hosts: {example[:200]}; check {SCAN_SIDE_HINTS[kind]}"
+    hint = (KUBECTL_HINTS if transport == "kubectl" else {}).get(kind) or SCAN_SIDE_HINTS[kind]
+    return f"the scan failed, not the nodes: {n} of {targets} hosts: {example[:200]}; check {hint}"
 
 
 def _e(value: object) -> str:

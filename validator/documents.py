@@ -102,13 +102,6 @@ class ReportDoc(TypedDict):
     input_errors: list[str]
 
 
-class ScanReportDoc(ReportDoc):
-    """The report of `validator scan`."""
-
-    scan: ScanDoc
-    drain: list[str]
-
-
 class _ReportExtras(TypedDict, total=False):
     scan: ScanDoc  # `validator scan`
     drain: list[str]  # `validator scan`: the hosts to drain

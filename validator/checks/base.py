@@ -300,17 +300,11 @@ class Job:
 
     @cached_property
     def _sections(self) -> list[list[Any]]:
-        if not self.facts:
-            return [[] for _ in SECTIONS]
-        rows = map(itemgetter(*SECTIONS), self.facts)
-        return [list(col) for col in zip(*rows, strict=True)]
+        return _columns(self.facts, SECTIONS)
 
     @cached_property
     def _launch_columns(self) -> list[list[Any]]:
-        if not self.facts:
-            return [[] for _ in LAUNCH_COLUMNS]
-        rows = map(itemgetter(*LAUNCH_COLUMNS), self.launches)
-        return [list(col) for col in zip(*rows, strict=True)]
+        return _columns(self.launches, LAUNCH_COLUMNS)
 
     @cached_property
     def world_sizes(self) -> tuple[int | None, dict[int, list[int]]]:
@@ -382,3 +376,10 @@ def outliers(groups: dict[T, list[int]], expected: T | None) -> Iterator[tuple[T
     for value, members in groups.items():
         if value != expected:
             yield value, members
+
+
+def _columns(rows: Sequence[Any], names: Sequence[str]) -> list[list[Any]]:
+    """``names`` of every row, as one list per name, read in one pass."""
+    if not rows:
+        return [[] for _ in names]
+    return [list(col) for col in zip(*map(itemgetter(*names), rows), strict=True)]

@@ -92,15 +92,16 @@ def rank_facts(node: dict[str, Any], i: int, local: int, n: int) -> dict[str, An
     return f
 
 
-def leader_frame(docs: list[dict[str, Any]]) -> bytes:
-    """A node leader's header and body carrying ``docs`` (no secret), as local.Group sends it."""
+def sent(docs: list[dict[str, Any]]) -> bytes:
+    """What a participant (one doc) or a node leader (its ranks' docs) sends after the hello, as
+    participant._send_facts does (no secret; a real one adds a MAC per rank): the facts header
+    and the body, in sections (validator/preflight/sections.py)."""
     from validator.preflight import protocol as wire
+    from validator.preflight import sections
 
-    bodies = [json.dumps(d, separators=(",", ":")).encode() for d in docs]
-    ranks = [{"size": len(b), "mac": "", "token": f"t{d['pid']}"} for b, d in zip(bodies, docs, strict=True)]
-    body = b"".join(bodies)
-    header = {"type": "facts", "proto": 1, "job_id": "bench", "size": len(body), "mac": "", "token": ranks[0]["token"],
-              "quiet": True, "ranks": ranks}  # fmt: skip
+    ranks = [("", f"t{d['pid']}", sections.pieces(d)) for d in docs]
+    fields, body = sections.frame(ranks, True, leader=len(docs) > 1)  # type: ignore[arg-type]
+    header = {"type": "facts", "proto": 1, "job_id": "bench", "mac": "", "token": ranks[0][1], "quiet": True, **fields}
     return wire.encode(header) + wire.frame(body)
 
 
@@ -125,13 +126,8 @@ def clients(port: int, bodies: list[bytes], q: Any) -> None:
                 # the verdict (the whole report) is not parsed here: 2 processes stand in for
                 # thousands of machines that each parse their own, in parallel
                 msg = {"type": "verdict"} if frame.startswith(b'{"type":"verdict"') else json.loads(frame)
-                if msg["type"] == "hello" and self.body.startswith(b"\0\0"):  # a node leader's, framed already
+                if msg["type"] == "hello":  # header and body, framed already: "quiet", no ack
                     self.transport.write(self.body)
-                    self.sent.release()
-                elif msg["type"] == "hello":  # as participants send it: "quiet", no ack
-                    header = {"type": "facts", "proto": 1, "job_id": msg["job_id"], "size": len(self.body), "mac": "",
-                              "quiet": True}  # fmt: skip
-                    self.transport.write(wire.encode(header) + wire.frame(self.body))
                     self.sent.release()
                 elif msg["type"] != "ack":  # an older coordinator acks even so
                     assert msg["type"] == "verdict", msg["type"]
@@ -185,11 +181,10 @@ def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0, per_r
     if per_rank:
         own = rank_facts(own, 0, 0, n + 1)
         nodes = [node_facts(tpl, i, n + 1, port) for i in range(n + 1)]
-        bodies = [leader_frame([rank_facts(nodes[i], i, r, n + 1) for r in range(1 if i == 0 else 0, 8)])
+        bodies = [sent([rank_facts(nodes[i], i, r, n + 1) for r in range(1 if i == 0 else 0, 8)])
                   for i in range(n + 1) if i not in gone]  # fmt: skip
     else:
-        bodies = [json.dumps(node_facts(tpl, i, n + 1, port), separators=(",", ":")).encode()
-                  for i in range(1, n + 1) if i not in gone]  # fmt: skip
+        bodies = [sent([node_facts(tpl, i, n + 1, port)]) for i in range(1, n + 1) if i not in gone]
     size = sum(map(len, bodies)) / len(bodies)
     sock = coord.bind(port)
     q: Any = mp.Queue()

@@ -196,6 +196,30 @@ def loads(
     return next(_parse(data, where, line, max_bytes, max_depth, unit, False, shallow))
 
 
+def loads_many(
+    texts: list[bytes],
+    where: str = "",
+    *,
+    max_bytes: int = MAX_BYTES,
+    max_depth: int = MAX_DEPTH,
+    unit: str = "document",
+    shallow: Callable[[Any], bool] | None = None,
+) -> list[Any]:
+    """Each of ``texts`` one JSON document on its own (no space around it), parsed in one pass of
+    the decoder: the many small texts of one frame (validator/preflight/sections.py) at the cost
+    of one. Limits and errors as for ``loads``, ``max_bytes`` over them all; ``shallow`` is asked
+    of each document in turn."""
+    raw, ends, at = b"".join(texts), [], 0
+    ascii_ = raw.isascii()
+    for i, t in enumerate(texts):  # where each text ends in the decoded string
+        try:
+            at += len(t) if ascii_ else len(t.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise JsonError(f"not valid JSON: byte {e.start} of text {i + 1} is not UTF-8", where, True) from None
+        ends.append(at)
+    return list(_parse(raw, where, None, max_bytes, max_depth, unit, False, shallow, ends))
+
+
 def items(data: str | bytes, where: str = "", *, max_bytes: int = MAX_BYTES, unit: str = "document") -> Iterator[Any]:
     """The elements of a top-level JSON array one at a time (each parsed when it is reached, so
     a caller can stop early without the whole array in memory), or the one document that is
@@ -215,6 +239,7 @@ def _parse(
     unit: str,
     array: bool,
     shallow: Callable[[Any], bool] | None = None,
+    ends: list[int] | None = None,
 ) -> Iterator[Any]:
     def at(n: int | None) -> str:
         return where if n is None else f"{where}:{n}" if where else f"line {n}"
@@ -231,6 +256,15 @@ def _parse(
     decoder = _decoder(raw)
     try:
         pos = _SPACE.match(text).end() if array else 0  # type: ignore[union-attr]  # matches the empty string
+        for end in ends or ():  # loads_many: each document ends exactly where its text does
+            doc, pos = decoder.raw_decode(text, pos)
+            if pos != end:  # more after it, or (a number) running on into the next text
+                raise json.JSONDecodeError("Extra data" if pos < end else "Expecting end of text", text, min(pos, end))
+            if not (shallow is not None and shallow(doc)) and deeper_than(doc, max_depth):
+                raise deep
+            yield doc
+        if ends is not None:
+            return
         if not (array and text.startswith("[", pos)):
             doc = decoder.decode(text)
             if not (shallow is not None and shallow(doc)) and deeper_than(doc, max_depth):

@@ -19,7 +19,7 @@ from tests.harness import hostile
 from tests.preflight.conftest import Run, base_env, collect, preflight, start
 from validator import pipeline
 from validator.preflight import protocol as wire
-from validator.preflight import refusals
+from validator.preflight import refusals, sections
 
 NODES = ("nodea", "nodeb")
 PER_NODE = 8
@@ -138,6 +138,60 @@ def test_a_leader_cannot_speak_for_another_node_or_sign_for_its_ranks(port: int)
     assert honest["type"] == "ack", honest
     assert sorted(a.facts["launch"]["rank"] for a in live.c.arrivals.values()) == [0, *range(8, 16)]
     assert live.c.links() == (1, 0), "eight ranks over one connection"
+    assert live.errors == []
+
+
+def lead_texts(port: int, docs: list[dict[str, Any]], secret: bytes, swap: bool = False) -> tuple[dict[str, Any], int]:
+    """Act as a node leader of this version: the ranks' texts, each distinct one once
+    (validator/preflight/sections.py), each rank signed by itself. ``swap``: the leader then
+    points the second rank's own text at the first's. The coordinator's reply, and the body's size."""
+    s = hostile.connect(port)
+    with s:
+        nonce = str(hostile.reply(s).get("nonce", ""))
+        texts = [sections.pieces(d) for d in docs]
+        ranks = [
+            (wire.mac(secret, nonce, "", sections.signed(t), f"tok{i}"), f"tok{i}", t) for i, t in enumerate(texts)
+        ]
+        fields, body = sections.frame(ranks, True, leader=True)
+        if swap:
+            fields["ranks"][1]["sections"][0] = fields["ranks"][0]["sections"][0]
+        head = {"type": "facts", "proto": wire.PROTO, "job_id": "", "mac": ranks[0][0], "token": "tok0", "listen": None,
+                **fields}  # fmt: skip
+        s.sendall(wire.encode(head) + wire.frame(body))
+        return hostile.reply(s), len(body)
+
+
+def test_a_leaders_texts_each_once_and_a_leader_cannot_swap_them(port: int) -> None:
+    """A node's 8 ranks in sections: the node's and the job's texts travel once, the coordinator
+    holds them as one object for the 8 ranks, and a leader that points one rank at another
+    rank's text (each is signed by its own rank) is refused whole."""
+    env = two_nodes(port)
+    own = pipeline.probe_local(environ=base_env(**env[0]), port_check=False)
+    secret = b"s3cret"
+    live = hostile.Live(own, set(range(16)), secret)
+
+    def rank(r: int) -> dict[str, Any]:
+        doc = json.loads(json.dumps(own))
+        doc["host"], doc["pid"] = "nodeb", 100_000 + r
+        doc["launch"].update(rank=r, local_rank=r % PER_NODE, local_world_size=PER_NODE)
+        doc["env"].update(RANK=str(r), LOCAL_RANK=str(r % PER_NODE))
+        return doc
+
+    docs = [rank(r) for r in range(8, 16)]
+    try:
+        swapped, _ = lead_texts(live.port, docs, secret, swap=True)
+        assert live.c is not None and len(live.c.arrivals) == 1, "nothing registered from a refused leader"
+        honest, size = lead_texts(live.port, docs, secret)
+        arrived = [a.facts for a in live.c.arrivals.values() if a.conn is not None]
+    finally:
+        live.close()
+    assert swapped["type"] == "reject" and refusals.AUTH in swapped["reason"], swapped
+    assert honest["type"] == "ack", honest
+    whole = sum(len(json.dumps(d, separators=(",", ":"))) for d in docs)
+    assert size < whole / 2, f"{size} bytes for ranks whose documents are {whole}"
+    assert sorted(f["launch"]["rank"] for f in arrived) == list(range(8, 16))
+    assert [f["env"]["RANK"] for f in sorted(arrived, key=lambda f: f["pid"])] == [str(r) for r in range(8, 16)]
+    assert len({id(f["network"]) for f in arrived}) == 1 and len({id(f["software"]) for f in arrived}) == 1
     assert live.errors == []
 
 

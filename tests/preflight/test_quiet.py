@@ -55,7 +55,7 @@ def test_the_coordinator_acks_only_participants_that_do_not_ask_for_quiet() -> N
     assert not live.errors
 
 
-def test_a_participant_takes_an_ack_it_did_not_ask_for() -> None:
+def test_toward_an_older_coordinator_the_facts_go_whole_and_an_unasked_ack_is_taken() -> None:
     srv = socket.create_server(("127.0.0.1", 0))
     port = srv.getsockname()[1]
     seen: dict[str, object] = {}
@@ -64,7 +64,8 @@ def test_a_participant_takes_an_ack_it_did_not_ask_for() -> None:
         conn, _ = srv.accept()
         with conn:
             conn.settimeout(10)
-            conn.sendall(wire.hello("job", "n0nce", 30.0))
+            # an older coordinator's hello: no "sections", so the facts come as one JSON document
+            conn.sendall(wire.encode({"type": "hello", "proto": 1, "job_id": "job", "nonce": "n0nce", "deadline_in": 30.0}))
             head = wire.recv_msg(conn)
             seen["header"] = head
             seen["body"] = wire.recv_exact(conn, wire.LEN.unpack(wire.recv_exact(conn, 4))[0])
@@ -81,4 +82,5 @@ def test_a_participant_takes_an_ack_it_did_not_ask_for() -> None:
         srv.close()
     assert result.verdict is not None and result.verdict["exit_code"] == 0, result.attempts.summary()
     assert seen["header"]["quiet"] is True  # type: ignore[index]
-    assert json.loads(seen["body"])["launch"]["rank"] == 1  # type: ignore[arg-type]
+    assert "chunks" not in seen["header"] and "sections" not in seen["header"]  # type: ignore[operator]
+    assert json.loads(seen["body"]) == json.loads(json.dumps(rank_facts(1)))  # type: ignore[arg-type]

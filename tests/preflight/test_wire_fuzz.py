@@ -18,6 +18,7 @@ from tests.harness.hostile import Live
 from tests.preflight.conftest import base_env, ranks
 from validator import pipeline
 from validator.preflight import protocol as wire
+from validator.preflight import sections
 
 SECRET = b"fuzz-secret"
 FACTS = pipeline.probe_local(environ=base_env(**ranks(2, 1)[1]), port_check=False)
@@ -144,3 +145,55 @@ def test_live_coordinator_survives_mutated_frames(
             break
         time.sleep(0.01)
     assert c.gate.in_flight == 0 and not c.gate.bodies and not c.gate.silent, "nothing held once the connection ended"
+
+
+PIECES = sections.pieces(FACTS)
+SIZES, (REFS,), CHUNKED = sections.layout([PIECES])
+refs = st.lists(
+    st.tuples(st.sampled_from(sorted(sections.NAMES)) | st.text(max_size=8), st.integers(-2, 12)), max_size=12
+)
+layout_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "chunks": st.lists(st.integers(-5, 6000), max_size=12) | json_values,
+        "sections": refs.map(lambda rs: [list(r) for r in rs]) | json_values,
+        "ranks": st.lists(st.fixed_dictionaries({"mac": st.just("x"), "token": st.text(max_size=3),
+                                                 "sections": refs.map(lambda rs: [list(r) for r in rs])}), max_size=3)
+        | json_values,
+        "size": st.integers(-1, 10**7) | json_values,
+    },
+)  # fmt: skip
+
+
+@given(how=st.sampled_from(["header", "body", "both"]), fields=layout_fields, body=mutated(CHUNKED), sign=st.booleans())
+@settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_live_coordinator_survives_mutated_sectioned_frames(
+    live: Live, how: str, fields: dict[str, Any], body: bytes, sign: bool
+) -> None:
+    """The layout in sections (validator/preflight/sections.py): chunk sizes, section references
+    and a leader's ranks drawn at random, over a mutated body; each connection ends in an ack
+    or a reject, and nothing is held once it ends."""
+
+    def build(hello: dict[str, Any]) -> bytes:
+        data = CHUNKED if how == "header" else body
+        signed = sections.signed(PIECES) if how == "header" else data
+        mac = wire.mac(SECRET, str(hello["nonce"]), "", signed, "t") if sign else "0" * 64
+        header: dict[str, Any] = {"type": "facts", "proto": 1, "job_id": "", "size": len(data), "mac": mac,
+                                  "token": "t", "chunks": SIZES, "sections": REFS}  # fmt: skip
+        if how != "body":
+            header.update(fields)
+        return wire.encode(header) + wire.frame(data)
+
+    replies = exchange(live.port, build)
+    assert all(r.get("type") in ("ack", "reject") for r in replies), replies
+    assert live.errors == [], live.errors
+    c = live.c
+    assert c is not None and c.arrivals[c.own_id].conn is None, "the coordinator's own registration stays"
+    for _ in range(200):
+        if not (c.gate.in_flight or c.gate.bodies or c.gate.silent):
+            break
+        time.sleep(0.01)
+    assert c.gate.in_flight == 0 and not c.gate.bodies and not c.gate.silent, "nothing held once the connection ended"
+    assert c.sections.bytes <= c.sections.KEPT and all(n <= c.sections.KEEP for n in c.sections.count.values())

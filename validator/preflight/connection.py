@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from validator.errors import UserError
-from validator.facts.schema import matches, validate_facts
+from validator.facts.schema import validate_facts
 from validator.model import Facts
-from validator.preflight import local, peers
+from validator.preflight import local, peers, sections
 from validator.preflight import protocol as wire
 from validator.preflight import refusals as rf
 
@@ -48,7 +48,8 @@ class Connection(asyncio.Protocol):
         self.header: dict[str, Any] = {}
         self.size = 0  # the facts body's size, reserved in the coordinator's budget while it arrives
         self.token = ""
-        self.parts: list[tuple[int, str, object]] | None = None
+        self.parts: list[sections.Rank] = []
+        self.spans: list[tuple[int, int]] = []  # where each of the facts' texts lies in the body
         self.unix = False
         self.peer = "?"
         self.nonce = wire.new_nonce()
@@ -143,11 +144,11 @@ class Connection(asyncio.Protocol):
             self.refuse(rf.OTHER_JOB, detail=detail)
             return
         size = header.get("size")
-        most = local.MAX_GROUP if "ranks" in header else wire.MAX_FACTS
+        most = sections.MAX_GROUP if "ranks" in header else wire.MAX_FACTS
         if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= most:
             raise wire.ProtocolError(f"bad facts size {wire.short(size)}")
         self.token = rf.token(header.get("token"))
-        self.parts = local.split(header, size)  # a node leader's ranks, each (size, token, mac)
+        self.parts, self.spans = sections.read(header, size, self.token)  # each rank's (token, mac, texts)
         self.clock = peers.offset(header.get("clock"), self.hello_at, time.monotonic(), time.time())
         rf.listener(header.get("listen"))
         if not c.gate.reserve(self, size):
@@ -165,28 +166,26 @@ class Connection(asyncio.Protocol):
         c.gate.release(self)
         if len(body) != self.size:
             raise wire.ProtocolError("facts size does not match the header")
-        parts, at = [], 0
-        seen: list[bool] = []  # what the schema said of the body during its parse: not asked twice
-
-        def valid(d: Any) -> bool:
-            seen.append(matches(d))
-            return seen[-1]
-
-        for size, token, tag in self.parts or [(len(body), self.token, self.header.get("mac"))]:
-            part, at = body[at : at + size], at + size
-            if not wire.verify(c.secret, self.nonce, c.job_id, part, tag, token):
+        chunks = [body[a:b] for a, b in self.spans]
+        ranks = []
+        for token, tag, refs in self.parts:
+            texts = [(name, chunks[i]) for name, i in refs]
+            signed = b"".join(t for _, t in texts) if c.secret else b""  # what its MAC covers
+            if not wire.verify(c.secret, self.nonce, c.job_id, signed, tag, token):
                 self.refuse(rf.AUTH)
                 return
-            seen.clear()
-            try:
-                doc = wire.loads(part, shallow=valid)  # the schema bounds the depth: no walk for it
-                if isinstance(doc, dict) and doc.get("kind") == "raw":
+            ranks.append((texts, token, sum(len(t) for _, t in texts)))
+        parts = []
+        try:
+            docs = c.sections.documents([texts for texts, _, _ in ranks])
+            for (doc, ok), (_, token, size) in zip(docs, ranks, strict=True):
+                if doc.get("kind") == "raw":
                     raise wire.ProtocolError("raw agent output: participants send parsed facts")
-                parts.append((validate_facts(doc, self.peer, matched=bool(seen) and seen[-1]), token, size))
-            except (wire.ProtocolError, ValueError, UserError) as e:  # refused, never crashes the server
-                self.refuse(rf.INVALID, detail=str(e))
-                return
-        why = local.same_node([f for f, _, _ in parts]) if self.parts else None
+                parts.append((validate_facts(doc, self.peer, matched=ok), token, size))
+        except (wire.ProtocolError, ValueError, UserError) as e:  # refused, never crashes the server
+            self.refuse(rf.INVALID, detail=str(e))
+            return
+        why = local.same_node([f for f, _, _ in parts]) if "ranks" in self.header else None
         if why:
             self.refuse(rf.INVALID, detail=why)
             return

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from validator.facts.share import Shared
 from validator.model import Facts
 from validator.preflight import refusals as rf
+from validator.preflight import sections
 from validator.preflight.connection import Arrival, Connection
 
 CLOSE_WAIT_S = 3.0  # how long we let clients close first after the verdict (TIME_WAIT on their side)
@@ -155,6 +156,7 @@ class Coordinator:
         self.gate = rf.Gate()  # connections that are not participants yet, their bodies in flight
         self.accepted = 0  # bytes of the facts in self.arrivals
         self.shared = Shared(across_hosts=False)  # per-rank mode: a node's ranks hold its common facts once
+        self.sections = sections.Parsed()  # each distinct section text parsed once
         self.max_connections = max_connections or max(1024, 4 * expect.maximum + 64)
         self.complete = asyncio.Event()
         self.wake = asyncio.Event()  # the gather loop's: completion, timers, an arrival while idle

@@ -19,21 +19,20 @@ import socket
 import struct
 import time
 import zlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from validator.model import Facts
 from validator.preflight import protocol as wire
+from validator.preflight import sections
 from validator.preflight.plan import Options, Plan
+from validator.preflight.sections import LOCAL_MAX, MAX_GROUP
 
 if TYPE_CHECKING:
     from validator.preflight.participant import Result
 
-LOCAL_MAX = 64  # ranks on one node that a leader carries (and that the coordinator accepts in one frame)
 LEADER_WAIT_S = 2.0  # a member tries its leader this long, then goes to the coordinator directly
 GATHER_S = 5.0  # a leader waits this long (at most) for its members before going upstream
 LOCAL_IO_S = 1.0  # a member answers its leader's hello within this long, or is left out
-MAX_GROUP = 16 << 20  # bytes of facts in one leader's frame (each rank's body within MAX_FACTS too)
 
 
 def grouped(facts: Facts, mode: str) -> bool:
@@ -93,13 +92,6 @@ def connect(key: str, host: str, deadline: float) -> socket.socket | None:
         time.sleep(0.05)
 
 
-@dataclass
-class Member:
-    sock: socket.socket
-    header: dict[str, Any]
-    body: bytes
-
-
 class Group:
     """A leader's members: accepted during the gather, asked to sign under each upstream hello,
     given the verdict at the end. A member that misbehaves or goes silent is dropped (it then
@@ -109,7 +101,6 @@ class Group:
         self.listener: socket.socket | None = sock
         self.expected = expected  # members: the local world size less the leader
         self.socks: list[socket.socket] = []
-        self.members: list[Member] = []
 
     def gather(self, until: float) -> None:
         """Accept members until all have connected or ``until``; then stop listening (a later
@@ -128,9 +119,10 @@ class Group:
         self.listener.close()
         self.listener = None
 
-    def sign(self, hello: dict[str, Any]) -> list[Member]:
-        """Forward the coordinator's hello; each member answers with its header and body."""
-        kept, self.members = [], []
+    def sign(self, hello: dict[str, Any], own: int) -> list[tuple[object, str, sections.Pieces]]:
+        """Forward the coordinator's hello; each member answers with its header and body, signed
+        under it: (mac, token, its texts) each, within MAX_GROUP bytes in all with our ``own``."""
+        kept, out, total = [], [], own
         frame = wire.encode(hello)
         for s in self.socks:
             try:
@@ -143,24 +135,18 @@ class Group:
                     raise wire.ProtocolError("not a facts header")
                 if wire.LEN.unpack(wire.recv_exact(s, wire.LEN.size))[0] != size:
                     raise wire.ProtocolError("facts size does not match the header")
-                self.members.append(Member(s, header, wire.recv_exact(s, size)))
+                parts = sections.texts(header, wire.recv_exact(s, size))
+                if len(parts) > 1 and hello.get("sections") != 1:  # (one document: a member of an older validator)
+                    raise wire.ProtocolError("facts in texts to a coordinator that reads one document")
+                token, signs = header.get("token"), sum(len(t) for _, t in parts)
+                if total + signs <= MAX_GROUP and sections.good_token(token):
+                    total += signs
+                    out.append((header.get("mac"), str(token), parts))
                 kept.append(s)
             except (OSError, wire.ProtocolError):
                 s.close()
         self.socks = kept
-        return self.members
-
-    def parts(self, body: bytes, mac: str, token: str) -> tuple[list[dict[str, Any]], bytes]:
-        """The upstream header's "ranks" and the joined bodies: ours first, then each member's,
-        within MAX_GROUP in all."""
-        ranks, bodies, total = [{"size": len(body), "mac": mac, "token": token}], [body], len(body)
-        for m in self.members:
-            if total + len(m.body) > MAX_GROUP:
-                break
-            total += len(m.body)
-            ranks.append({"size": len(m.body), "mac": m.header.get("mac"), "token": m.header.get("token")})
-            bodies.append(m.body)
-        return ranks, b"".join(bodies)
+        return out
 
     def finish(self, verdict: dict[str, Any] | None) -> None:
         """The verdict to every member (None: close, so each goes to the coordinator itself)."""
@@ -209,28 +195,6 @@ def join(opts: Options, p: Plan, facts: Facts, listen: dict[str, Any] | None) ->
         return Result(verdict, Attempts())
     left = opts.timeout - (time.monotonic() - t0)
     return participate(facts, p.host, p.ports, p.job_id, secret, left, listen, patient, token)
-
-
-def split(header: dict[str, Any], size: int) -> list[tuple[int, str, object]] | None:
-    """The coordinator's reading of a leader's "ranks": (size, token, mac) per rank, or None
-    when the header carries one participant. Raises ProtocolError on anything out of bounds."""
-    ranks = header.get("ranks")
-    if ranks is None:
-        return None
-    if not isinstance(ranks, list) or not 1 <= len(ranks) <= LOCAL_MAX or size > MAX_GROUP:
-        raise wire.ProtocolError(f"bad ranks of a node leader ({wire.short(ranks)})")
-    out = []
-    for r in ranks:
-        n = r.get("size") if isinstance(r, dict) else None
-        token = r.get("token") if isinstance(r, dict) else None
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= wire.MAX_FACTS:
-            raise wire.ProtocolError("bad rank entry in a node leader's header")
-        if not isinstance(token, str) or not 0 < len(token) <= 64:
-            raise wire.ProtocolError("bad rank entry in a node leader's header")
-        out.append((n, token, r.get("mac")))
-    if sum(n for n, _, _ in out) != size:
-        raise wire.ProtocolError("the ranks' sizes do not add up to the facts size")
-    return out
 
 
 def same_node(group: list[Facts]) -> str | None:

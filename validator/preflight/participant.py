@@ -7,7 +7,6 @@ what each name resolved to.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import socket
@@ -19,7 +18,9 @@ from validator.agent.probe import resolve, route_src
 from validator.facts.network import master_facts
 from validator.model import Facts
 from validator.preflight import protocol as wire
+from validator.preflight import sections
 from validator.preflight.local import Group
+from validator.preflight.sections import Pieces
 
 VERDICT_GRACE_S = 30.0  # the coordinator's checks run after its deadline; allow for them at scale
 HELLO_S = 1.0  # our coordinator says hello as it accepts; silence this long is something else
@@ -80,7 +81,7 @@ def _rejected(msg: dict[str, Any]) -> str:
 
 def _exchange(
     s: socket.socket,
-    body: bytes,
+    parts: Pieces,
     job_id: str,
     secret: bytes | None,
     listen: dict[str, Any] | None,
@@ -104,7 +105,7 @@ def _exchange(
         return _rejected(hello)
     if hello.get("type") != "hello" or hello.get("proto") != wire.PROTO:
         return "FOREIGN: not a preflight coordinator"
-    _send_facts(s, hello, body, job_id, secret, listen, token, group)
+    _send_facts(s, hello, parts, job_id, secret, listen, token, group)
     deadline_in = hello.get("deadline_in")
     s.settimeout(min(3600.0, max(0.0, deadline_in if isinstance(deadline_in, (int, float)) else 0.0)) + VERDICT_GRACE_S)
     for _ in range(
@@ -116,7 +117,7 @@ def _exchange(
         if msg.get("type") == "verdict":
             return msg
         if msg.get("type") == "hello" and msg.get("proto") == wire.PROTO:  # our node leader retries upstream
-            _send_facts(s, msg, body, job_id, secret, listen, token, None)
+            _send_facts(s, msg, parts, job_id, secret, listen, token, None)
             continue
         if msg.get("type") == "resolve":
             s.sendall(wire.encode(resolved(msg)))
@@ -134,21 +135,25 @@ def _exchange(
 def _send_facts(
     s: socket.socket,
     hello: dict[str, Any],
-    body: bytes,
+    parts: Pieces,
     job_id: str,
     secret: bytes | None,
     listen: dict[str, Any] | None,
     token: str,
     group: Group | None,
 ) -> None:
-    """The facts header and body, signed under the hello's nonce; a leader adds its members'."""
-    tag = wire.mac(secret, str(hello.get("nonce", "")), job_id, body, token)
-    header: dict[str, Any] = {"type": "facts", "proto": wire.PROTO, "job_id": job_id, "size": len(body), "mac": tag,
-                              "listen": listen, "token": token, "clock": time.time(),
-                              "quiet": True}  # quiet: no ack, one send less per participant  # fmt: skip
-    if group is not None and group.sign(hello):
-        header["ranks"], body = group.parts(body, tag, token)
-        header["size"] = len(body)
+    """The facts header and body, signed under the hello's nonce, in sections where the
+    coordinator reads them; a leader adds its members' (sections.py)."""
+    split = hello.get("sections") == 1
+    if not split:
+        parts = [("", sections.document(parts))]
+    mine = sections.signed(parts)
+    tag = wire.mac(secret, str(hello.get("nonce", "")), job_id, mine, token)
+    ranks = [(tag, token, parts)] + (group.sign(hello, len(mine)) if group is not None else [])
+    fields, body = sections.frame(ranks, split, leader=len(ranks) > 1)
+    header: dict[str, Any] = {"type": "facts", "proto": wire.PROTO, "job_id": job_id, "mac": tag, "listen": listen,
+                              "token": token, "clock": time.time(), "quiet": True,  # quiet: no ack, one send less
+                              **fields}  # fmt: skip
     s.sendall(wire.encode(header) + wire.frame(body))
 
 
@@ -170,9 +175,9 @@ def via_leader(
     s = local.connect(key, facts["host"], deadline)
     if s is None:
         return None
-    body = json.dumps(facts, separators=(",", ":")).encode()
+    parts = sections.pieces(facts)
     try:  # the leader's hello waits for its members and the coordinator: up to the deadline
-        got = _exchange(s, body, job_id, secret, listen, deadline, token, hello_s=timeout)
+        got = _exchange(s, parts, job_id, secret, listen, deadline, token, hello_s=timeout)
     except (OSError, wire.ProtocolError):
         got = None
     finally:
@@ -226,7 +231,7 @@ def participate(
     leader passes its ``group``: its members' facts travel in its frame."""
     start = time.monotonic()
     deadline = start + timeout
-    body = json.dumps(facts, separators=(",", ":")).encode()
+    parts = sections.pieces(facts)
     token = token or wire.new_nonce()  # ours alone: only a connection presenting it may replace our registration
     att = Attempts()
     delay = 0.05
@@ -238,7 +243,7 @@ def participate(
         att.resolved[host] = addrs
         att.resolved_once = att.resolved_once or bool(addrs)
         if addrs and refresh_master(facts, host, addrs):
-            body = json.dumps(facts, separators=(",", ":")).encode()
+            parts = sections.pieces(facts)
         if not addrs:
             att.note(f"{host}: {res.get('error', 'does not resolve')}")
             if not patient and not att.resolved_once and time.monotonic() - start >= UNRESOLVED_S:
@@ -248,7 +253,7 @@ def participate(
         for addr in addrs[:2]:
             reached = False
             for port in ports:
-                outcome = _attempt(addr, port, body, job_id, secret, listen, deadline, att, token, group)
+                outcome = _attempt(addr, port, parts, job_id, secret, listen, deadline, att, token, group)
                 if isinstance(outcome, dict):
                     outcome.setdefault("port", port)
                     return Result(outcome, att)
@@ -272,7 +277,7 @@ def participate(
 def _attempt(
     addr: str,
     port: int,
-    body: bytes,
+    parts: Pieces,
     job_id: str,
     secret: bytes | None,
     listen: dict[str, Any] | None,
@@ -289,7 +294,7 @@ def _attempt(
         att.note(f"{where}: {e.strerror or e}")
         return "refused"
     try:
-        outcome = _exchange(s, body, job_id, secret, listen, deadline, token, group)
+        outcome = _exchange(s, parts, job_id, secret, listen, deadline, token, group)
     except (OSError, wire.ProtocolError) as e:
         outcome = f"{type(e).__name__}: {e}"
     finally:

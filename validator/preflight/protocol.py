@@ -1,8 +1,9 @@
 """The preflight wire protocol: length-prefixed JSON frames, bounded, optionally HMAC-signed.
 
-    coordinator -> participant  hello   {"type": "hello", "proto": 1, "job_id", "nonce"}
-    participant -> coordinator  header  {"type": "facts", "proto": 1, "job_id", "size", "mac", "listen", "token", "clock", "quiet"}
-                                body    the facts document, ``size`` bytes of JSON
+    coordinator -> participant  hello   {"type": "hello", "proto": 1, "job_id", "nonce", "deadline_in", "sections": 1}
+    participant -> coordinator  header  {"type": "facts", "proto": 1, "job_id", "size", "mac", "listen", "token", "clock", "quiet",
+                                         "chunks", "sections"}
+                                body    the facts, ``size`` bytes: JSON texts, one per section (sections.py)
     coordinator -> participant  ack     {"type": "ack", "arrived": n, "expected": N}  or  reject {"reason"}
                                         (no ack when the header says "quiet": true; a reject still comes)
     coordinator -> participant  probe   {"type": "probe", "targets": [...]}           (--net-check only)
@@ -11,9 +12,10 @@
     participant -> coordinator  resolved {"type": "resolved", "results": {name: {"addrs", "error"}}}
     coordinator -> participant  verdict {"type": "verdict", "exit_code", "report", "text"}
 
-A node leader (per-rank mode, local.py) adds "ranks": [{"size", "mac", "token"}, ...] to its header,
-its own first, and its body is those ranks' facts one after another; its members speak this same
-protocol to it over the node's Unix socket, the hello carrying the coordinator's nonce.
+A node leader (per-rank mode, local.py) adds "ranks": [{"mac", "token", "sections"}, ...] to its
+header, its own first, and its body is the distinct texts of those ranks' sections (sections.py);
+its members speak this same protocol to it over the node's Unix socket, the hello carrying the
+coordinator's nonce.
 
 Each frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. The MAC is
 HMAC-SHA256(secret, nonce || 0 || job_id || 0 || token || 0 || body), checked before the body is
@@ -54,7 +56,7 @@ def encode(msg: dict[str, Any]) -> bytes:
 def hello(job_id: str, nonce: str, deadline_in: float) -> bytes:
     """The hello frame, formatted directly: the coordinator sends one per connection."""
     job = json.encoder.encode_basestring_ascii(job_id)
-    body = f'{{"type":"hello","proto":{PROTO},"job_id":{job},"nonce":"{nonce}","deadline_in":{deadline_in!r}}}'
+    body = f'{{"type":"hello","proto":{PROTO},"job_id":{job},"nonce":"{nonce}","deadline_in":{deadline_in!r},"sections":1}}'
     return frame(body.encode())
 
 
@@ -79,6 +81,17 @@ def loads(body: bytes, shallow: Callable[[Any], bool] | None = None) -> Any:
 
     try:
         return bounded(body, "frame", max_bytes=MAX_VERDICT, max_depth=MAX_DEPTH, unit="frame", shallow=shallow)
+    except JsonError as e:
+        raise ProtocolError(printable(str(e), 120)) from None
+
+
+def loads_many(texts: list[bytes], shallow: Callable[[Any], bool] | None = None) -> list[Any]:
+    """Each of ``texts`` one JSON document, as ``loads`` reads one, in one pass (safejson.loads_many)."""
+    from validator.safejson import JsonError
+    from validator.safejson import loads_many as bounded
+
+    try:
+        return bounded(texts, "frame", max_bytes=MAX_VERDICT, max_depth=MAX_DEPTH, unit="frame", shallow=shallow)
     except JsonError as e:
         raise ProtocolError(printable(str(e), 120)) from None
 

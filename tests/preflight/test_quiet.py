@@ -65,7 +65,9 @@ def test_toward_an_older_coordinator_the_facts_go_whole_and_an_unasked_ack_is_ta
         with conn:
             conn.settimeout(10)
             # an older coordinator's hello: no "sections", so the facts come as one JSON document
-            conn.sendall(wire.encode({"type": "hello", "proto": 1, "job_id": "job", "nonce": "n0nce", "deadline_in": 30.0}))
+            conn.sendall(
+                wire.encode({"type": "hello", "proto": 1, "job_id": "job", "nonce": "n0nce", "deadline_in": 30.0})
+            )
             head = wire.recv_msg(conn)
             seen["header"] = head
             seen["body"] = wire.recv_exact(conn, wire.LEN.unpack(wire.recv_exact(conn, 4))[0])

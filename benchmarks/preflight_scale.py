@@ -1,7 +1,7 @@
 """Preflight coordinator at scale, beside PyTorch's own TCPStore doing the same gather.
 
     python benchmarks/preflight_scale.py [N ...]        (default: 1000 5000 12500)
-    python benchmarks/preflight_scale.py --missing [N]  (default 12500: 1 node in 10 never starts)
+    python benchmarks/preflight_scale.py --missing [N]  (default 12500: 1 node in 10 never starts, 3 carry faults)
     python benchmarks/preflight_scale.py --per-rank [N] (default 12500: N node leaders x 8 ranks' facts)
 
 For each N: one coordinator (the real validator.preflight Coordinator and the full checks) and N
@@ -81,6 +81,18 @@ def template() -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- validator side
+
+
+def inject(docs: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """Faults on three nodes of a ``--missing`` run (a node's NCCL, its GPUs, its environment),
+    and the findings they must produce, as (code, host): with the missing nodes' RNK007 they are
+    all the verdict may say."""
+    k = len(docs) // 4
+    nccl, gpu, env = docs[k], docs[2 * k], docs[3 * k]
+    nccl["software"] = dict(nccl["software"], nccl="2.18.5")
+    gpu["gpus"] = dict(gpu["gpus"], devices=gpu["gpus"]["devices"][:7])
+    env["env"] = dict(env["env"], NCCL_IB_DISABLE="1")
+    return {("SW002", nccl["host"]), ("GPU001", gpu["host"]), ("GPU003", gpu["host"]), ("ENV002", env["host"])}
 
 
 def rank_facts(node: dict[str, Any], i: int, local: int, n: int) -> dict[str, Any]:
@@ -171,6 +183,7 @@ def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0, per_r
             return None
 
     from validator.preflight.plan import Plan, expectation, key, missing
+    from validator.targets import fold_hosts
 
     coord_raise_nofile()
     port = free_port()
@@ -184,7 +197,9 @@ def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0, per_r
         bodies = [sent([rank_facts(nodes[i], i, r, n + 1) for r in range(1 if i == 0 else 0, 8)])
                   for i in range(n + 1) if i not in gone]  # fmt: skip
     else:
-        bodies = [sent([node_facts(tpl, i, n + 1, port)]) for i in range(1, n + 1) if i not in gone]
+        docs = [node_facts(tpl, i, n + 1, port) for i in range(1, n + 1) if i not in gone]
+        faults = inject(docs) if missing_every else set()
+        bodies = [sent([d]) for d in docs]
     size = sum(map(len, bodies)) / len(bodies)
     sock = coord.bind(port)
     q: Any = mp.Queue()
@@ -209,7 +224,8 @@ def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0, per_r
         facts = [a.facts for a in gathered.arrivals]
         outcomes = missing(plan, facts, own, gathered.seconds)  # as run.coordinate names the absent
         report = pipeline.check(facts, None, context="preflight", outcomes=outcomes)
-        seen.update(outcomes=[o.to_json() for o in outcomes], codes=sorted({f.code for f in report.findings}))
+        seen.update(outcomes=[o.to_json() for o in outcomes], codes=sorted({f.code for f in report.findings}),
+                    found={(f.code, fold_hosts(f.hosts)) for f in report.findings if f.code != "RNK007"})  # fmt: skip
         from validator.report.options import RenderOptions
         from validator.report.text import render_table
 
@@ -239,6 +255,7 @@ def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0, per_r
         hosts = out["detail"].split("expected on ", 1)[1].split("; ", 1)[0]
         ranks = out["target"].split(": ", 1)[1]
         exact = expand(hosts) == [names[i] for i in absent] and expand_ranks(ranks) == absent
+        extra.update(faults_exact=seen["found"] == faults, faults=sorted(" ".join(f) for f in faults))
         extra.update(missing=len(absent), named_exactly=exact, verdict_after_deadline_s=round(done - phases["deadline_at"], 2),
                      missing_line=f"{out['target'][:60]}... {out['detail'][:80]}...")  # fmt: skip
     return {"side": "validator", "n": n, "seconds": round(done - t0, 2), "arrived": arrived, **extra,

@@ -18,10 +18,10 @@ its members speak this same protocol to it over the node's Unix socket, the hell
 coordinator's nonce.
 
 Each frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. The MAC is
-HMAC-SHA256(secret, nonce || 0 || job_id || 0 || token || 0 || body), checked before the body is
-parsed, so an unauthenticated peer never gets its JSON decoded. ``token`` is a random value each
-participant process draws once: only a connection presenting the same token may replace its
-registration. Nothing received is executed or unpickled, and every frame is parsed by ``loads``,
+HMAC-SHA256(secret, nonce || 0 || job_id || 0 || token || 0 || body), the body being the rank's
+texts joined in its order, checked before the body is parsed, so an unauthenticated peer never gets
+its JSON decoded (nor any text of it kept). ``token`` is a random value each participant process
+draws once: only a connection presenting the same token may replace its registration. Nothing received is executed or unpickled, and every frame is parsed by ``loads``,
 which refuses nesting and numbers beyond what facts need with a one-line ProtocolError.
 """
 

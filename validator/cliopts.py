@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from validator.model import Severity
+    from validator.severity import Severity
 
 FAIL_LEVELS = ("error", "warning", "info", "never")
 LEAN_FORMATS = ("table", "json")  # what preflight and node-check print (no XML or HTML on every rank)
@@ -76,7 +76,7 @@ def check_format(fmt: str, formats: Iterable[str]) -> str:
 def fail_level(text: str) -> Severity | None:
     """``--fail-on``: a severity, or None for never; a UserError naming all four otherwise."""
     from validator.errors import UserError
-    from validator.model import Severity
+    from validator.severity import Severity
 
     word = text.strip().lower()
     if word not in FAIL_LEVELS:

@@ -19,14 +19,13 @@ import socket
 import struct
 import time
 import zlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from validator.model import Facts
 from validator.preflight import protocol as wire
 from validator.preflight.plan import Options, Plan
 
 if TYPE_CHECKING:
+    from validator.model import Facts
     from validator.preflight.participant import Result
 
 LOCAL_MAX = 64  # ranks on one node that a leader carries (and that the coordinator accepts in one frame)
@@ -93,8 +92,7 @@ def connect(key: str, host: str, deadline: float) -> socket.socket | None:
         time.sleep(0.05)
 
 
-@dataclass
-class Member:
+class Member(NamedTuple):
     sock: socket.socket
     header: dict[str, Any]
     body: bytes

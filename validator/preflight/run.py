@@ -286,10 +286,10 @@ def rendezvous(
     opts: Options, p: Plan, facts: Facts, profile: Profile | None, listen: dict[str, Any] | None, t0: float
 ) -> int:
     if is_candidate(facts, p):
-        from validator.preflight import coordinator as coord
+        from validator.preflight.ports import bind_first  # before asyncio loads: our node's ranks can connect
 
         try:
-            sock, port = coord.bind_first(p.ports)
+            sock, port = bind_first(p.ports)
         except OSError as e:
             if e.errno != errno.EADDRINUSE:
                 from validator.preflight.findings import finding

@@ -142,9 +142,10 @@ def coordinate(
         if c.early:
             notes.append(f"decided at {gathered.seconds:.1f} s: no late arrival can make this a pass")
         text = render(report, exit_code, len(gathered.arrivals), p, gathered.seconds, notes)
-        verdict = {"type": "verdict", "exit_code": exit_code, "report": report.to_json(), "named": culprits(report),
+        doc = report.to_json()  # once: every participant gets it, and it is printed here
+        verdict = {"type": "verdict", "exit_code": exit_code, "report": doc, "named": culprits(report),
                    "text": text, "port": c.port}  # fmt: skip
-        emit(opts, report.to_json(), text, True, exit_code)  # now: the coordinator may linger for late arrivals
+        emit(opts, doc, text, True, exit_code)  # now: the coordinator may linger for late arrivals
         await c.deliver(wire.encode(verdict), linger=exit_code != 0)
         return exit_code
 

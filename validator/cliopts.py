@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from validator.model import Severity
+    from validator.severity import Severity
 
 FAIL_LEVELS = ("error", "warning", "info", "never")
 LEAN_FORMATS = ("table", "json")  # what preflight and node-check print (no XML or HTML on every rank)
@@ -33,7 +33,21 @@ PROM_HELP = "also write Prometheus textfile metrics to FILE"
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """argparse help in the typer commands' style: "Usage:", "Options:"."""
+    """argparse help in the typer commands' style: "Usage:", "Options:".
+
+    argparse makes one of these per ``add_argument``, only to check its metavar: the terminal's
+    width (and shutil's import, on every rank's launch path) is looked up when help is formatted."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24) -> None:
+        super().__init__(prog, indent_increment, max_help_position, width=80)
+        self._help_position = max_help_position
+
+    def format_help(self) -> str:
+        import shutil
+
+        self._width = shutil.get_terminal_size().columns - 2
+        self._max_help_position = min(self._help_position, max(self._width - 20, self._indent_increment * 2))
+        return super().format_help()
 
     def add_usage(self, usage: str | None, actions: Iterable[argparse.Action], groups: Iterable[argparse._MutuallyExclusiveGroup], prefix: str | None = None) -> None:  # fmt: skip
         super().add_usage(usage, actions, groups, "Usage: " if prefix is None else prefix)
@@ -76,7 +90,7 @@ def check_format(fmt: str, formats: Iterable[str]) -> str:
 def fail_level(text: str) -> Severity | None:
     """``--fail-on``: a severity, or None for never; a UserError naming all four otherwise."""
     from validator.errors import UserError
-    from validator.model import Severity
+    from validator.severity import Severity
 
     word = text.strip().lower()
     if word not in FAIL_LEVELS:

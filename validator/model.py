@@ -7,15 +7,14 @@ JSON, a 100,000-rank job holds 100,000 of them, and plain dicts cost nothing to 
 
 from __future__ import annotations
 
-import enum
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
+from validator import FACTS_SCHEMA as FACTS_SCHEMA  # re-exported: defined where start-up need not load this module
+from validator import REPORT_SCHEMA as REPORT_SCHEMA
 from validator import documents
-
-FACTS_SCHEMA = 1
-REPORT_SCHEMA = 1
+from validator.severity import Severity as Severity
 
 # How a participant was started (facts/launch.py detects it; profiles pin it). Add a launcher here,
 # then teach facts/launch.py to detect it (and facts/k8s.py if it starts pods).
@@ -188,29 +187,6 @@ class Facts(TypedDict):
 
 
 # --------------------------------------------------------------------------- findings
-
-
-class Severity(enum.IntEnum):
-    INFO = 10
-    WARNING = 20
-    ERROR = 30
-
-    @property
-    def label(self) -> str:
-        return self.name.lower()
-
-    @property
-    def json_label(self) -> Literal["info", "warning", "error"]:
-        return "info" if self is Severity.INFO else "warning" if self is Severity.WARNING else "error"
-
-    @classmethod
-    def parse(cls, text: str) -> Severity:
-        try:
-            return cls[text.strip().upper()]
-        except KeyError:
-            from validator.errors import UserError
-
-            raise UserError(f"unknown severity {text!r}; use one of: {', '.join(s.label for s in cls)}") from None
 
 
 # Reported, but never counted toward --fail-on: connections the preflight coordinator refused

@@ -14,15 +14,14 @@ from validator.agent import probe as agent
 from validator.errors import UserError
 from validator.facts import load_facts, parse
 from validator.facts.command import parse_command
-from validator.facts.files import load_file
 from validator.facts.launch import parse_launch
-from validator.facts.share import Shared
-from validator.model import Facts, Finding, Outcome, Report
-from validator.profiles import Profile, load_profile
-from validator.report.options import RenderOptions
 
-# validator.checks is imported where it is used: preflight participants only probe and never check.
+# What only checking needs (the checks, the model's reports, profiles, facts files) is imported
+# where it is used: a preflight participant, once per rank at launch, only probes.
 if TYPE_CHECKING:
+    from validator.model import Facts, Finding, Outcome, Report
+    from validator.profiles import Profile
+    from validator.report.options import RenderOptions
     from validator.scan import ScanResult
 
 
@@ -38,6 +37,9 @@ def probe_local(argv: list[str] | None = None, environ: dict[str, str] | None = 
 def load_inputs(paths: Iterable[str]) -> tuple[list[Facts], list[str]]:
     """Every readable facts document, and one error line per unreadable one (nothing is lost:
     the good documents are still checked)."""
+    from validator.facts.files import load_file
+    from validator.facts.share import Shared
+
     facts: list[Facts] = []
     errors: list[str] = []
     shared = Shared()  # a node's ranks, in one file or one file each: their common parts held once
@@ -73,6 +75,7 @@ def check(
     title: str = "cluster-validator check",
 ) -> Report:
     from validator.checks import run_checks
+    from validator.model import Report
 
     findings = run_checks(facts, profile, codes, context)
     return Report(
@@ -88,6 +91,8 @@ def check(
 def check_files(paths: list[str], profile_path: str | None, codes: list[str]) -> Report:
     """Check every readable facts document; a bad profile is reported like a bad facts file
     (exit 2) while the facts are still checked without it."""
+    from validator.profiles import load_profile
+
     errors: list[str] = []
     try:
         profile = load_profile(profile_path) if profile_path else None

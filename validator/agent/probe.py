@@ -213,7 +213,7 @@ def resolve(names: list[str], timeout: float = RESOLVE_TIMEOUT_S) -> dict[str, d
 
     def one(name: str) -> None:
         try:
-            infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+            infos = socket.getaddrinfo(_ascii_host(name), None, proto=socket.IPPROTO_TCP)
             addrs: list[str] = []
             for fam, *_, sa in infos:
                 if fam in (socket.AF_INET, socket.AF_INET6) and sa[0] not in addrs:
@@ -231,6 +231,14 @@ def resolve(names: list[str], timeout: float = RESOLVE_TIMEOUT_S) -> dict[str, d
     for n in names:
         results.setdefault(n, {"addrs": [], "error": f"lookup timed out after {timeout:g}s"})
     return dict(results)
+
+
+def _ascii_host(name: str) -> str | bytes:
+    """``name`` as bytes when the idna codec would pass it through unchanged (ASCII, labels of
+    1-63 characters), which spares every rank loading that codec (1 ms); else ``name`` itself."""
+    labels = name.split(".")
+    ok = name.isascii() and all(0 < len(x) < 64 for x in labels[:-1]) and len(labels[-1]) < 64
+    return name.encode("ascii") if ok else name
 
 
 def route_src(addr: str) -> str:

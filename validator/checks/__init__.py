@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from validator.checks import gpu, ib, k8s, meta, net, profile, rank, rdzv, software, system
 from validator.checks.base import Check, Hit, Job
 from validator.codes import Code, table
 from validator.errors import UserError
 from validator.model import Facts, Finding
-from validator.profiles import Profile
+
+if TYPE_CHECKING:  # annotations only: profiles load where one is given
+    from validator.profiles import Profile
 
 # Every fact-check family's table, and VAL900; adding a check touches only its family module.
 CODES: dict[str, Code] = table(

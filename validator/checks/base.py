@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain, compress, repeat
 from operator import eq, itemgetter
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from validator.codes import Code, paragraphs
 from validator.model import Facts, Severity
-from validator.profiles import Profile
+
+if TYPE_CHECKING:  # annotations only: profiles load where one is given
+    from validator.profiles import Profile
 
 T = TypeVar("T", bound=Hashable)
 R = TypeVar("R")

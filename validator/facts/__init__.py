@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from validator import __version__
+from validator import FACTS_SCHEMA, __version__
 from validator.errors import UserError
 from validator.facts.command import parse_command
 from validator.facts.gpu import parse_gpus
@@ -14,8 +14,10 @@ from validator.facts.launch import parse_launch
 from validator.facts.network import gloo_select, master_facts, nccl_select, parse_interfaces
 from validator.facts.node import parse_software, parse_system
 from validator.facts.schema import validate_facts
-from validator.model import FACTS_SCHEMA, Facts
 from validator.safejson import clip
+
+if TYPE_CHECKING:
+    from validator.model import Facts
 
 AGENT_SCHEMA = 1
 

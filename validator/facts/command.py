@@ -9,8 +9,10 @@ positional argument ending the launcher's options.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from validator.model import CommandFacts
+if TYPE_CHECKING:
+    from validator.model import CommandFacts
 
 # dest -> (takes a value, spellings). dest is what torchrun's PET_<DEST> fallback uses.
 TORCHRUN: dict[str, tuple[bool, tuple[str, ...]]] = {

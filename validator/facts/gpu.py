@@ -4,9 +4,11 @@ CUDA_VISIBLE_DEVICES mapping (indices, UUIDs or their unique prefixes, MIG UUIDs
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from validator.model import GpuDevice, GpuFacts
+if TYPE_CHECKING:
+    from validator.model import GpuDevice, GpuFacts
+
 
 NO_GPUS: GpuFacts = {
     "source": "none",

@@ -28,9 +28,11 @@ loads cannot be told from sysfs, so the transport here is the internal one's.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from validator.model import IbDevice, IbFacts, IbPort
+if TYPE_CHECKING:
+    from validator.model import IbDevice, IbFacts, IbPort
+
 
 MAX_IB_DEVS = 32  # NCCL's MAX_IB_DEVS: the most HCA list entries it parses
 IB_GID_SLOTS = 128  # the agent's IB_MAX["gid_slots"]: slots read when a reading does not say

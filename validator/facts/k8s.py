@@ -11,7 +11,10 @@ downward API. The names read here are exactly the ones those manifests set.
 
 from __future__ import annotations
 
-from validator.model import Launcher
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from validator.model import Launcher
 
 # PyTorchJob v1 pod labels (training-operator), exposed by the manifests as env
 KUBEFLOW_TYPE = "KUBEFLOW_REPLICA_TYPE"  # metadata.labels['training.kubeflow.org/replica-type']

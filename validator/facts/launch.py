@@ -10,11 +10,13 @@ wrapped torchrun command wins over both for the node it launches.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator.facts.k8s import KUBEFLOW_TYPE, pod_contract, pod_hosts
-from validator.model import CommandFacts, Launcher, LaunchFacts
 from validator.targets import MAX_RANKS
+
+if TYPE_CHECKING:
+    from validator.model import CommandFacts, Launcher, LaunchFacts
 
 TORCHRUN_DEFAULTS = {
     "nnodes": "1:1",

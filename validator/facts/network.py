@@ -10,10 +10,12 @@ docker, lo, virbr. Since 2.28 only RUNNING interfaces are candidates and virbr i
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator.agent.probe import is_loopback as is_loopback  # one rule; the agent imports nothing of ours
-from validator.model import Facts, Interface, MasterFacts, Selection
+
+if TYPE_CHECKING:
+    from validator.model import Facts, Interface, MasterFacts, Selection
 
 # Kinds whose addresses other nodes cannot reach (container/VM bridges, tunnels, overlays). Not
 # veth (a Kubernetes pod's eth0 is one), bond (the cluster NIC itself), macvlan/ipvlan (secondary

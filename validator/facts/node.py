@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from validator.model import SoftwareFacts, SystemFacts
+if TYPE_CHECKING:
+    from validator.model import SoftwareFacts, SystemFacts
 
 
 def nccl_version(code: int | None) -> str | None:

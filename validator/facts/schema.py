@@ -11,11 +11,14 @@ import types
 import typing
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from validator import model
+from validator import FACTS_SCHEMA
 from validator.errors import UserError
 from validator.targets import MAX_RANKS
+
+if TYPE_CHECKING:
+    from validator import model
 
 Validator = Callable[[Any], None]
 LEAVES: dict[Any, tuple[tuple[type, ...], str]] = {
@@ -130,6 +133,8 @@ def _container(tp: Any, nullable: bool) -> Validator:
 
 @cache
 def _facts_validator() -> Validator:
+    from validator import model  # once: a preflight participant imports this module, never the schema
+
     return _container(model.Facts, nullable=False)
 
 
@@ -180,6 +185,8 @@ def fields_check(fields: tuple[str, ...] | None = None, exact: bool = False) -> 
     None), each matching its type, and, if ``exact``, nothing else; False or an exception means:
     ask ``_facts_validator`` what is wrong (~3x faster than it on a valid document). Straight-line
     code with no call per field; a subset for the preflight's texts (validator/preflight/sections.py)."""
+    from validator import model
+
     hints = typing.get_type_hints(model.Facts)
     src = _Source()
     src.lines.append("    if doc.__class__ is not dict: return False")
@@ -197,6 +204,8 @@ def fields_check(fields: tuple[str, ...] | None = None, exact: bool = False) -> 
 
 def field_checks() -> dict[str, Callable[[Any], bool]]:
     """For each field of Facts, whether a value matches its type (as ``fields_check``)."""
+    from validator import model
+
     return {name: _field(name) for name in typing.get_type_hints(model.Facts)}
 
 
@@ -240,10 +249,10 @@ def validate_facts(doc: Any, where: str = "", matched: bool = False) -> model.Fa
     if not isinstance(doc, dict):
         raise SchemaError(f"expected a facts object, got {type(doc).__name__}", where)
     schema = doc.get("schema")
-    if isinstance(schema, int) and schema > model.FACTS_SCHEMA:
+    if isinstance(schema, int) and schema > FACTS_SCHEMA:
         raise SchemaError(
             f"facts schema {schema} is newer than this validator understands "
-            f"({model.FACTS_SCHEMA}); upgrade cluster-validator where you run `check`",
+            f"({FACTS_SCHEMA}); upgrade cluster-validator where you run `check`",
             where,
         )
     try:
@@ -256,4 +265,4 @@ def validate_facts(doc: Any, where: str = "", matched: bool = False) -> model.Fa
         if isinstance(host, str) and host:  # a file of many documents: say whose field is bad
             field = f"host {host if len(host) <= 60 else host[:40] + '...'}: {field}"
         raise SchemaError(e.message, f"{where}: {field}" if where else field) from None
-    return typing.cast(model.Facts, doc)
+    return typing.cast("model.Facts", doc)

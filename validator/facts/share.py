@@ -17,9 +17,11 @@ after loading, so a shared object means exactly what each copy meant.
 from __future__ import annotations
 
 from sys import intern
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from validator.model import Facts
+if TYPE_CHECKING:
+    from validator.model import Facts
+
 
 SECTIONS = ("gpus", "network", "software", "system", "ib", "errors", "env", "launch", "kind", "validator", "hostname")
 

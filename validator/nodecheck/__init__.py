@@ -17,11 +17,13 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator.codes import Code, code, table
 from validator.model import Facts, Finding, Report, Severity
-from validator.profiles import Profile
+
+if TYPE_CHECKING:  # annotations only: profiles load where one is given
+    from validator.profiles import Profile
 
 # Fact checks that apply to one node without a job (the rest compare ranks or nodes).
 NODE_CODES = ("GPU006", "PRF003", "PRF004", "PRF006", "SYS001", "SYS002", "SYS004", "VAL001")

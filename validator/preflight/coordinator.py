@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import gc
 import socket
 import time
@@ -25,6 +24,8 @@ from validator.model import Facts
 from validator.preflight import refusals as rf
 from validator.preflight import sections
 from validator.preflight.connection import Arrival, Connection
+from validator.preflight.ports import bind as bind  # where callers have always found them
+from validator.preflight.ports import bind_first as bind_first
 
 CLOSE_WAIT_S = 3.0  # how long we let clients close first after the verdict (TIME_WAIT on their side)
 NET_ROUND_S = 15.0  # --net-check: how long one round of probes may take in all
@@ -87,45 +88,6 @@ def raise_nofile() -> None:
     if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def bind(port: int, host: str = "") -> socket.socket:
-    """Bind and listen like TCPStore does (all addresses, dual stack, SO_REUSEADDR)."""
-    last: OSError | None = None
-    for family, addr in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
-        if host:
-            family, addr = (socket.AF_INET6 if ":" in host else socket.AF_INET), host
-        try:
-            s = socket.socket(family, socket.SOCK_STREAM)
-        except OSError as e:
-            last = e
-            continue
-        try:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6 and not host:
-                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-            s.bind((addr, port))
-            s.listen(65535)  # capped by net.core.somaxconn
-            s.setblocking(False)
-            return s
-        except OSError as e:
-            s.close()
-            last = e
-            if e.errno == errno.EADDRINUSE or host:
-                break
-    assert last is not None
-    raise last
-
-
-def bind_first(ports: list[int]) -> tuple[socket.socket, int]:
-    """The first of ``ports`` that binds; the last error when none does."""
-    for i, port in enumerate(ports):
-        try:
-            return bind(port), port
-        except OSError as e:
-            if e.errno != errno.EADDRINUSE or i == len(ports) - 1:
-                raise
-    raise OSError(errno.EINVAL, "no port to bind")
 
 
 class Coordinator:

@@ -4,10 +4,12 @@ why the master's name does not resolve, and the one-line summary for the termina
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator.facts.k8s import POD_LAUNCHERS
-from validator.model import Facts
+
+if TYPE_CHECKING:
+    from validator.model import Facts
 
 TERMINATION_LOG = "/dev/termination-log"
 SUMMARY_MAX = 1024  # the kubelet keeps at most 4096 bytes of a termination message

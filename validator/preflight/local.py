@@ -21,13 +21,13 @@ import time
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from validator.model import Facts
 from validator.preflight import protocol as wire
 from validator.preflight import sections
 from validator.preflight.plan import Options, Plan
 from validator.preflight.sections import LOCAL_MAX, MAX_GROUP
 
 if TYPE_CHECKING:
+    from validator.model import Facts
     from validator.preflight.participant import Result
 
 LEADER_WAIT_S = 2.0  # a member tries its leader this long, then goes to the coordinator directly
@@ -77,6 +77,7 @@ def connect(key: str, host: str, deadline: float) -> socket.socket | None:
     """A member: its leader's socket, retried for LEADER_WAIT_S (bounded by the deadline); None
     when there is none, or when another user's process holds the name (it could fake a verdict)."""
     until = min(deadline, time.monotonic() + LEADER_WAIT_S)
+    pause = 0.005  # the leader binds as it starts: look again soon, then less often
     while True:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -87,9 +88,10 @@ def connect(key: str, host: str, deadline: float) -> socket.socket | None:
             return None
         except OSError:
             s.close()
-        if time.monotonic() + 0.05 >= until:
+        if time.monotonic() + pause >= until:
             return None
-        time.sleep(0.05)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 class Group:

@@ -7,20 +7,20 @@ what each name resolved to.
 
 from __future__ import annotations
 
-import random
 import re
 import socket
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from validator.agent.probe import resolve, route_src
 from validator.facts.network import master_facts
-from validator.model import Facts
 from validator.preflight import protocol as wire
 from validator.preflight import sections
 from validator.preflight.local import Group
 from validator.preflight.sections import Pieces
+
+if TYPE_CHECKING:
+    from validator.model import Facts
 
 VERDICT_GRACE_S = 30.0  # the coordinator's checks run after its deadline; allow for them at scale
 HELLO_S = 1.0  # our coordinator says hello as it accepts; silence this long is something else
@@ -30,20 +30,20 @@ UNRESOLVED_S = 5.0  # outside Kubernetes a name that does not resolve for this l
 SAMPLE_MAX = 16  # peer hostnames the coordinator asks one node to resolve (peers.py)
 RESOLVE_S = 1.0  # all of those lookups together (an unanswered DNS query stalls 5 s)
 ADDRS_MAX = 8  # addresses reported per name
-NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,252}")  # what a participant agrees to look up
+NAME = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,252}"  # what a participant agrees to look up (compiled on first use)
 
 
-@dataclass
 class Attempts:
     """What a participant tried, for the message it prints when it never got through."""
 
-    resolved: dict[str, list[str]] = field(default_factory=dict)
-    errors: dict[str, int] = field(default_factory=dict)  # "addr:port: what happened" -> count
-    tries: int = 0
-    resolved_once: bool = False  # the coordinator's name resolved at least once
-    foreign: str | None = None  # something that is not our coordinator answers on the port
-    rejected: str | None = None
-    gave_up: str | None = None  # why we stopped before the deadline
+    def __init__(self) -> None:
+        self.resolved: dict[str, list[str]] = {}
+        self.errors: dict[str, int] = {}  # "addr:port: what happened" -> count
+        self.tries = 0
+        self.resolved_once = False  # the coordinator's name resolved at least once
+        self.foreign: str | None = None  # something that is not our coordinator answers on the port
+        self.rejected: str | None = None
+        self.gave_up: str | None = None  # why we stopped before the deadline
 
     def note(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -54,8 +54,7 @@ class Attempts:
         return f"{self.tries} attempts; resolved {res or 'nothing'}; {errs or 'no error recorded'}"
 
 
-@dataclass
-class Result:
+class Result(NamedTuple):
     verdict: dict[str, Any] | None
     attempts: Attempts
 
@@ -189,7 +188,9 @@ def resolved(msg: dict[str, Any]) -> dict[str, Any]:
     """The answer to {"type": "resolve", "names": [...]} (peers.py): what each name resolves to
     here, within RESOLVE_S for all of them together. Only hostname-like names are looked up."""
     raw = msg.get("names")
-    names = [n for n in raw[:SAMPLE_MAX] if isinstance(n, str) and NAME.fullmatch(n)] if isinstance(raw, list) else []
+    names = (
+        [n for n in raw[:SAMPLE_MAX] if isinstance(n, str) and re.fullmatch(NAME, n)] if isinstance(raw, list) else []
+    )
     got = resolve(list(dict.fromkeys(names)), timeout=RESOLVE_S) if names else {}
     return {"type": "resolved", "results": {n: {"addrs": r.get("addrs", [])[:ADDRS_MAX], "error": r.get("error")}
                                             for n, r in got.items()}}  # fmt: skip
@@ -269,6 +270,8 @@ def participate(
         if foreign_streak >= FOREIGN_TRIES:
             att.gave_up = "something other than the preflight coordinator answers on the port"
             break
+        import random  # only a participant that retries needs it
+
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())) * random.uniform(0.5, 1.0))
         delay = min(delay * 2, 1.0)
     return Result(None, att)

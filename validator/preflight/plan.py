@@ -6,21 +6,22 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from validator.errors import UserError
-from validator.model import Facts, Outcome, Severity
-from validator.profiles import Profile
+from validator.severity import Severity
+
+if TYPE_CHECKING:  # not loaded by a participant: every rank's launch path (no dataclasses either)
+    from validator.model import Facts, Outcome
+    from validator.profiles import Profile
 
 # Missing participants are reported as outcomes (exit 3, worth a retry), not as RNK findings.
 NOT_IN_PREFLIGHT = ("RNK002", "RNK007", "PRF008")
 MAX_PARTICIPANTS = 1_000_000  # a sanity bound on --expect, WORLD_SIZE and --nnodes
 
 
-@dataclass
-class Options:
-    command: list[str] = field(default_factory=list)
+class Options(NamedTuple):
+    command: list[str] = []  # noqa: RUF012 - options are never changed, these lists included
     timeout: float = 60.0
     coordinator: str | None = None
     job_id: str | None = None
@@ -31,8 +32,8 @@ class Options:
     fmt: str = "table"
     output: str | None = None
     fail_on: Severity | None = Severity.ERROR
-    select: list[str] = field(default_factory=list)
-    ignore: list[str] = field(default_factory=list)
+    select: list[str] = []  # noqa: RUF012
+    ignore: list[str] = []  # noqa: RUF012
     allow_incomplete: bool = False
     net_check: bool = False
     smoke: bool = False
@@ -50,8 +51,7 @@ LAST_CALL_S = 30.0  # torchrun's default last_call_timeout for an elastic --nnod
 PORT_TRIES = 8  # per-rank mode inside torchrun: candidate ports after the agent's store
 
 
-@dataclass
-class Plan:
+class Plan(NamedTuple):
     host: str
     ports: list[int]  # the job's port; inside torchrun, candidates after the agent's store
     mode: str  # rank | node
@@ -106,8 +106,6 @@ def elastic(launch: Any, env: dict[str, str]) -> tuple[int | None, float]:
 
 
 def plan(opts: Options, facts: Facts, profile: Profile | None) -> Plan:
-    from validator.targets import expand
-
     launch = facts["launch"]
     host, ports = endpoint(opts, facts)
     mode = launch["mode"]
@@ -122,7 +120,11 @@ def plan(opts: Options, facts: Facts, profile: Profile | None) -> Plan:
     keyed = mode == "rank" or launch["rdzv_backend"] in (None, "static")
     minimum, last_call = elastic(launch, facts["env"]) if not keyed and not opts.expect else (None, 0.0)
     hostlist = opts.hosts or launch["nodelist"] or (profile.hosts if profile else None)
-    names = expand(hostlist) if hostlist else []
+    names: list[str] = []
+    if hostlist:
+        from validator.targets import expand
+
+        names = expand(hostlist)
     job = opts.job_id or launch["job_id"] or ""
     return Plan(host, ports, mode, keyed, int(expected), min(minimum or expected, expected), last_call, job, names)
 
@@ -148,6 +150,7 @@ MISSING_HOSTS = 8  # beyond this many hosts with missing participants, one outco
 def missing(p: Plan, arrived: list[Facts], facts: Facts, waited: float, early: bool = False) -> list[Outcome]:
     """Participants that never arrived, one outcome per expected host (or one in all when the
     hosts are unknown), ranks folded: 50,000 missing ranks stay a few lines."""
+    from validator.model import Outcome
     from validator.targets import fold_hosts, fold_ranks
 
     when = f"{'had not arrived when the verdict was decided' if early else 'never reached the coordinator'} in {waited:.0f} s"

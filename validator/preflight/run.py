@@ -13,15 +13,13 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator import pipeline
 from validator.agent.probe import port_owner
 from validator.errors import UserError
-from validator.model import Facts, Finding, Report
 from validator.preflight import k8s
 from validator.preflight import protocol as wire
-from validator.preflight.participant import Result
 from validator.preflight.plan import (
     HEALABLE,
     NOT_IN_PREFLIGHT,
@@ -33,11 +31,15 @@ from validator.preflight.plan import (
     missing,
     plan,
 )
-from validator.preflight.refusals import PEERS_MAX, Refusals
-from validator.profiles import Profile, load_profile
 
-# Only the coordinator needs asyncio and the checks: participants (every other rank, on the launch
-# path) import them lazily, which keeps their start-up to the standard library and the agent.
+# Only the coordinator needs asyncio, the checks, the model's reports and profiles: participants
+# (every other rank, on the launch path) import them lazily, which keeps their start-up to the
+# standard library, the agent and the facts parser.
+if TYPE_CHECKING:
+    from validator.model import Facts, Finding, Report
+    from validator.preflight.participant import Result
+    from validator.preflight.refusals import Refusals
+    from validator.profiles import Profile
 
 
 def codes(opts: Options) -> list[str]:
@@ -48,6 +50,7 @@ def rejected_findings(rejected: Refusals) -> list[Finding]:
     """One PRE004 per reason: a count, at most a few peers and one short example, whatever
     strangers sent. Information only: PRE004 never changes the exit code (model.NEVER_FAILS)."""
     from validator.preflight.findings import finding
+    from validator.preflight.refusals import PEERS_MAX
 
     out = []
     for reason, r in rejected.by_reason.items():
@@ -139,9 +142,10 @@ def coordinate(
         if c.early:
             notes.append(f"decided at {gathered.seconds:.1f} s: no late arrival can make this a pass")
         text = render(report, exit_code, len(gathered.arrivals), p, gathered.seconds, notes)
-        verdict = {"type": "verdict", "exit_code": exit_code, "report": report.to_json(), "named": culprits(report),
+        doc = report.to_json()  # once: every participant gets it, and it is printed here
+        verdict = {"type": "verdict", "exit_code": exit_code, "report": doc, "named": culprits(report),
                    "text": text, "port": c.port}  # fmt: skip
-        emit(opts, report.to_json(), text, True, exit_code)  # now: the coordinator may linger for late arrivals
+        emit(opts, doc, text, True, exit_code)  # now: the coordinator may linger for late arrivals
         await c.deliver(wire.encode(verdict), linger=exit_code != 0)
         return exit_code
 
@@ -218,17 +222,18 @@ def emit(opts: Options, doc: dict[str, Any], text: str, show_full: bool, code: i
     """The report: JSON to --output (and to stdout with --format json, only without a command:
     the job's own stdout follows); the table, or only the verdict line, to stderr. A report file
     that cannot be written is a warning: the verdict stands."""
-    from validator.cliopts import write_report
-    from validator.report.text import json_text
+    if opts.output or opts.fmt == "json":  # the JSON text only where it goes (not on every rank)
+        from validator.cliopts import write_report
+        from validator.report.text import json_text
 
-    as_json = json_text(doc)
-    if opts.output:
-        try:
-            write_report(as_json, opts.output)
-        except UserError as e:
-            print(f"validator: warning: {e}", file=sys.stderr)
-    if opts.fmt == "json":
-        write_report(as_json, None)
+        as_json = json_text(doc)
+        if opts.output:
+            try:
+                write_report(as_json, opts.output)
+            except UserError as e:
+                print(f"validator: warning: {e}", file=sys.stderr)
+        if opts.fmt == "json":
+            write_report(as_json, None)
     if opts.termination_log:
         k8s.write_termination_log(opts.termination_log, doc, code, text)
     if opts.prom_file:
@@ -247,7 +252,11 @@ def execute(opts: Options) -> int:
     if opts.fmt == "json" and opts.command:
         raise UserError("--format json with a command would mix the report into the job's stdout; "
                         "use --output FILE for the JSON report")  # fmt: skip
-    profile = load_profile(opts.profile) if opts.profile else None
+    profile = None
+    if opts.profile:
+        from validator.profiles import load_profile
+
+        profile = load_profile(opts.profile)
     facts = pipeline.probe_local(opts.command or None, port_check=False)
     p = plan(opts, facts, profile)
     t0 = time.monotonic()
@@ -278,10 +287,10 @@ def rendezvous(
     opts: Options, p: Plan, facts: Facts, profile: Profile | None, listen: dict[str, Any] | None, t0: float
 ) -> int:
     if is_candidate(facts, p):
-        from validator.preflight import coordinator as coord
+        from validator.preflight.ports import bind_first  # before asyncio loads: our node's ranks can connect
 
         try:
-            sock, port = coord.bind_first(p.ports)
+            sock, port = bind_first(p.ports)
         except OSError as e:
             if e.errno != errno.EADDRINUSE:
                 from validator.preflight.findings import finding

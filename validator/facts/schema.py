@@ -102,7 +102,7 @@ def _container(tp: Any, nullable: bool) -> Validator:
 
         return container
     if typing.is_typeddict(tp):
-        fields = [(name, _spec(t)) for name, t in typing.get_type_hints(tp).items()]
+        fields = [(name, _spec(t)) for name, t in hints(tp).items()]
         added = ADDED_LATER.get(tp.__name__, ())
 
         def record(v: Any) -> None:
@@ -171,7 +171,7 @@ class _Source:
             self.emit(typing.get_args(tp)[-1], item, pad + "    ")
         elif typing.is_typeddict(tp):
             self.lines.append(f"{pad}if {var}.__class__ is not dict: return False")
-            for field, t in typing.get_type_hints(tp).items():
+            for field, t in hints(tp).items():
                 value = self.name("v")
                 self.lines.append(f"{pad}{value} = {var}[{field!r}]")
                 self.emit(t, value, pad)
@@ -187,26 +187,33 @@ def fields_check(fields: tuple[str, ...] | None = None, exact: bool = False) -> 
     code with no call per field; a subset for the preflight's texts (validator/preflight/sections.py)."""
     from validator import model
 
-    hints = typing.get_type_hints(model.Facts)
+    types_ = hints(model.Facts)
     src = _Source()
     src.lines.append("    if doc.__class__ is not dict: return False")
     if exact:
-        src.lines.append(f"    if len(doc) != {len(fields or hints)}: return False")
-    for field in fields or tuple(hints):
+        src.lines.append(f"    if len(doc) != {len(fields or types_)}: return False")
+    for field in fields or tuple(types_):
         value = src.name("v")
         src.lines.append(f"    {value} = doc[{field!r}]")
-        src.emit(hints[field], value, "    ")
+        src.emit(types_[field], value, "    ")
     code = "def fast(doc):\n" + "\n".join(src.lines) + "\n    return True\n"
     scope: dict[str, Any] = dict(src.consts)
     exec(compile(code, "<facts schema>", "exec"), scope)  # our own source, from our own type hints
     return typing.cast(Callable[[Any], bool], scope["fast"])
 
 
+@cache
 def field_checks() -> dict[str, Callable[[Any], bool]]:
     """For each field of Facts, whether a value matches its type (as ``fields_check``)."""
     from validator import model
 
-    return {name: _field(name) for name in typing.get_type_hints(model.Facts)}
+    return {name: _field(name) for name in hints(model.Facts)}
+
+
+@cache
+def hints(tp: Any) -> dict[str, Any]:
+    """A TypedDict's fields and their types (evaluated once: they are strings in the source)."""
+    return typing.get_type_hints(tp)
 
 
 @cache

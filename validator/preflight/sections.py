@@ -23,7 +23,6 @@ document (a participant of an older validator), or as a leader's ranks one after
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from validator.preflight import protocol as wire
@@ -159,10 +158,11 @@ class Parsed:
     KEPT = 16 << 20
 
     def __init__(self) -> None:
-        from validator.facts.schema import field_checks, fields_check
+        from validator import model
+        from validator.facts.schema import fields_check, hints
 
-        self.checks: dict[str, Callable[[Any], bool]] = field_checks()
-        own = tuple(k for k in self.checks if k not in GROUPED)
+        self.fields = tuple(hints(model.Facts))
+        own = tuple(k for k in self.fields if k not in GROUPED)
         # each text as participants of this version send it: its fields exactly, checked in one call
         self.exact = {name: fields_check(fields, exact=True) for name, fields in (("", own), *GROUPS.items())}
         self.known: dict[tuple[str, bytes], tuple[Any, bool]] = {}
@@ -200,11 +200,14 @@ class Parsed:
     def _matches(self, name: str, v: Any) -> bool:
         """An object whose fields match the schema (and whose other fields hold no more than a
         plain value: the depth is bounded without a walk)."""
-        checks = self.checks
+        from validator.facts.schema import field_checks
+
         try:
-            return self.exact[name](v) or (
-                type(v) is dict
-                and all(checks[k](x) if k in checks else type(x) not in (dict, list) for k, x in v.items())
+            if self.exact[name](v):
+                return True
+            checks = field_checks()  # anything else (an older or newer participant's text): field by field
+            return type(v) is dict and all(
+                checks[k](x) if k in checks else type(x) not in (dict, list) for k, x in v.items()
             )
         except (KeyError, TypeError, AttributeError):
             return False
@@ -227,7 +230,7 @@ class Parsed:
                 doc.update(value)
             if len(doc) != fields:
                 raise wire.ProtocolError("a field of the facts in two of its texts")
-            out.append((doc, ok and all(k in doc for k in self.checks)))
+            out.append((doc, ok and all(k in doc for k in self.fields)))
         return out
 
 

@@ -83,16 +83,42 @@ def template() -> dict[str, Any]:
 # --------------------------------------------------------------------------- validator side
 
 
-def inject(docs: list[dict[str, Any]]) -> set[tuple[str, str]]:
-    """Faults on three nodes of a ``--missing`` run (a node's NCCL, its GPUs, its environment),
-    and the findings they must produce, as (code, host): with the missing nodes' RNK007 they are
-    all the verdict may say."""
-    k = len(docs) // 4
-    nccl, gpu, env = docs[k], docs[2 * k], docs[3 * k]
-    nccl["software"] = dict(nccl["software"], nccl="2.18.5")
-    gpu["gpus"] = dict(gpu["gpus"], devices=gpu["gpus"]["devices"][:7])
-    env["env"] = dict(env["env"], NCCL_IB_DISABLE="1")
-    return {("SW002", nccl["host"]), ("GPU001", gpu["host"]), ("GPU003", gpu["host"]), ("ENV002", env["host"])}
+def faulty(n: int, gone: set[int]) -> dict[int, str]:
+    """Three nodes of a ``--missing`` run that carry a fault each: node index -> which."""
+    picks = [next(i for i in range(k * n // 4, n + 1) if i not in gone) for k in (1, 2, 3)]
+    return dict(zip(picks, ("nccl", "gpu", "env"), strict=True))
+
+
+def inject(doc: dict[str, Any], fault: str) -> None:
+    """A node's NCCL, its GPUs, or its environment made to differ from the others'."""
+    if fault == "nccl":
+        doc["software"] = dict(doc["software"], nccl="2.18.5")
+    elif fault == "gpu":
+        doc["gpus"] = dict(doc["gpus"], devices=doc["gpus"]["devices"][:7])
+    else:
+        doc["env"] = dict(doc["env"], NCCL_IB_DISABLE="1")
+
+
+def expected(faults: dict[int, str]) -> set[tuple[str, str]]:
+    """The findings the faults must produce, as (code, host): with the missing nodes' RNK007
+    they are all the verdict may say."""
+    codes = {"nccl": ("SW002",), "gpu": ("GPU001", "GPU003"), "env": ("ENV002",)}
+    return {(code, f"gpu{i:05d}") for i, fault in faults.items() for code in codes[fault]}
+
+
+def bodies_for(spec: tuple[Any, ...]) -> list[bytes]:
+    """One client process's share of the simulated nodes, built in that process (the
+    coordinator's process never holds them): what each sends after the hello."""
+    tpl, n, port, per_rank, gone, faults, part = spec
+    out = []
+    for i in range(part if per_rank else part + 1, n + 1, CLIENT_PROCS):
+        if i in gone:
+            continue
+        node = node_facts(tpl, i, n + 1, port)
+        if i in faults:
+            inject(node, faults[i])
+        out.append(sent([rank_facts(node, i, r, n + 1) for r in range(1 if i == 0 else 0, 8)] if per_rank else [node]))
+    return out
 
 
 def rank_facts(node: dict[str, Any], i: int, local: int, n: int) -> dict[str, Any]:
@@ -117,9 +143,10 @@ def sent(docs: list[dict[str, Any]]) -> bytes:
     return wire.encode(header) + wire.frame(body)
 
 
-def clients(port: int, bodies: list[bytes], q: Any) -> None:
+def clients(port: int, spec: tuple[Any, ...], q: Any, go: Any) -> None:
     """Simulated participants as asyncio Protocols (streams cost ~2x the CPU): the nodes are other
-    machines in reality, so what they cost here is kept as small as TCPStore's C++ clients'."""
+    machines in reality, so what they cost here is kept as small as TCPStore's C++ clients'. Their
+    facts are built first; they start when the coordinator says ``go``."""
     from validator.preflight import protocol as wire
 
     class Client(asyncio.Protocol):
@@ -164,7 +191,11 @@ def clients(port: int, bodies: list[bytes], q: Any) -> None:
 
     coord_raise_nofile()
     gc.disable()  # thousands of simulated nodes share one process here; real participants are one each
-    q.put((asyncio.run(main()), time.process_time()))
+    bodies = bodies_for(spec)
+    q.put((len(bodies), sum(map(len, bodies))))
+    go.wait()
+    cpu0 = time.process_time()
+    q.put((asyncio.run(main()), time.process_time() - cpu0))
 
 
 def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0, per_rank: int = 0) -> dict[str, Any]:
@@ -191,22 +222,20 @@ def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0, per_r
     own = node_facts(tpl, 0, n + 1, port)
     absent = [i for i in range(1, n + 1) if missing_every and i % missing_every == missing_every // 2]
     gone = set(absent)
+    faults = faulty(n, gone) if missing_every and not per_rank else {}
     if per_rank:
         own = rank_facts(own, 0, 0, n + 1)
-        nodes = [node_facts(tpl, i, n + 1, port) for i in range(n + 1)]
-        bodies = [sent([rank_facts(nodes[i], i, r, n + 1) for r in range(1 if i == 0 else 0, 8)])
-                  for i in range(n + 1) if i not in gone]  # fmt: skip
-    else:
-        docs = [node_facts(tpl, i, n + 1, port) for i in range(1, n + 1) if i not in gone]
-        faults = inject(docs) if missing_every else set()
-        bodies = [sent([d]) for d in docs]
-    size = sum(map(len, bodies)) / len(bodies)
     sock = coord.bind(port)
     q: Any = mp.Queue()
-    t0 = time.time()
-    procs = [mp.Process(target=clients, args=(port, bodies[k::CLIENT_PROCS], q)) for k in range(CLIENT_PROCS)]
+    go = mp.Event()
+    specs = [(tpl, n, port, per_rank, gone, faults, k) for k in range(CLIENT_PROCS)]
+    procs = [mp.Process(target=clients, args=(port, spec, q, go)) for spec in specs]
     for p in procs:
         p.start()
+    built = [q.get() for _ in procs]  # (bodies, bytes) each: the clients' facts are ready
+    size = sum(b for _, b in built) / sum(k for k, _ in built)
+    t0 = time.time()
+    go.set()
 
     phases: dict[str, float] = {}
     names = [f"gpu{i:05d}" for i in range(n + 1)]
@@ -255,7 +284,8 @@ def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0, per_r
         hosts = out["detail"].split("expected on ", 1)[1].split("; ", 1)[0]
         ranks = out["target"].split(": ", 1)[1]
         exact = expand(hosts) == [names[i] for i in absent] and expand_ranks(ranks) == absent
-        extra.update(faults_exact=seen["found"] == faults, faults=sorted(" ".join(f) for f in faults))
+        want = expected(faults)
+        extra.update(faults_exact=seen["found"] == want, faults=sorted(" ".join(f) for f in want))
         extra.update(missing=len(absent), named_exactly=exact, verdict_after_deadline_s=round(done - phases["deadline_at"], 2),
                      missing_line=f"{out['target'][:60]}... {out['detail'][:80]}...")  # fmt: skip
     return {"side": "validator", "n": n, "seconds": round(done - t0, 2), "arrived": arrived, **extra,

@@ -104,20 +104,21 @@ def read(header: dict[str, Any], size: int, token: str) -> tuple[list[Rank], lis
         raise wire.ProtocolError(f"bad chunks ({wire.short(chunks)})")
     if not all(type(n) is int and 0 < n <= wire.MAX_FACTS for n in chunks) or sum(chunks) != size:
         raise wire.ProtocolError("the chunks' sizes do not add up to the facts size")
-    joined = 0
+    joined, last = 0, len(chunks)
     for r in entries:
         refs = r.get("sections") if isinstance(r, dict) else None
         if not isinstance(refs, list) or not 0 < len(refs) <= len(NAMES):
             raise wire.ProtocolError("bad sections in a facts header")
         parts: list[tuple[str, int]] = []
+        mine = 0
         for ref in refs:
             name, i = ref if type(ref) is list and len(ref) == 2 else (None, None)
-            if type(name) is not str or name not in NAMES or type(i) is not int or not 0 <= i < len(chunks):
+            if type(name) is not str or name not in NAMES or type(i) is not int or not 0 <= i < last:
                 raise wire.ProtocolError(f"bad section {wire.short(ref)} in a facts header")
             parts.append((name, i))
-        if len({name for name, _ in parts}) != len(parts):
+            mine += chunks[i]
+        if len(dict(parts)) != len(parts):
             raise wire.ProtocolError("a section twice in a facts header")
-        mine = sum(chunks[i] for _, i in parts)
         joined += mine
         if mine > wire.MAX_FACTS or joined > MAX_GROUP:
             raise wire.ProtocolError("a rank's sections are over the facts size limit")
@@ -161,8 +162,8 @@ class Parsed:
         from validator import model
         from validator.facts.schema import fields_check, hints
 
-        self.fields = tuple(hints(model.Facts))
-        own = tuple(k for k in self.fields if k not in GROUPED)
+        self.need = frozenset(hints(model.Facts))  # every field of the facts
+        own = tuple(k for k in hints(model.Facts) if k not in GROUPED)
         # each text as participants of this version send it: its fields exactly, checked in one call
         self.exact = {name: fields_check(fields, exact=True) for name, fields in (("", own), *GROUPS.items())}
         self.known: dict[tuple[str, bytes], tuple[Any, bool]] = {}
@@ -230,7 +231,7 @@ class Parsed:
                 doc.update(value)
             if len(doc) != fields:
                 raise wire.ProtocolError("a field of the facts in two of its texts")
-            out.append((doc, ok and all(k in doc for k in self.fields)))
+            out.append((doc, ok and doc.keys() >= self.need))
         return out
 
 

@@ -160,8 +160,9 @@ class Parsed:
 
     def __init__(self) -> None:
         from validator import model
-        from validator.facts.schema import fields_check, hints
+        from validator.facts.schema import field_checks, fields_check, hints
 
+        self.field_checks = field_checks
         self.need = frozenset(hints(model.Facts))  # every field of the facts
         own = tuple(k for k in hints(model.Facts) if k not in GROUPED)
         # each text as participants of this version send it: its fields exactly, checked in one call
@@ -175,25 +176,26 @@ class Parsed:
         texts not seen before parsed in one pass. Raises ProtocolError."""
         known = self.known
         got: list[tuple[Any, bool] | None] = [known.get(t) if t[0] else None for t in texts]
-        new = [t for t, g in zip(texts, got, strict=True) if g is None]
+        new = [i for i, g in enumerate(got) if g is None]
         if new:
             oks: list[bool] = []
-            names = iter([name for name, _ in new])
+            names = iter([texts[i][0] for i in new])
+            matches = self._matches
 
             def shallow(v: Any) -> bool:  # the schema bounds the depth: no walk for it
-                oks.append(self._matches(next(names), v))
+                oks.append(matches(next(names), v))
                 return oks[-1]
 
-            values = iter(zip(wire.loads_many([text for _, text in new], shallow), oks, strict=True))
-            for i, g in enumerate(got):
-                if g is None:
-                    got[i] = g = next(values)
+            values = wire.loads_many([texts[i][1] for i in new], shallow)
+            for i, value, ok in zip(new, values, oks, strict=True):
+                got[i] = g = (value, ok)
+                if texts[i][0]:
                     self._keep(texts[i], g)
         return got  # type: ignore[return-value]
 
     def _keep(self, key: tuple[str, bytes], got: tuple[Any, bool]) -> None:
         name, text = key
-        if name and self.count[name] < self.KEEP and self.bytes + len(text) <= self.KEPT:
+        if self.count[name] < self.KEEP and self.bytes + len(text) <= self.KEPT:
             self.known[key] = got
             self.count[name] += 1
             self.bytes += len(text)
@@ -201,12 +203,10 @@ class Parsed:
     def _matches(self, name: str, v: Any) -> bool:
         """An object whose fields match the schema (and whose other fields hold no more than a
         plain value: the depth is bounded without a walk)."""
-        from validator.facts.schema import field_checks
-
         try:
             if self.exact[name](v):
                 return True
-            checks = field_checks()  # anything else (an older or newer participant's text): field by field
+            checks = self.field_checks()  # anything else (an older or newer participant's text): field by field
             return type(v) is dict and all(
                 checks[k](x) if k in checks else type(x) not in (dict, list) for k, x in v.items()
             )
@@ -223,8 +223,7 @@ class Parsed:
         for parts in ranks:
             doc: dict[str, Any] = {}
             ok, fields = True, 0
-            for key in parts:
-                value, fine = parsed[key]
+            for value, fine in map(parsed.__getitem__, parts):
                 if type(value) is not dict:
                     raise wire.ProtocolError("a facts text that is not an object")
                 ok, fields = ok and fine, fields + len(value)

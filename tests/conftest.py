@@ -43,10 +43,24 @@ def unavailable(why: str) -> None:
     pytest.skip(why)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_port(span: int = 1) -> int:
+    """A free port, and the ``span - 1`` after it free too (preflight inside torchrun tries
+    MASTER_PORT+1, +2, ...: a port the kernel hands out has neighbours that others may hold)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port + span > 65536:
+            continue
+        try:
+            with contextlib.ExitStack() as held:
+                for p in range(port + 1, port + span):
+                    t = held.enter_context(socket.socket())
+                    t.bind(("0.0.0.0", p))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError(f"no {span} free ports in a row")
 
 
 def run_harness(script: str, *args: str, env: dict[str, str], timeout: float = 120) -> str:

@@ -108,7 +108,7 @@ def finding(run: Run, code: str) -> dict[str, Any]:
 
 @pytest.fixture
 def port() -> int:
-    return free_port()
+    return free_port(span=4)  # the coordinator's candidates inside torchrun: MASTER_PORT+1, +2, +3
 
 
 @contextlib.contextmanager

@@ -166,15 +166,25 @@ def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0, per_r
     from validator import pipeline
     from validator.preflight import coordinator as coord
     from validator.preflight import protocol as wire
+    from validator.preflight.plan import Options, Plan, expectation, key, missing
+    from validator.preflight.run import Gate
 
-    class Quiet:  # the bench measures the gather: no early verdict, nothing said while waiting
+    class Quiet(Gate):
+        """The coordinator's own policy, silent. With nodes missing it checks the arrivals while
+        it waits for them, as validator.preflight.run.coordinate does (the verdict at the deadline
+        reuses those findings); otherwise the bench measures the gather alone: no early verdict."""
+
         def decisive(self, facts: list[Any]) -> bool:
-            return False
+            if not missing_every:
+                return False
+            cpu = time.process_time()
+            try:
+                return super().decisive(facts)
+            finally:  # not the gather's CPU: reported on its own
+                phases["waiting_checks_cpu_s"] = phases.get("waiting_checks_cpu_s", 0.0) + time.process_time() - cpu
 
         def waiting(self, c: Any) -> None:
             return None
-
-    from validator.preflight.plan import Plan, expectation, key, missing
 
     coord_raise_nofile()
     port = free_port()
@@ -208,12 +218,13 @@ def run_validator(n: int, missing_every: int = 0, deadline: float = 300.0, per_r
         c = coord.Coordinator(own, expectation(plan), key(plan), "bench", None, timeout=deadline)  # type: ignore[arg-type]
         phases["deadline_at"] = time.time() + deadline
         cpu0 = time.process_time()
-        gathered = await c.gather(sock, Quiet())
+        gate = Quiet(Options(), plan, None)
+        gathered = await c.gather(sock, gate)
         phases["gather_done_s"] = time.time() - t0
-        phases["gather_cpu_s"] = time.process_time() - cpu0
+        phases["gather_cpu_s"] = time.process_time() - cpu0 - phases.get("waiting_checks_cpu_s", 0.0)
         facts = [a.facts for a in gathered.arrivals]
         outcomes = missing(plan, facts, own, gathered.seconds)  # as run.coordinate names the absent
-        report = pipeline.check(facts, None, context="preflight", outcomes=outcomes)
+        report = pipeline.check(facts, None, context="preflight", outcomes=outcomes, found=gate.findings(facts))
         seen.update(outcomes=[o.to_json() for o in outcomes], codes=sorted({f.code for f in report.findings}))
         from validator.report.options import RenderOptions
         from validator.report.text import render_table

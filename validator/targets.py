@@ -118,6 +118,11 @@ def fold_hosts(hosts: Iterable[str]) -> str:
             runs.setdefault((m[1], m[3]), []).append(m[2])
         else:
             other.append(host)
+    if not other and len(runs) == 1:  # one pattern (gpu00000-gpu12499): ClusterShell's own spelling
+        (((head, tail), numbers),) = runs.items()
+        if len(set(map(len, numbers))) == 1:  # one width: no question of how paddings sort
+            ranges = _runs(numbers)
+            return f"{head}[{ranges}]{tail}" if "-" in ranges or "," in ranges else f"{head}{ranges}{tail}"
     folded = NodeSet.fromlist(sorted(other))
     for (head, tail), numbers in runs.items():
         folded.update(f"{head}[{_runs(numbers)}]{tail}")

@@ -188,7 +188,7 @@ class Job:
 
     def majority(self, members: Iterable[int], key: Callable[[int], T | None]) -> tuple[T | None, dict[T, list[int]]]:
         members = members if isinstance(members, (list, range)) else list(members)
-        return majority_of(members, [key(i) for i in members], self.is_reference)
+        return majority_of(members, list(map(key, members)), self.is_reference)
 
     def by_node(self, key: Callable[[int], T | None]) -> dict[T, list[int]]:
         """A per-node fact (None: no value) -> every participant of the nodes that have it."""
@@ -217,7 +217,9 @@ class Job:
         if values and values[0] is not None and values.count(values[0]) == len(values):
             return values[0], {values[0]: list(range(len(self.facts)))}  # every node agrees
         expected, groups = majority_of(reps, values, reference.__contains__)
-        return expected, {v: [m for i in members for m in nodes[i]] for v, members in groups.items()}
+        return expected, {
+            v: list(chain.from_iterable(map(nodes.__getitem__, members))) for v, members in groups.items()
+        }
 
     @cached_property
     def reference_reps(self) -> frozenset[int]:

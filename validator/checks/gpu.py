@@ -4,12 +4,15 @@ Silent for CPU (gloo) jobs: see ``Job.uses_gpus``."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from operator import itemgetter
+from typing import Any
 
 from validator.checks.base import Check, Hit, Job, check, describe, majority_of, outliers
 from validator.codes import table
 from validator.model import Facts, Severity
 from validator.targets import fold_ranks
 
+NAME = itemgetter("name")
 SMI = "nvidia-smi --query-gpu=index,uuid,name,driver_version --format=csv   # on each named host"
 
 
@@ -87,14 +90,13 @@ def device_of(f: Facts) -> str | None:
     return None
 
 
-def _distinct_by_local_rank(job: Job, members: list[int]) -> bool:
+def _distinct_by_local_rank(job: Job, column: list[Any], local_ranks: list[Any], members: list[int]) -> bool:
     """The common case, settled without resolving each rank's device: every rank of the node sees
-    the same list of several GPUs and picks visible[LOCAL_RANK] with a distinct LOCAL_RANK."""
-    column = job.memo("gpu.visible", lambda: [g["visible"] for g in job.section("gpus")])
+    the same list of several GPUs (``column``: each rank's visible list) and picks
+    visible[LOCAL_RANK] with a distinct LOCAL_RANK."""
     visible = job.pick(column, members)
     if len(members) < 2 or visible[0] is None or len(visible[0]) < 2 or visible.count(visible[0]) != len(visible):
         return False
-    local_ranks = job.column("local_rank")
     return len(set(job.pick(local_ranks, members))) == len(members)
 
 
@@ -111,8 +113,10 @@ def shared_gpu(job: Job) -> Iterator[Hit]:
     """
     if not job.uses_gpus:
         return
+    column = job.memo("gpu.visible", lambda: [g["visible"] for g in job.section("gpus")])
+    local_ranks = job.column("local_rank")
     for members in job.nodes.values():
-        if _distinct_by_local_rank(job, members):
+        if _distinct_by_local_rank(job, column, local_ranks, members):
             continue
         by_gpu: dict[str, list[int]] = {}
         for i in members:
@@ -167,9 +171,16 @@ def gpu_model(job: Job) -> Iterator[Hit]:
     Restrict the job to one node type (a Slurm constraint or a Kubernetes node selector).
     """
     if job.uses_gpus:
-        yield from _per_node(
-            job, "GPU model", lambda i: ", ".join(sorted({d["name"] for d in job.facts[i]["gpus"]["devices"]})) or None
-        )
+        models: dict[tuple[str, ...], str | None] = {}  # a node's GPU names -> its model: joined once per distinct list
+
+        def model(i: int) -> str | None:
+            names = tuple(map(NAME, job.facts[i]["gpus"]["devices"]))
+            found = models.get(names, "")
+            if found == "":
+                found = models[names] = ", ".join(sorted(set(names))) or None
+            return found
+
+        yield from _per_node(job, "GPU model", model)
 
 
 @check("GPU005", Severity.WARNING, "GPU driver differs from the other nodes")

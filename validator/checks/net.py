@@ -13,13 +13,9 @@ from collections.abc import Iterator
 from validator.checks.base import Check, Hit, Job, check, describe, outliers
 from validator.codes import table
 from validator.facts.network import is_loopback
-from validator.model import Facts, Interface, Severity
+from validator.model import Interface, Severity
 
 IP = "ip -br addr show   # on each named host"
-
-
-def _iface(f: Facts, name: str | None) -> Interface | None:
-    return next((i for i in f["network"]["interfaces"] if i["name"] == name), None)
 
 
 def _chosen(job: Job, i: int) -> tuple[str, str | None, str]:
@@ -28,24 +24,38 @@ def _chosen(job: Job, i: int) -> tuple[str, str | None, str]:
 
 
 def _chosen_all(job: Job) -> dict[int, tuple[str, str | None, str]]:
-    def compute() -> dict[int, tuple[str, str | None, str]]:
+    return _both(job)[0]
+
+
+def _both(job: Job) -> tuple[dict[int, tuple[str, str | None, str]], dict[int, Interface | None]]:
+    """``_chosen`` and ``_chosen_iface`` of every node, in one pass over the nodes' network facts."""
+
+    def compute() -> tuple[dict[int, tuple[str, str | None, str]], dict[int, Interface | None]]:
         lib, which = ("NCCL", "nccl") if job.uses_gpus else ("Gloo", "gloo")
-        out = {}
+        chosen, ifaces, facts = {}, {}, job.facts
         for i in job.node_reps:
-            sel = job.facts[i]["network"][which]  # type: ignore[literal-required]
-            out[i] = (lib, next(iter(sel["ifaces"]), None), sel["rule"])
-        return out
+            net = facts[i]["network"]
+            sel = net[which]  # type: ignore[literal-required]
+            name = next(iter(sel["ifaces"]), None)
+            chosen[i] = (lib, name, sel["rule"])
+            for iface in net["interfaces"]:
+                if iface["name"] == name:
+                    ifaces[i] = iface
+                    break
+            else:
+                ifaces[i] = None
+        return chosen, ifaces
 
     return job.memo("net.chosen", compute)
 
 
 def _chosen_iface(job: Job, i: int) -> Interface | None:
     """The interface record of ``_chosen`` (computed once per node)."""
-    return _chosen_ifaces(job)[i]
+    return _both(job)[1][i]
 
 
 def _chosen_ifaces(job: Job) -> dict[int, Interface | None]:
-    return job.memo("net.chosen_iface", lambda: {i: _iface(job.facts[i], c[1]) for i, c in _chosen_all(job).items()})
+    return _both(job)[1]
 
 
 def _network(cidr: str) -> str:

@@ -129,10 +129,10 @@ def split_resolution(job: Job) -> Iterator[Hit]:
     """
     skip = set(_loopback_members(job))
     firsts = _firsts(job)
-    by_name: dict[str, list[int]] = {}
-    for i, (name, first) in enumerate(zip(job.column("master_addr"), firsts, strict=True)):
-        if name and first and i not in skip:
-            by_name.setdefault(name, []).append(i)
+    _, named = majority_of(range(len(job)), job.column("master_addr"), job.is_reference)  # grouped at C speed
+    by_name = {name: members for name, members in named.items() if name}
+    if skip or None in firsts or "" in firsts:  # ranks that resolved nothing, or to loopback, do not count
+        by_name = {n: kept for n, m in by_name.items() if (kept := [i for i in m if firsts[i] and i not in skip])}
     for name, members in by_name.items():
         expected, groups = job.majority(members, firsts.__getitem__)
         for value, who in outliers(groups, expected):

@@ -32,7 +32,9 @@ def _both(job: Job) -> tuple[dict[int, tuple[str, str | None, str]], dict[int, I
 
     def compute() -> tuple[dict[int, tuple[str, str | None, str]], dict[int, Interface | None]]:
         lib, which = ("NCCL", "nccl") if job.uses_gpus else ("Gloo", "gloo")
-        chosen, ifaces, facts = {}, {}, job.facts
+        chosen: dict[int, tuple[str, str | None, str]] = {}
+        ifaces: dict[int, Interface | None] = {}
+        facts = job.facts
         for i in job.node_reps:
             net = facts[i]["network"]
             sel = net[which]  # type: ignore[literal-required]

@@ -16,15 +16,15 @@ NAME = itemgetter("name")
 SMI = "nvidia-smi --query-gpu=index,uuid,name,driver_version --format=csv   # on each named host"
 
 
-def visible_count(f: Facts) -> int:
-    g = f["gpus"]
+def visible_count(g: Any) -> int:
+    """GPUs a rank may use (``g``: its ``gpus`` facts)."""
     return len(g["visible"]) if g["visible"] is not None else len(g["devices"])
 
 
 def node_gpu_count(job: Job, members: list[int]) -> int:
     """Usable GPUs of a node: every GPU some participant there may use. Ranks narrowed to one GPU
     each (srun --gpus-per-task, torchrun --virtual-local-rank) together use the node's GPUs."""
-    first = visible_count(job.facts[members[0]])
+    first = visible_count(job.section("gpus")[members[0]])
     if len(members) == 1 or first >= len(members):
         return first  # the usual case: each rank sees the node's GPUs, enough for all of them
     seen: set[str] = set()
@@ -158,7 +158,8 @@ def gpu_count(job: Job) -> Iterator[Hit]:
     Drain the node and check `nvidia-smi` and the kernel log (`dmesg | grep -i xid`).
     """
     if job.uses_gpus:
-        yield from _per_node(job, "GPU count", lambda i: len(job.facts[i]["gpus"]["devices"]))
+        gpus = job.section("gpus")
+        yield from _per_node(job, "GPU count", lambda i: len(gpus[i]["devices"]))
 
 
 @check("GPU004", Severity.WARNING, "GPU model differs from the other nodes")
@@ -172,9 +173,10 @@ def gpu_model(job: Job) -> Iterator[Hit]:
     """
     if job.uses_gpus:
         models: dict[tuple[str, ...], str | None] = {}  # a node's GPU names -> its model: joined once per distinct list
+        gpus = job.section("gpus")
 
         def model(i: int) -> str | None:
-            names = tuple(map(NAME, job.facts[i]["gpus"]["devices"]))
+            names = tuple(map(NAME, gpus[i]["devices"]))
             found = models.get(names, "")
             if found == "":
                 found = models[names] = ", ".join(sorted(set(names))) or None
@@ -193,7 +195,8 @@ def gpu_driver(job: Job) -> Iterator[Hit]:
     Drain the node and upgrade or roll back its driver to the fleet's version.
     """
     if job.uses_gpus:
-        yield from _per_node(job, "driver", lambda i: job.facts[i]["gpus"]["driver"])
+        gpus = job.section("gpus")
+        yield from _per_node(job, "driver", lambda i: gpus[i]["driver"])
 
 
 @check("GPU006", Severity.ERROR, "CUDA_VISIBLE_DEVICES names a GPU that is not there")

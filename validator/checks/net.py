@@ -34,10 +34,8 @@ def _both(job: Job) -> tuple[dict[int, tuple[str, str | None, str]], dict[int, I
         lib, which = ("NCCL", "nccl") if job.uses_gpus else ("Gloo", "gloo")
         chosen: dict[int, tuple[str, str | None, str]] = {}
         ifaces: dict[int, Interface | None] = {}
-        facts = job.facts
-        for i in job.node_reps:
-            net = facts[i]["network"]
-            sel = net[which]  # type: ignore[literal-required]
+        for i, net in zip(job.node_reps, job.node_column("network"), strict=True):
+            sel = net[which]
             name = next(iter(sel["ifaces"]), None)
             chosen[i] = (lib, name, sel["rule"])
             for iface in net["interfaces"]:
@@ -84,7 +82,8 @@ def nccl_ifname(job: Job) -> Iterator[Hit]:
     """
     if not job.uses_gpus:
         return
-    for err, members in job.by_node(lambda i: job.facts[i]["network"]["nccl"]["error"]).items():
+    network = job.section("network")
+    for err, members in job.by_node(lambda i: network[i]["nccl"]["error"]).items():
         yield Hit(
             str(err),
             members,
@@ -105,7 +104,8 @@ def gloo_ifname(job: Job) -> Iterator[Hit]:
 
     Name an interface that exists on every node, the same number of names everywhere.
     """
-    for err, members in job.by_node(lambda i: job.facts[i]["network"]["gloo"]["error"]).items():
+    network = job.section("network")
+    for err, members in job.by_node(lambda i: network[i]["gloo"]["error"]).items():
         yield Hit(
             str(err),
             members,
@@ -132,10 +132,10 @@ def loopback_iface(job: Job) -> Iterator[Hit]:
     if not job.multi_node:
         return
     groups: dict[tuple[str, str], list[int]] = {}
-    ifaces, facts = _chosen_ifaces(job), job.facts
+    ifaces, network = _chosen_ifaces(job), job.section("network")
     for i, (lib, _, rule) in _chosen_all(job).items():
         iface = ifaces[i]
-        addr = facts[i]["network"]["gloo" if lib == "Gloo" else "nccl"]["addr"] or ""
+        addr = network[i]["gloo" if lib == "Gloo" else "nccl"]["addr"] or ""
         if (iface and iface["loopback"]) or is_loopback(addr):
             groups.setdefault((lib, rule), []).extend(job.node_of(i))
     for (lib, rule), members in groups.items():
@@ -210,7 +210,7 @@ def iface_down(job: Job) -> Iterator[Hit]:
 
 def _subnet(job: Job, i: int) -> str | None:
     lib = _chosen(job, i)[0]
-    addr = job.facts[i]["network"]["gloo" if lib == "Gloo" else "nccl"]["addr"]
+    addr = job.section("network")[i]["gloo" if lib == "Gloo" else "nccl"]["addr"]
     if addr and "/" not in addr:  # Gloo's address is a bare IP: take the prefix from its interface
         iface = _chosen_iface(job, i)
         ip = ipaddress.ip_address(addr.split("%", 1)[0])

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from itertools import compress, repeat
-from operator import and_, eq
 
 from validator.checks.base import FEW, Check, Hit, Job, all_in_range, check, describe, indices, outliers
 from validator.codes import table
@@ -13,7 +11,6 @@ from validator.errors import UserError
 from validator.model import Severity
 from validator.targets import expand, fold_ranks
 
-PLAIN_INTS = frozenset({int, type(None)})  # no bool or float: == then groups exactly as the per-rank loop
 RERUN = "validator check FACTS... --select RNK (or rerun the preflight) must report no RNK finding"
 
 
@@ -329,21 +326,9 @@ def world_size_product(job: Job) -> Iterator[Hit]:
     lws = lws_col[0]
     if not isinstance(lws, int):
         return
-    sizes, counts = job.column("world_size"), job.column("nnodes")
-    pairs = [(ws, n) for ws in set(sizes) for n in set(counts) if isinstance(ws, int) and isinstance(n, int)]
-    if len(pairs) <= 16 and PLAIN_INTS.issuperset(map(type, sizes)) and PLAIN_INTS.issuperset(map(type, counts)):
-        # the usual job, a handful of (WORLD_SIZE, nnodes) pairs: each bad pair's ranks found at C speed
-        everyone = range(len(sizes))
-        for ws, n in pairs:
-            if ws != n * lws:
-                found = compress(everyone, map(and_, map(eq, sizes, repeat(ws)), map(eq, counts, repeat(n))))
-                if members := list(found):
-                    triples[(ws, n, lws)] = members
-        triples = dict(sorted(triples.items(), key=lambda kv: kv[1][0]))  # in the order of their first rank
-    else:
-        for i, (ws, n) in enumerate(zip(sizes, counts, strict=True)):
-            if isinstance(ws, int) and isinstance(n, int) and ws != n * lws:
-                triples.setdefault((ws, n, lws), []).append(i)
+    for i, (ws, n) in enumerate(zip(job.column("world_size"), job.column("nnodes"), strict=True)):
+        if isinstance(ws, int) and isinstance(n, int) and ws != n * lws:
+            triples.setdefault((ws, n, lws), []).append(i)
     for (ws, n, lws), members in triples.items():
         yield Hit(
             f"WORLD_SIZE={ws} but {n} nodes x {lws} ranks per node = {n * lws}",

@@ -21,8 +21,10 @@ PYTHON_VERSION = "python3 -c 'import sys; print(sys.version)'   # on each named 
 def _version_drift(
     job: Job, field: str, what: str, missing_is_error: bool = False, verify: str = VERSIONS
 ) -> Iterator[Hit]:
+    software = job.section("software")
+
     def version(i: int) -> str:
-        return str(job.facts[i]["software"].get(field) or "not installed")
+        return str(software[i].get(field) or "not installed")
 
     expected, groups = job.node_majority(version, "software")
     for value, members in outliers(groups, expected):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import chain, compress, repeat
+from itertools import chain, compress, groupby, repeat
 from operator import eq, itemgetter
 from typing import Any, TypeVar, cast
 
@@ -85,7 +85,8 @@ LAUNCH_COLUMNS = (
 )  # fmt: skip
 
 
-SECTIONS = ("launch", "host", "network", "gpus", "env", "software", "system", "errors")  # Job.section
+SECTIONS = ("launch", "host", "network", "gpus", "env")  # Job.section
+NODE_SECTIONS = ("software", "system", "errors")  # Job.node_section: read for one participant a node
 
 
 def _reference(launch: Any) -> bool:
@@ -221,8 +222,22 @@ class Job:
         }
 
     def node_column(self, name: str) -> list[Any]:
-        """A section (``SECTIONS``) of each node's representative, in ``node_reps`` order."""
+        """A section (``SECTIONS``, ``NODE_SECTIONS``) of each node's representative, in
+        ``node_reps`` order."""
+        if name in NODE_SECTIONS:
+            return list(self.node_section(name).values())
         return self.memo(f"node_column.{name}", lambda: list(map(self.section(name).__getitem__, self.node_reps)))
+
+    def node_section(self, name: str) -> dict[int, Any]:
+        """A section of ``NODE_SECTIONS`` (read by checks once per node) of each node's
+        representative: representative -> section."""
+        return self._node_sections[NODE_SECTIONS.index(name)]
+
+    @cached_property
+    def _node_sections(self) -> list[dict[int, Any]]:
+        reps = self.node_reps
+        docs = list(map(self.facts.__getitem__, reps))
+        return [dict(zip(reps, col, strict=True)) for col in _columns(docs, NODE_SECTIONS)]
 
     @cached_property
     def reference_reps(self) -> frozenset[int]:
@@ -244,14 +259,13 @@ class Job:
     def nodes(self) -> dict[tuple[str, int | None], list[int]]:
         """Participants grouped by node: (host, node rank). Per-node facts are compared per node."""
         out: dict[tuple[str, int | None], list[int]] = {}
-        keys = zip(self.host_list, self.column("node_rank"), strict=True)
-        last: tuple[str, int | None] | None = None
-        members: list[int] = []
-        for i, key in enumerate(keys):
-            if key != last:  # inputs usually list a node's ranks together: one dict lookup per node
-                members = out.setdefault(key, [])
-                last = key
-            members.append(i)
+        at = 0
+        # inputs usually list a node's ranks together: runs of one key, found at C speed, one
+        # dict lookup per node
+        for key, run in groupby(zip(self.host_list, self.column("node_rank"), strict=True)):
+            n = len(list(run))
+            out.setdefault(key, []).extend(range(at, at + n))
+            at += n
         return out
 
     @staticmethod

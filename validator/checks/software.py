@@ -21,7 +21,7 @@ PYTHON_VERSION = "python3 -c 'import sys; print(sys.version)'   # on each named 
 def _version_drift(
     job: Job, field: str, what: str, missing_is_error: bool = False, verify: str = VERSIONS
 ) -> Iterator[Hit]:
-    software = job.section("software")
+    software = job.node_section("software")
 
     def version(i: int) -> str:
         return str(software[i].get(field) or "not installed")

@@ -29,7 +29,7 @@ def shm(job: Job) -> Iterator[Hit]:
         return
     minimum = MIN_SHM if pinned is None else pinned << 20
     groups: dict[int, list[int]] = {}
-    system = job.section("system")
+    system = job.node_section("system")
     sizes: list[Any] = [s["shm_bytes"] for s in job.node_column("system")]
     if set(map(type, sizes)) == {int} and min(sizes) >= minimum:
         return  # every node has enough
@@ -99,7 +99,7 @@ def somaxconn(job: Job) -> Iterator[Hit]:
     """
     ws = job.world_size
     for i in _master_reps(job):
-        value = job.section("system")[i]["somaxconn"]
+        value = job.node_section("system")[i]["somaxconn"]
         if isinstance(ws, int) and isinstance(value, int) and value < ws:
             yield Hit(
                 f"somaxconn {value} on the master for {ws} ranks",
@@ -126,7 +126,7 @@ def nofile(job: Job) -> Iterator[Hit]:
     """
     ws = job.world_size
     for i in _master_reps(job):
-        soft = job.section("system")[i]["nofile_soft"]
+        soft = job.node_section("system")[i]["nofile_soft"]
         if isinstance(ws, int) and isinstance(soft, int) and soft != -1 and soft < ws + 64:
             yield Hit(
                 f"open-file limit {soft} on the master for {ws} ranks",

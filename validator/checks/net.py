@@ -27,24 +27,30 @@ def _chosen_all(job: Job) -> dict[int, tuple[str, str | None, str]]:
     return _both(job)[0]
 
 
-def _both(job: Job) -> tuple[dict[int, tuple[str, str | None, str]], dict[int, Interface | None]]:
-    """``_chosen`` and ``_chosen_iface`` of every node, in one pass over the nodes' network facts."""
+Chosen = tuple[dict[int, tuple[str, str | None, str]], dict[int, Interface | None], dict[int, str | None]]
 
-    def compute() -> tuple[dict[int, tuple[str, str | None, str]], dict[int, Interface | None]]:
+
+def _both(job: Job) -> Chosen:
+    """``_chosen``, ``_chosen_iface`` and the library's address of every node, in one pass over
+    the nodes' network facts."""
+
+    def compute() -> Chosen:
         lib, which = ("NCCL", "nccl") if job.uses_gpus else ("Gloo", "gloo")
         chosen: dict[int, tuple[str, str | None, str]] = {}
         ifaces: dict[int, Interface | None] = {}
+        addrs: dict[int, str | None] = {}
         for i, net in zip(job.node_reps, job.node_column("network"), strict=True):
             sel = net[which]
             name = next(iter(sel["ifaces"]), None)
             chosen[i] = (lib, name, sel["rule"])
+            addrs[i] = sel["addr"]
             for iface in net["interfaces"]:
                 if iface["name"] == name:
                     ifaces[i] = iface
                     break
             else:
                 ifaces[i] = None
-        return chosen, ifaces
+        return chosen, ifaces, addrs
 
     return job.memo("net.chosen", compute)
 
@@ -132,11 +138,10 @@ def loopback_iface(job: Job) -> Iterator[Hit]:
     if not job.multi_node:
         return
     groups: dict[tuple[str, str], list[int]] = {}
-    ifaces, network = _chosen_ifaces(job), job.section("network")
+    _, ifaces, addrs = _both(job)
     for i, (lib, _, rule) in _chosen_all(job).items():
         iface = ifaces[i]
-        addr = network[i]["gloo" if lib == "Gloo" else "nccl"]["addr"] or ""
-        if (iface and iface["loopback"]) or is_loopback(addr):
+        if (iface and iface["loopback"]) or is_loopback(addrs[i] or ""):
             groups.setdefault((lib, rule), []).extend(job.node_of(i))
     for (lib, rule), members in groups.items():
         var = "GLOO_SOCKET_IFNAME" if lib == "Gloo" else "NCCL_SOCKET_IFNAME"
@@ -208,11 +213,9 @@ def iface_down(job: Job) -> Iterator[Hit]:
         )
 
 
-def _subnet(job: Job, i: int) -> str | None:
-    lib = _chosen(job, i)[0]
-    addr = job.section("network")[i]["gloo" if lib == "Gloo" else "nccl"]["addr"]
+def _subnet(addr: str | None, iface: Interface | None) -> str | None:
+    """The subnet of a node's chosen address (``iface``: its chosen interface)."""
     if addr and "/" not in addr:  # Gloo's address is a bare IP: take the prefix from its interface
-        iface = _chosen_iface(job, i)
         ip = ipaddress.ip_address(addr.split("%", 1)[0])
         addr = next((c for c in iface["addrs"] if ipaddress.ip_interface(c).ip == ip), None) if iface else None
     if not addr:
@@ -234,7 +237,8 @@ def subnets(job: Job) -> Iterator[Hit]:
     """
     if not job.multi_node:
         return
-    expected, groups = job.node_majority(lambda i: _subnet(job, i))
+    _, ifaces, addrs = _both(job)
+    expected, groups = job.node_majority(lambda i: _subnet(addrs[i], ifaces[i]))
     for value, members in outliers(groups, expected):
         yield Hit(
             f"chosen interface on {value} while the other nodes are on {expected} ({describe(job, groups, by_host=True)})",

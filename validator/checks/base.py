@@ -97,7 +97,7 @@ FEW = 64  # majority_of: at most this many members outside the majority are plac
 
 
 def majority_of(
-    members: Sequence[int], values: list[T | None], prefer: Callable[[int], bool]
+    members: Sequence[int], values: Sequence[T | None], prefer: Callable[[int], bool]
 ) -> tuple[T | None, dict[T, list[int]]]:
     """``majority`` over values already computed for ``members`` (None: no value), fast at
     100,000 members: counting and the usual handful of groups run at C speed."""
@@ -124,7 +124,7 @@ def majority_of(
     return (best[0] if best else None), groups
 
 
-def indices(values: list[Any], value: Any) -> list[int]:
+def indices(values: Sequence[Any], value: Any) -> list[int]:
     """Where ``value`` is in ``values`` (by ==): a search at C speed for each one found."""
     out: list[int] = []
     with suppress(ValueError):
@@ -133,7 +133,7 @@ def indices(values: list[Any], value: Any) -> list[int]:
     return out
 
 
-def all_in_range(values: list[Any], bounds: list[Any]) -> bool:
+def all_in_range(values: Sequence[Any], bounds: Sequence[Any]) -> bool:
     """Every value and bound an int, and 0 <= value < bound for each: at 100,000 ranks, settled by
     passes at C speed (min, max, types) where a loop over pairs would run in Python."""
     if not values or not set(map(type, values)) == set(map(type, bounds)) == {int}:
@@ -160,12 +160,12 @@ class Job:
         return len(self.facts)
 
     @cached_property
-    def launches(self) -> list[Any]:
+    def launches(self) -> Sequence[Any]:
         """Every participant's launch facts, by index: hot loops over 100,000 ranks read this."""
         return self.section("launch")
 
     @cached_property
-    def ranks(self) -> list[int | None]:
+    def ranks(self) -> Sequence[int | None]:
         """Every participant's rank (None when it has none), by index."""
         return self.column("rank")  # int or None: the schema says so
 
@@ -179,7 +179,7 @@ class Job:
         return self.host_list[i]
 
     @cached_property
-    def host_list(self) -> list[str]:
+    def host_list(self) -> Sequence[str]:
         """Every participant's host, by index."""
         return self.section("host")
 
@@ -269,11 +269,11 @@ class Job:
         return out
 
     @staticmethod
-    def pick(column: list[R], members: list[int]) -> list[R]:
+    def pick(column: Sequence[R], members: list[int]) -> list[R]:
         """``column``'s values of ``members`` (ascending, as in ``nodes``): a slice when they
         are consecutive, as a node's ranks usually are."""
         first, n = members[0], len(members)
-        return column[first : first + n] if members[-1] - first == n - 1 else [column[i] for i in members]
+        return list(column[first : first + n]) if members[-1] - first == n - 1 else [column[i] for i in members]
 
     def node_of(self, i: int) -> list[int]:
         """Every participant on the same node as participant ``i``."""
@@ -304,7 +304,7 @@ class Job:
     def hosts(self) -> list[str]:
         return list(dict.fromkeys(self.host_list))
 
-    def column(self, field: str) -> list[Any]:
+    def column(self, field: str) -> Sequence[Any]:
         """One launch field of every participant, by index. The usual fields are read in one
         pass, so each participant's launch facts are visited once (at 100,000 ranks, memory
         latency, not Python, is what a pass per field costs)."""
@@ -312,18 +312,18 @@ class Job:
             return self._launch_columns[LAUNCH_COLUMNS.index(field)]
         return self.memo(f"column.{field}", lambda: [launch[field] for launch in self.launches])
 
-    def section(self, name: str) -> list[Any]:
+    def section(self, name: str) -> Sequence[Any]:
         """One top-level field (``SECTIONS``) of every participant, by index: read together in
         one pass, like the launch columns (at 100,000 ranks a facts document is a cold read: checks
         that look at one section of each node index these lists, not the documents)."""
         return self._sections[SECTIONS.index(name)]
 
     @cached_property
-    def _sections(self) -> list[list[Any]]:
+    def _sections(self) -> list[tuple[Any, ...]]:
         return _columns(self.facts, SECTIONS)
 
     @cached_property
-    def _launch_columns(self) -> list[list[Any]]:
+    def _launch_columns(self) -> list[tuple[Any, ...]]:
         return _columns(self.launches, LAUNCH_COLUMNS)
 
     @cached_property
@@ -398,8 +398,9 @@ def outliers(groups: dict[T, list[int]], expected: T | None) -> Iterator[tuple[T
             yield value, members
 
 
-def _columns(rows: Sequence[Any], names: Sequence[str]) -> list[list[Any]]:
-    """``names`` of every row, as one list per name, read in one pass."""
+def _columns(rows: Sequence[Any], names: Sequence[str]) -> list[tuple[Any, ...]]:
+    """``names`` of every row, as one tuple per name, read in one pass (tuples: at 100,000 rows a
+    copy into lists touches every value once more)."""
     if not rows:
-        return [[] for _ in names]
-    return [list(col) for col in zip(*map(itemgetter(*names), rows), strict=True)]
+        return [() for _ in names]
+    return list(zip(*map(itemgetter(*names), rows), strict=True))

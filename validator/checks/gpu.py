@@ -3,7 +3,7 @@ Silent for CPU (gloo) jobs: see ``Job.uses_gpus``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from operator import itemgetter
 from typing import Any
 
@@ -90,7 +90,7 @@ def device_of(f: Facts) -> str | None:
     return None
 
 
-def _distinct_by_local_rank(job: Job, column: list[Any], local_ranks: list[Any], members: list[int]) -> bool:
+def _distinct_by_local_rank(job: Job, column: Sequence[Any], local_ranks: Sequence[Any], members: list[int]) -> bool:
     """The common case, settled without resolving each rank's device: every rank of the node sees
     the same list of several GPUs (``column``: each rank's visible list) and picks
     visible[LOCAL_RANK] with a distinct LOCAL_RANK."""

@@ -131,7 +131,10 @@ def fold_hosts(hosts: Iterable[str]) -> str:
 
 def _runs(numbers: list[str]) -> str:
     """``["01", "02", "03", "7"]`` -> ``01-03,7``: consecutive numbers of one width (padding)."""
-    numbers.sort(key=lambda s: (len(s), int(s)))
+    if len(set(map(len, numbers))) == 1 and "".join(numbers).isascii():
+        numbers.sort()  # one width of ASCII digits: text order is number order (sorted at C speed)
+    else:
+        numbers.sort(key=lambda s: (len(s), int(s)))
     out: list[str] = []
     start = prev = numbers[0]
     for s in numbers[1:]:

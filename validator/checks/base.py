@@ -217,27 +217,22 @@ class Job:
         if values and values[0] is not None and values.count(values[0]) == len(values):
             return values[0], {values[0]: list(range(len(self.facts)))}  # every node agrees
         expected, groups = majority_of(reps, values, reference.__contains__)
-        return expected, {
-            v: list(chain.from_iterable(map(nodes.__getitem__, members))) for v, members in groups.items()
-        }
+        return expected, {v: list(chain.from_iterable(map(nodes.__getitem__, m))) for v, m in groups.items()}
 
     def node_column(self, name: str) -> list[Any]:
-        """A section (``SECTIONS``, ``NODE_SECTIONS``) of each node's representative, in
-        ``node_reps`` order."""
+        """A section (``SECTIONS``, ``NODE_SECTIONS``) of each node's representative, by node."""
         if name in NODE_SECTIONS:
             return list(self.node_section(name).values())
         return self.memo(f"node_column.{name}", lambda: list(map(self.section(name).__getitem__, self.node_reps)))
 
     def node_section(self, name: str) -> dict[int, Any]:
-        """A section of ``NODE_SECTIONS`` (read by checks once per node) of each node's
-        representative: representative -> section."""
+        """Node representative -> its section ``name`` (``NODE_SECTIONS``: read once a node)."""
         return self._node_sections[NODE_SECTIONS.index(name)]
 
     @cached_property
     def _node_sections(self) -> list[dict[int, Any]]:
-        reps = self.node_reps
-        docs = list(map(self.facts.__getitem__, reps))
-        return [dict(zip(reps, col, strict=True)) for col in _columns(docs, NODE_SECTIONS)]
+        docs = list(map(self.facts.__getitem__, self.node_reps))
+        return [dict(zip(self.node_reps, col, strict=True)) for col in _columns(docs, NODE_SECTIONS)]
 
     @cached_property
     def reference_reps(self) -> frozenset[int]:
@@ -260,8 +255,7 @@ class Job:
         """Participants grouped by node: (host, node rank). Per-node facts are compared per node."""
         out: dict[tuple[str, int | None], list[int]] = {}
         at = 0
-        # inputs usually list a node's ranks together: runs of one key, found at C speed, one
-        # dict lookup per node
+        # inputs usually list a node's ranks together: runs found at C speed, one lookup a node
         for key, run in groupby(zip(self.host_list, self.column("node_rank"), strict=True)):
             n = len(list(run))
             out.setdefault(key, []).extend(range(at, at + n))
@@ -399,8 +393,7 @@ def outliers(groups: dict[T, list[int]], expected: T | None) -> Iterator[tuple[T
 
 
 def _columns(rows: Sequence[Any], names: Sequence[str]) -> list[tuple[Any, ...]]:
-    """``names`` of every row, as one tuple per name, read in one pass (tuples: at 100,000 rows a
-    copy into lists touches every value once more)."""
+    """``names`` of every row, one tuple per name, in one pass (a copy into lists: one more touch a value)."""
     if not rows:
         return [() for _ in names]
     return list(zip(*map(itemgetter(*names), rows), strict=True))

@@ -4,6 +4,7 @@ Silent for CPU (gloo) jobs: see ``Job.uses_gpus``."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -90,6 +91,21 @@ def device_of(f: Facts) -> str | None:
     return None
 
 
+def usual_layout(job: Job) -> bool:
+    """Each node's participants consecutive in the input, with LOCAL_RANK 0..n-1 in that order
+    and LOCAL_WORLD_SIZE n (n: its participants): settled for every node at once, at C speed."""
+
+    def compute() -> bool:
+        nodes = job.nodes.values()
+        if tuple(chain.from_iterable(nodes)) != tuple(range(len(job))):
+            return False
+        sizes = list(map(len, nodes))
+        lrs, lws = tuple(chain.from_iterable(map(range, sizes))), tuple(chain.from_iterable(map(repeat, sizes, sizes)))
+        return tuple(job.column("local_rank")) == lrs and tuple(job.column("local_world_size")) == lws
+
+    return job.memo("gpu.usual_layout", compute)
+
+
 def _distinct_by_local_rank(job: Job, column: Sequence[Any], local_ranks: Sequence[Any], members: list[int]) -> bool:
     """The common case, settled without resolving each rank's device: every rank of the node sees
     the same list of several GPUs (``column``: each rank's visible list) and picks
@@ -114,6 +130,12 @@ def shared_gpu(job: Job) -> Iterator[Hit]:
     if not job.uses_gpus:
         return
     column = job.memo("gpu.visible", lambda: [g["visible"] for g in job.section("gpus")])
+    if usual_layout(job):  # distinct local ranks on every node: settled at once when each node's
+        # ranks all see the same list of several GPUs
+        firsts = [column[members[0]] for members in job.nodes.values()]
+        same = chain.from_iterable(map(repeat, firsts, map(len, job.nodes.values())))
+        if all(v is not None and len(v) > 1 for v in firsts) and tuple(column) == tuple(same):
+            return
     local_ranks = job.column("local_rank")
     for members in job.nodes.values():
         if _distinct_by_local_rank(job, column, local_ranks, members):

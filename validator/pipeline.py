@@ -73,11 +73,13 @@ def check(
     outcomes: list[Outcome] | None = None,
     input_errors: list[str] | None = None,
     title: str = "cluster-validator check",
+    found: list[Finding] | None = None,
 ) -> Report:
+    """The report on ``facts``; ``found``: the checks' findings over them, already computed."""
     from validator.checks import run_checks
     from validator.model import Report
 
-    findings = run_checks(facts, profile, codes, context)
+    findings = run_checks(facts, profile, codes, context) if found is None else found
     return Report(
         findings=findings,
         participants=len(facts),

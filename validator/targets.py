@@ -113,8 +113,6 @@ def fold_hosts(hosts: Iterable[str]) -> str:
     hosts = set(hosts)
     if len(hosts) == 1 and PLAIN.fullmatch(one := next(iter(hosts))):
         return one
-    from ClusterShell.NodeSet import NodeSet
-
     runs: dict[tuple[str, str], list[str]] = {}
     other: list[str] = []
     for host in hosts:
@@ -123,6 +121,13 @@ def fold_hosts(hosts: Iterable[str]) -> str:
             runs.setdefault((m[1], m[3]), []).append(m[2])
         else:
             other.append(host)
+    if not other and len(runs) == 1:  # one pattern (gpu00000-gpu12499): ClusterShell's own spelling
+        (((head, tail), numbers),) = runs.items()
+        if len(set(map(len, numbers))) == 1:  # one width: no question of how paddings sort
+            ranges = _runs(numbers)
+            return f"{head}[{ranges}]{tail}" if "-" in ranges or "," in ranges else f"{head}{ranges}{tail}"
+    from ClusterShell.NodeSet import NodeSet  # only here: the common cases above need none of it
+
     folded = NodeSet.fromlist(sorted(other))
     for (head, tail), numbers in runs.items():
         folded.update(f"{head}[{_runs(numbers)}]{tail}")
@@ -131,7 +136,10 @@ def fold_hosts(hosts: Iterable[str]) -> str:
 
 def _runs(numbers: list[str]) -> str:
     """``["01", "02", "03", "7"]`` -> ``01-03,7``: consecutive numbers of one width (padding)."""
-    numbers.sort(key=lambda s: (len(s), int(s)))
+    if len(set(map(len, numbers))) == 1 and "".join(numbers).isascii():
+        numbers.sort()  # one width of ASCII digits: text order is number order (sorted at C speed)
+    else:
+        numbers.sort(key=lambda s: (len(s), int(s)))
     out: list[str] = []
     start = prev = numbers[0]
     for s in numbers[1:]:

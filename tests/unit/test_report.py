@@ -115,3 +115,25 @@ def test_facts_for_a_person() -> None:
     assert "launcher torchrun (rank mode)" in text
     assert "rank             1" in text and "env:RANK" in text
     assert "NCCL would use eth0" in text and "GPUs (nvml): 8 x NVIDIA H100 80GB HBM3" in text
+
+
+def test_a_long_list_is_bounded_in_the_table_and_whole_in_the_json() -> None:
+    """1,250 scattered missing nodes: the table line stays short (a preflight verdict carries the
+    table to every node), the JSON report still names every one."""
+    from validator.report.text import PART_MAX
+    from validator.targets import expand, expand_ranks, fold_hosts, fold_ranks
+
+    absent = list(range(5, 12500, 10))
+    hosts = [f"gpu{n:05d}" for n in absent]
+    target = f"{len(absent)} node ranks: {fold_ranks(absent)}"
+    detail = f"expected on {fold_hosts(hosts)}; never reached the coordinator in 20 s"
+    r = report(finding("node01", absent), outcomes=[Outcome(target, "missing", detail)])
+    table = render(r, "table")
+    line = next(x for x in table.splitlines() if x.startswith("MISSING"))
+    assert len(line) < 3 * PART_MAX and "more characters in the JSON report" in line
+    assert "rank 5,15,25" in table and len(table) < 6 * PART_MAX
+    doc = json.loads(render(r, "json"))
+    (out,) = doc["outcomes"]
+    assert expand_ranks(out["target"].split(": ", 1)[1]) == absent
+    assert expand(out["detail"].split("expected on ", 1)[1].split(";", 1)[0]) == hosts
+    assert expand_ranks(doc["findings"][0]["ranks"]) == absent

@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import chain, compress, repeat
+from itertools import chain, compress, groupby, repeat
 from operator import eq, itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -88,6 +88,7 @@ LAUNCH_COLUMNS = (
 
 
 SECTIONS = ("launch", "host", "network", "gpus", "env")  # Job.section
+NODE_SECTIONS = ("software", "system", "errors")  # Job.node_section: read for one participant a node
 
 
 def _reference(launch: Any) -> bool:
@@ -98,7 +99,7 @@ FEW = 64  # majority_of: at most this many members outside the majority are plac
 
 
 def majority_of(
-    members: Sequence[int], values: list[T | None], prefer: Callable[[int], bool]
+    members: Sequence[int], values: Sequence[T | None], prefer: Callable[[int], bool]
 ) -> tuple[T | None, dict[T, list[int]]]:
     """``majority`` over values already computed for ``members`` (None: no value), fast at
     100,000 members: counting and the usual handful of groups run at C speed."""
@@ -125,7 +126,7 @@ def majority_of(
     return (best[0] if best else None), groups
 
 
-def indices(values: list[Any], value: Any) -> list[int]:
+def indices(values: Sequence[Any], value: Any) -> list[int]:
     """Where ``value`` is in ``values`` (by ==): a search at C speed for each one found."""
     out: list[int] = []
     with suppress(ValueError):
@@ -134,7 +135,7 @@ def indices(values: list[Any], value: Any) -> list[int]:
     return out
 
 
-def all_in_range(values: list[Any], bounds: list[Any]) -> bool:
+def all_in_range(values: Sequence[Any], bounds: Sequence[Any]) -> bool:
     """Every value and bound an int, and 0 <= value < bound for each: at 100,000 ranks, settled by
     passes at C speed (min, max, types) where a loop over pairs would run in Python."""
     if not values or not set(map(type, values)) == set(map(type, bounds)) == {int}:
@@ -161,12 +162,12 @@ class Job:
         return len(self.facts)
 
     @cached_property
-    def launches(self) -> list[Any]:
+    def launches(self) -> Sequence[Any]:
         """Every participant's launch facts, by index: hot loops over 100,000 ranks read this."""
         return self.section("launch")
 
     @cached_property
-    def ranks(self) -> list[int | None]:
+    def ranks(self) -> Sequence[int | None]:
         """Every participant's rank (None when it has none), by index."""
         return self.column("rank")  # int or None: the schema says so
 
@@ -180,7 +181,7 @@ class Job:
         return self.host_list[i]
 
     @cached_property
-    def host_list(self) -> list[str]:
+    def host_list(self) -> Sequence[str]:
         """Every participant's host, by index."""
         return self.section("host")
 
@@ -190,7 +191,7 @@ class Job:
 
     def majority(self, members: Iterable[int], key: Callable[[int], T | None]) -> tuple[T | None, dict[T, list[int]]]:
         members = members if isinstance(members, (list, range)) else list(members)
-        return majority_of(members, [key(i) for i in members], self.is_reference)
+        return majority_of(members, list(map(key, members)), self.is_reference)
 
     def by_node(self, key: Callable[[int], T | None]) -> dict[T, list[int]]:
         """A per-node fact (None: no value) -> every participant of the nodes that have it."""
@@ -212,14 +213,28 @@ class Job:
         if section is None:
             values = [key(i) for i in reps]
         else:
-            facts = self.facts
-            ids = [id(facts[i][section]) for i in reps]  # type: ignore[literal-required]
+            ids = self.memo(f"node_ids.{section}", lambda: [id(o) for o in self.node_column(section)])
             once = {k: key(i) for k, i in dict(zip(ids, reps, strict=True)).items()}
             values = list(map(once.__getitem__, ids))
         if values and values[0] is not None and values.count(values[0]) == len(values):
             return values[0], {values[0]: list(range(len(self.facts)))}  # every node agrees
         expected, groups = majority_of(reps, values, reference.__contains__)
-        return expected, {v: [m for i in members for m in nodes[i]] for v, members in groups.items()}
+        return expected, {v: list(chain.from_iterable(map(nodes.__getitem__, m))) for v, m in groups.items()}
+
+    def node_column(self, name: str) -> list[Any]:
+        """A section (``SECTIONS``, ``NODE_SECTIONS``) of each node's representative, by node."""
+        if name in NODE_SECTIONS:
+            return list(self.node_section(name).values())
+        return self.memo(f"node_column.{name}", lambda: list(map(self.section(name).__getitem__, self.node_reps)))
+
+    def node_section(self, name: str) -> dict[int, Any]:
+        """Node representative -> its section ``name`` (``NODE_SECTIONS``: read once a node)."""
+        return self._node_sections[NODE_SECTIONS.index(name)]
+
+    @cached_property
+    def _node_sections(self) -> list[dict[int, Any]]:
+        docs = list(map(self.facts.__getitem__, self.node_reps))
+        return [dict(zip(self.node_reps, col, strict=True)) for col in _columns(docs, NODE_SECTIONS)]
 
     @cached_property
     def reference_reps(self) -> frozenset[int]:
@@ -241,22 +256,20 @@ class Job:
     def nodes(self) -> dict[tuple[str, int | None], list[int]]:
         """Participants grouped by node: (host, node rank). Per-node facts are compared per node."""
         out: dict[tuple[str, int | None], list[int]] = {}
-        keys = zip(self.host_list, self.column("node_rank"), strict=True)
-        last: tuple[str, int | None] | None = None
-        members: list[int] = []
-        for i, key in enumerate(keys):
-            if key != last:  # inputs usually list a node's ranks together: one dict lookup per node
-                members = out.setdefault(key, [])
-                last = key
-            members.append(i)
+        at = 0
+        # inputs usually list a node's ranks together: runs found at C speed, one lookup a node
+        for key, run in groupby(zip(self.host_list, self.column("node_rank"), strict=True)):
+            n = len(list(run))
+            out.setdefault(key, []).extend(range(at, at + n))
+            at += n
         return out
 
     @staticmethod
-    def pick(column: list[R], members: list[int]) -> list[R]:
+    def pick(column: Sequence[R], members: list[int]) -> list[R]:
         """``column``'s values of ``members`` (ascending, as in ``nodes``): a slice when they
         are consecutive, as a node's ranks usually are."""
         first, n = members[0], len(members)
-        return column[first : first + n] if members[-1] - first == n - 1 else [column[i] for i in members]
+        return list(column[first : first + n]) if members[-1] - first == n - 1 else [column[i] for i in members]
 
     def node_of(self, i: int) -> list[int]:
         """Every participant on the same node as participant ``i``."""
@@ -287,7 +300,7 @@ class Job:
     def hosts(self) -> list[str]:
         return list(dict.fromkeys(self.host_list))
 
-    def column(self, field: str) -> list[Any]:
+    def column(self, field: str) -> Sequence[Any]:
         """One launch field of every participant, by index. The usual fields are read in one
         pass, so each participant's launch facts are visited once (at 100,000 ranks, memory
         latency, not Python, is what a pass per field costs)."""
@@ -295,17 +308,18 @@ class Job:
             return self._launch_columns[LAUNCH_COLUMNS.index(field)]
         return self.memo(f"column.{field}", lambda: [launch[field] for launch in self.launches])
 
-    def section(self, name: str) -> list[Any]:
-        """One top-level field (``launch``, ``host``, ``network``, ``gpus``, ``env``) of every
-        participant, by index: read together in one pass, like the launch columns."""
+    def section(self, name: str) -> Sequence[Any]:
+        """One top-level field (``SECTIONS``) of every participant, by index: read together in
+        one pass, like the launch columns (at 100,000 ranks a facts document is a cold read: checks
+        that look at one section of each node index these lists, not the documents)."""
         return self._sections[SECTIONS.index(name)]
 
     @cached_property
-    def _sections(self) -> list[list[Any]]:
+    def _sections(self) -> list[tuple[Any, ...]]:
         return _columns(self.facts, SECTIONS)
 
     @cached_property
-    def _launch_columns(self) -> list[list[Any]]:
+    def _launch_columns(self) -> list[tuple[Any, ...]]:
         return _columns(self.launches, LAUNCH_COLUMNS)
 
     @cached_property
@@ -380,8 +394,8 @@ def outliers(groups: dict[T, list[int]], expected: T | None) -> Iterator[tuple[T
             yield value, members
 
 
-def _columns(rows: Sequence[Any], names: Sequence[str]) -> list[list[Any]]:
-    """``names`` of every row, as one list per name, read in one pass."""
+def _columns(rows: Sequence[Any], names: Sequence[str]) -> list[tuple[Any, ...]]:
+    """``names`` of every row, one tuple per name, in one pass (a copy into lists: one more touch a value)."""
     if not rows:
-        return [[] for _ in names]
-    return [list(col) for col in zip(*map(itemgetter(*names), rows), strict=True)]
+        return [() for _ in names]
+    return list(zip(*map(itemgetter(*names), rows), strict=True))

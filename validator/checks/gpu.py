@@ -3,25 +3,29 @@ Silent for CPU (gloo) jobs: see ``Job.uses_gpus``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from itertools import chain, repeat
+from operator import itemgetter
+from typing import Any
 
 from validator.checks.base import Check, Hit, Job, check, describe, majority_of, outliers
 from validator.codes import table
 from validator.model import Facts, Severity
 from validator.targets import fold_ranks
 
+NAME = itemgetter("name")
 SMI = "nvidia-smi --query-gpu=index,uuid,name,driver_version --format=csv   # on each named host"
 
 
-def visible_count(f: Facts) -> int:
-    g = f["gpus"]
+def visible_count(g: Any) -> int:
+    """GPUs a rank may use (``g``: its ``gpus`` facts)."""
     return len(g["visible"]) if g["visible"] is not None else len(g["devices"])
 
 
 def node_gpu_count(job: Job, members: list[int]) -> int:
     """Usable GPUs of a node: every GPU some participant there may use. Ranks narrowed to one GPU
     each (srun --gpus-per-task, torchrun --virtual-local-rank) together use the node's GPUs."""
-    first = visible_count(job.facts[members[0]])
+    first = visible_count(job.section("gpus")[members[0]])
     if len(members) == 1 or first >= len(members):
         return first  # the usual case: each rank sees the node's GPUs, enough for all of them
     seen: set[str] = set()
@@ -87,14 +91,28 @@ def device_of(f: Facts) -> str | None:
     return None
 
 
-def _distinct_by_local_rank(job: Job, members: list[int]) -> bool:
+def usual_layout(job: Job) -> bool:
+    """Each node's participants consecutive in the input, with LOCAL_RANK 0..n-1 in that order
+    and LOCAL_WORLD_SIZE n (n: its participants): settled for every node at once, at C speed."""
+
+    def compute() -> bool:
+        nodes = job.nodes.values()
+        if tuple(chain.from_iterable(nodes)) != tuple(range(len(job))):
+            return False
+        sizes = list(map(len, nodes))
+        lrs, lws = tuple(chain.from_iterable(map(range, sizes))), tuple(chain.from_iterable(map(repeat, sizes, sizes)))
+        return tuple(job.column("local_rank")) == lrs and tuple(job.column("local_world_size")) == lws
+
+    return job.memo("gpu.usual_layout", compute)
+
+
+def _distinct_by_local_rank(job: Job, column: Sequence[Any], local_ranks: Sequence[Any], members: list[int]) -> bool:
     """The common case, settled without resolving each rank's device: every rank of the node sees
-    the same list of several GPUs and picks visible[LOCAL_RANK] with a distinct LOCAL_RANK."""
-    column = job.memo("gpu.visible", lambda: [g["visible"] for g in job.section("gpus")])
+    the same list of several GPUs (``column``: each rank's visible list) and picks
+    visible[LOCAL_RANK] with a distinct LOCAL_RANK."""
     visible = job.pick(column, members)
     if len(members) < 2 or visible[0] is None or len(visible[0]) < 2 or visible.count(visible[0]) != len(visible):
         return False
-    local_ranks = job.column("local_rank")
     return len(set(job.pick(local_ranks, members))) == len(members)
 
 
@@ -111,8 +129,16 @@ def shared_gpu(job: Job) -> Iterator[Hit]:
     """
     if not job.uses_gpus:
         return
+    column = job.memo("gpu.visible", lambda: [g["visible"] for g in job.section("gpus")])
+    if usual_layout(job):  # distinct local ranks on every node: settled at once when each node's
+        # ranks all see the same list of several GPUs
+        firsts = [column[members[0]] for members in job.nodes.values()]
+        same = chain.from_iterable(map(repeat, firsts, map(len, job.nodes.values())))
+        if all(v is not None and len(v) > 1 for v in firsts) and tuple(column) == tuple(same):
+            return
+    local_ranks = job.column("local_rank")
     for members in job.nodes.values():
-        if _distinct_by_local_rank(job, members):
+        if _distinct_by_local_rank(job, column, local_ranks, members):
             continue
         by_gpu: dict[str, list[int]] = {}
         for i in members:
@@ -154,7 +180,8 @@ def gpu_count(job: Job) -> Iterator[Hit]:
     Drain the node and check `nvidia-smi` and the kernel log (`dmesg | grep -i xid`).
     """
     if job.uses_gpus:
-        yield from _per_node(job, "GPU count", lambda i: len(job.facts[i]["gpus"]["devices"]))
+        gpus = job.section("gpus")
+        yield from _per_node(job, "GPU count", lambda i: len(gpus[i]["devices"]))
 
 
 @check("GPU004", Severity.WARNING, "GPU model differs from the other nodes")
@@ -167,9 +194,17 @@ def gpu_model(job: Job) -> Iterator[Hit]:
     Restrict the job to one node type (a Slurm constraint or a Kubernetes node selector).
     """
     if job.uses_gpus:
-        yield from _per_node(
-            job, "GPU model", lambda i: ", ".join(sorted({d["name"] for d in job.facts[i]["gpus"]["devices"]})) or None
-        )
+        models: dict[tuple[str, ...], str | None] = {}  # a node's GPU names -> its model: joined once per distinct list
+        gpus = job.section("gpus")
+
+        def model(i: int) -> str | None:
+            names = tuple(map(NAME, gpus[i]["devices"]))
+            found = models.get(names, "")
+            if found == "":
+                found = models[names] = ", ".join(sorted(set(names))) or None
+            return found
+
+        yield from _per_node(job, "GPU model", model)
 
 
 @check("GPU005", Severity.WARNING, "GPU driver differs from the other nodes")
@@ -182,7 +217,8 @@ def gpu_driver(job: Job) -> Iterator[Hit]:
     Drain the node and upgrade or roll back its driver to the fleet's version.
     """
     if job.uses_gpus:
-        yield from _per_node(job, "driver", lambda i: job.facts[i]["gpus"]["driver"])
+        gpus = job.section("gpus")
+        yield from _per_node(job, "driver", lambda i: gpus[i]["driver"])
 
 
 @check("GPU006", Severity.ERROR, "CUDA_VISIBLE_DEVICES names a GPU that is not there")

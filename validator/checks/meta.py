@@ -21,8 +21,8 @@ def collector_errors(job: Job) -> Iterator[Hit]:
     (NVML errors are worth a drain on their own).
     """
     groups: dict[str, list[int]] = {}
-    for i in job.node_reps:
-        for collector, err in job.facts[i]["errors"].items():
+    for i, errors in zip(job.node_reps, job.node_column("errors"), strict=True):
+        for collector, err in errors.items():
             groups.setdefault(f"{collector}: {err}", []).extend(job.node_of(i))
     for what, members in groups.items():
         yield Hit(

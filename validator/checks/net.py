@@ -13,13 +13,9 @@ from collections.abc import Iterator
 from validator.checks.base import Check, Hit, Job, check, describe, outliers
 from validator.codes import table
 from validator.facts.network import is_loopback
-from validator.model import Facts, Interface, Severity
+from validator.model import Interface, Severity
 
 IP = "ip -br addr show   # on each named host"
-
-
-def _iface(f: Facts, name: str | None) -> Interface | None:
-    return next((i for i in f["network"]["interfaces"] if i["name"] == name), None)
 
 
 def _chosen(job: Job, i: int) -> tuple[str, str | None, str]:
@@ -28,24 +24,44 @@ def _chosen(job: Job, i: int) -> tuple[str, str | None, str]:
 
 
 def _chosen_all(job: Job) -> dict[int, tuple[str, str | None, str]]:
-    def compute() -> dict[int, tuple[str, str | None, str]]:
+    return _both(job)[0]
+
+
+Chosen = tuple[dict[int, tuple[str, str | None, str]], dict[int, Interface | None], dict[int, str | None]]
+
+
+def _both(job: Job) -> Chosen:
+    """``_chosen``, ``_chosen_iface`` and the library's address of every node, in one pass over
+    the nodes' network facts."""
+
+    def compute() -> Chosen:
         lib, which = ("NCCL", "nccl") if job.uses_gpus else ("Gloo", "gloo")
-        out = {}
-        for i in job.node_reps:
-            sel = job.facts[i]["network"][which]  # type: ignore[literal-required]
-            out[i] = (lib, next(iter(sel["ifaces"]), None), sel["rule"])
-        return out
+        chosen: dict[int, tuple[str, str | None, str]] = {}
+        ifaces: dict[int, Interface | None] = {}
+        addrs: dict[int, str | None] = {}
+        for i, net in zip(job.node_reps, job.node_column("network"), strict=True):
+            sel = net[which]
+            name = next(iter(sel["ifaces"]), None)
+            chosen[i] = (lib, name, sel["rule"])
+            addrs[i] = sel["addr"]
+            for iface in net["interfaces"]:
+                if iface["name"] == name:
+                    ifaces[i] = iface
+                    break
+            else:
+                ifaces[i] = None
+        return chosen, ifaces, addrs
 
     return job.memo("net.chosen", compute)
 
 
 def _chosen_iface(job: Job, i: int) -> Interface | None:
     """The interface record of ``_chosen`` (computed once per node)."""
-    return _chosen_ifaces(job)[i]
+    return _both(job)[1][i]
 
 
 def _chosen_ifaces(job: Job) -> dict[int, Interface | None]:
-    return job.memo("net.chosen_iface", lambda: {i: _iface(job.facts[i], c[1]) for i, c in _chosen_all(job).items()})
+    return _both(job)[1]
 
 
 def _network(cidr: str) -> str:
@@ -72,7 +88,8 @@ def nccl_ifname(job: Job) -> Iterator[Hit]:
     """
     if not job.uses_gpus:
         return
-    for err, members in job.by_node(lambda i: job.facts[i]["network"]["nccl"]["error"]).items():
+    network = job.section("network")
+    for err, members in job.by_node(lambda i: network[i]["nccl"]["error"]).items():
         yield Hit(
             str(err),
             members,
@@ -93,7 +110,8 @@ def gloo_ifname(job: Job) -> Iterator[Hit]:
 
     Name an interface that exists on every node, the same number of names everywhere.
     """
-    for err, members in job.by_node(lambda i: job.facts[i]["network"]["gloo"]["error"]).items():
+    network = job.section("network")
+    for err, members in job.by_node(lambda i: network[i]["gloo"]["error"]).items():
         yield Hit(
             str(err),
             members,
@@ -120,11 +138,10 @@ def loopback_iface(job: Job) -> Iterator[Hit]:
     if not job.multi_node:
         return
     groups: dict[tuple[str, str], list[int]] = {}
-    ifaces, facts = _chosen_ifaces(job), job.facts
+    _, ifaces, addrs = _both(job)
     for i, (lib, _, rule) in _chosen_all(job).items():
         iface = ifaces[i]
-        addr = facts[i]["network"]["gloo" if lib == "Gloo" else "nccl"]["addr"] or ""
-        if (iface and iface["loopback"]) or is_loopback(addr):
+        if (iface and iface["loopback"]) or is_loopback(addrs[i] or ""):
             groups.setdefault((lib, rule), []).extend(job.node_of(i))
     for (lib, rule), members in groups.items():
         var = "GLOO_SOCKET_IFNAME" if lib == "Gloo" else "NCCL_SOCKET_IFNAME"
@@ -196,11 +213,9 @@ def iface_down(job: Job) -> Iterator[Hit]:
         )
 
 
-def _subnet(job: Job, i: int) -> str | None:
-    lib = _chosen(job, i)[0]
-    addr = job.facts[i]["network"]["gloo" if lib == "Gloo" else "nccl"]["addr"]
+def _subnet(addr: str | None, iface: Interface | None) -> str | None:
+    """The subnet of a node's chosen address (``iface``: its chosen interface)."""
     if addr and "/" not in addr:  # Gloo's address is a bare IP: take the prefix from its interface
-        iface = _chosen_iface(job, i)
         ip = ipaddress.ip_address(addr.split("%", 1)[0])
         addr = next((c for c in iface["addrs"] if ipaddress.ip_interface(c).ip == ip), None) if iface else None
     if not addr:
@@ -222,7 +237,8 @@ def subnets(job: Job) -> Iterator[Hit]:
     """
     if not job.multi_node:
         return
-    expected, groups = job.node_majority(lambda i: _subnet(job, i))
+    _, ifaces, addrs = _both(job)
+    expected, groups = job.node_majority(lambda i: _subnet(addrs[i], ifaces[i]))
     for value, members in outliers(groups, expected):
         yield Hit(
             f"chosen interface on {value} while the other nodes are on {expected} ({describe(job, groups, by_host=True)})",

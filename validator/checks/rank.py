@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from validator.checks.base import FEW, Check, Hit, Job, all_in_range, check, describe, indices, outliers
+from validator.checks.gpu import usual_layout
 from validator.codes import table
 from validator.errors import UserError
 from validator.model import Severity
@@ -180,7 +181,7 @@ def local_ranks(job: Job) -> Iterator[Hit]:
     complete = job.world_size is not None and len(job.ranked) == job.world_size
     ranks, launches = job.ranks, job.launches
     lr_column, lws_column = job.column("local_rank"), job.column("local_world_size")
-    for (host, node_rank), members in job.nodes.items():
+    for (host, node_rank), members in [] if usual_layout(job) else job.nodes.items():
         n, lrs = len(members), job.pick(lr_column, members)
         if None not in lrs and sorted(lrs) == list(range(n)) and job.pick(lws_column, members).count(n) == n:
             continue  # the usual node: local ranks 0..n-1 and LOCAL_WORLD_SIZE=n everywhere

@@ -3,7 +3,7 @@ same routable address everywhere, and the port is free on the master."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from validator.agent.probe import redact_command
@@ -20,19 +20,37 @@ def _first(job: Job, i: int) -> str | None:
     return _firsts(job)[i]
 
 
-def _masters(job: Job) -> list[Any]:
-    """Every participant's MasterFacts (or None), by index: the RDZ checks read only these."""
-    return job.memo("rdzv.masters", lambda: [n["master"] for n in job.section("network")])
+def _masters(job: Job) -> tuple[list[int], dict[int, Any]]:
+    """Every participant's network facts' id, by index, and id -> their MasterFacts (or None):
+    one network object per node (facts.share), so the RDZ checks read each node's once."""
+
+    def compute() -> tuple[list[int], dict[int, Any]]:
+        nets = job.section("network")
+        ids = list(map(id, nets))
+        return ids, {k: n["master"] for k, n in dict(zip(ids, nets, strict=True)).items()}
+
+    return job.memo("rdzv.masters", compute)
+
+
+def _master(job: Job, i: int) -> Any:
+    """Participant ``i``'s MasterFacts (or None)."""
+    return job.section("network")[i]["master"]
+
+
+def _where(job: Job, test: Callable[[Any], Any]) -> list[int]:
+    """Participants whose MasterFacts pass ``test`` (asked once per distinct object), in order."""
+    ids, masters = _masters(job)
+    hit = {k for k, m in masters.items() if test(m)}
+    return [i for i, k in enumerate(ids) if k in hit] if hit else []
 
 
 def _firsts(job: Job) -> list[str | None]:
     """The first address MASTER_ADDR resolves to, for every participant (computed once)."""
 
     def compute() -> list[str | None]:
-        masters = _masters(job)  # one object per node (facts.share): read each once
-        distinct = dict(zip(map(id, masters), masters, strict=True))
-        first = {k: m["resolved"][0] if m and m["resolved"] else None for k, m in distinct.items()}
-        return list(map(first.__getitem__, map(id, masters)))
+        ids, masters = _masters(job)
+        first = {k: m["resolved"][0] if m and m["resolved"] else None for k, m in masters.items()}
+        return list(map(first.__getitem__, ids))
 
     return job.memo("rdzv.firsts", compute)
 
@@ -44,13 +62,13 @@ def _loopback_members(job: Job) -> tuple[int, ...]:
 def _find_loopback(job: Job) -> tuple[int, ...]:
     """Participants whose MASTER_ADDR resolves to loopback where that cannot work: the job
     spans hosts, or their peers reach the master on a routable address."""
-    masters, firsts = _masters(job), _firsts(job)
+    firsts = _firsts(job)
     # all addresses loopback implies the first one is: look closer only at those
     # (each distinct address parsed once: 100,000 ranks name a handful)
     loopback = {a: is_loopback(a) for a in set(firsts) if a}
     if not any(loopback.values()):
         return ()
-    loop = [i for i, a in enumerate(firsts) if a and loopback[a] and masters[i]["loopback"]]
+    loop = [i for i, a in enumerate(firsts) if a and loopback[a] and _master(job, i)["loopback"]]
     if loop and (job.multi_node or len(loop) < len(firsts) - firsts.count(None)):
         return tuple(loop)
     return ()
@@ -129,10 +147,10 @@ def split_resolution(job: Job) -> Iterator[Hit]:
     """
     skip = set(_loopback_members(job))
     firsts = _firsts(job)
-    by_name: dict[str, list[int]] = {}
-    for i, (name, first) in enumerate(zip(job.column("master_addr"), firsts, strict=True)):
-        if name and first and i not in skip:
-            by_name.setdefault(name, []).append(i)
+    _, named = majority_of(range(len(job)), job.column("master_addr"), job.is_reference)  # grouped at C speed
+    by_name = {name: members for name, members in named.items() if name}
+    if skip or None in firsts or "" in firsts:  # ranks that resolved nothing, or to loopback, do not count
+        by_name = {n: kept for n, m in by_name.items() if (kept := [i for i in m if firsts[i] and i not in skip])}
     for name, members in by_name.items():
         expected, groups = job.majority(members, firsts.__getitem__)
         for value, who in outliers(groups, expected):
@@ -189,9 +207,9 @@ def unresolvable_master(job: Job) -> Iterator[Hit]:
     the master with publishNotReadyAddresses: true.
     """
     groups: dict[str, list[int]] = {}
-    masters = _masters(job)
-    for i in [i for i, m in enumerate(masters) if m and not m["resolved"]]:
-        groups.setdefault(f"{masters[i]['addr']}: {masters[i]['error']}", []).append(i)
+    for i in _where(job, lambda m: m and not m["resolved"]):
+        m = _master(job, i)
+        groups.setdefault(f"{m['addr']}: {m['error']}", []).append(i)
     for what, members in groups.items():
         name = what.split(":", 1)[0]
         yield Hit(
@@ -216,7 +234,7 @@ def port_busy(job: Job) -> Iterator[Hit]:
     Stop the process named in the finding (often a previous run's torchrun that never exited), or
     choose another MASTER_PORT for the whole job.
     """
-    busy = [i for i, m in enumerate(_masters(job)) if m and m["port_free"] is False]
+    busy = _where(job, lambda m: m and m["port_free"] is False)
     for i in busy:
         f = job.facts[i]
         m = f["network"]["master"]

@@ -21,8 +21,10 @@ PYTHON_VERSION = "python3 -c 'import sys; print(sys.version)'   # on each named 
 def _version_drift(
     job: Job, field: str, what: str, missing_is_error: bool = False, verify: str = VERSIONS
 ) -> Iterator[Hit]:
+    software = job.node_section("software")
+
     def version(i: int) -> str:
-        return str(job.facts[i]["software"].get(field) or "not installed")
+        return str(software[i].get(field) or "not installed")
 
     expected, groups = job.node_majority(version, "software")
     for value, members in outliers(groups, expected):
@@ -139,26 +141,24 @@ def _env_drift(job: Job) -> list[tuple[str, str | None, dict[str | None, list[in
         # ranks in a row usually have the same names and compared values (the loader shares
         # equal strings, so comparing them is comparing pointers): look up only what changes
         last_names: tuple[str, ...] | None = None
-        last: tuple[tuple[str, ...], Any] | None = None
-        same: list[int] = []
-        members: list[int] = []
+        last: Any = None
         for i, env in enumerate(job.section("env")):
             names = tuple(env)
             if names != last_names:
-                same = by_names.setdefault(names, [])
+                add_same = by_names.setdefault(names, []).append
                 found = compared.get(names)
                 if found is None:
                     kept = tuple(sorted(k for k in names if k.startswith(COMPARED) and not k.startswith(PER_PROCESS)))
                     getter: Callable[[dict[str, str]], Any] = itemgetter(*kept) if len(kept) > 1 else _values_of(kept)
                     found = compared[names] = (kept, getter)
                 keep, get = found
-                last_names = names
-            same.append(i)
-            key = (keep, get(env))
-            if key != last:
-                members = envs.setdefault(key, [])
-                last = key
-            members.append(i)
+                last_names, last = names, None
+            add_same(i)
+            values = get(env)
+            if values != last or last is None:
+                add = envs.setdefault((keep, values), []).append
+                last = values
+            add(i)
         if len(envs) < 2:  # keys are sorted by name: equal compared envs share one key
             return []
         values = {key: dict(zip(*key, strict=True)) for key in envs}

@@ -29,11 +29,12 @@ def shm(job: Job) -> Iterator[Hit]:
         return
     minimum = MIN_SHM if pinned is None else pinned << 20
     groups: dict[int, list[int]] = {}
-    sizes: list[Any] = [job.facts[i]["system"]["shm_bytes"] for i in job.node_reps]
+    system = job.node_section("system")
+    sizes: list[Any] = [s["shm_bytes"] for s in job.node_column("system")]
     if set(map(type, sizes)) == {int} and min(sizes) >= minimum:
         return  # every node has enough
     for i in job.node_reps:
-        size = job.facts[i]["system"]["shm_bytes"]
+        size = system[i]["shm_bytes"]
         ranks_here = max(len(job.node_of(i)), job.launch(i)["local_world_size"] or 0)
         if isinstance(size, int) and size < minimum and (ranks_here > 1 or job.context == "node"):
             groups.setdefault(size, []).extend(job.node_of(i))
@@ -59,8 +60,7 @@ def memlock(job: Job) -> Iterator[Hit]:
     limits.conf; containers: --ulimit memlock=-1).
     """
     groups: dict[int, list[int]] = {}
-    for i in job.node_reps:
-        sysf = job.facts[i]["system"]
+    for i, sysf in zip(job.node_reps, job.node_column("system"), strict=True):
         soft = sysf["memlock_soft"]
         if sysf["ib_devices"] and isinstance(soft, int) and soft != -1:
             groups.setdefault(soft, []).extend(job.node_of(i))
@@ -99,7 +99,7 @@ def somaxconn(job: Job) -> Iterator[Hit]:
     """
     ws = job.world_size
     for i in _master_reps(job):
-        value = job.facts[i]["system"]["somaxconn"]
+        value = job.node_section("system")[i]["somaxconn"]
         if isinstance(ws, int) and isinstance(value, int) and value < ws:
             yield Hit(
                 f"somaxconn {value} on the master for {ws} ranks",
@@ -126,7 +126,7 @@ def nofile(job: Job) -> Iterator[Hit]:
     """
     ws = job.world_size
     for i in _master_reps(job):
-        soft = job.facts[i]["system"]["nofile_soft"]
+        soft = job.node_section("system")[i]["nofile_soft"]
         if isinstance(ws, int) and isinstance(soft, int) and soft != -1 and soft < ws + 64:
             yield Hit(
                 f"open-file limit {soft} on the master for {ws} ranks",
@@ -140,8 +140,8 @@ def nofile(job: Job) -> Iterator[Hit]:
     if pinned is None:
         return
     groups: dict[int, list[int]] = {}
-    for i in job.node_reps:
-        soft = job.facts[i]["system"]["nofile_soft"]
+    for i, sysf in zip(job.node_reps, job.node_column("system"), strict=True):
+        soft = sysf["nofile_soft"]
         if isinstance(soft, int) and soft != -1 and soft < pinned:
             groups.setdefault(soft, []).extend(job.node_of(i))
     for soft, members in groups.items():

@@ -7,7 +7,7 @@ object instead (a node's 8 ranks then hold one copy, not 8), and where a section
 ``gpus.visible``, ``env``) the parts that are equal are shared one level down, dictionary keys
 interned (a JSON parser gives every document its own key strings). Across hosts, a section equal
 to the previous host's (software, in one image) is that object, and inside sections equal strings
-and equal lists and dicts of plain values (an interface, a launch's sources) are held once: the
+and equal ints, lists and dicts of plain values (an interface, a launch's sources) are held once: the
 facts of 100,000 ranks then take 400 MiB, not 550, and checks that group by the object
 (``Job.node_majority``) compute once per distinct section. Equality is Python's ``==`` on the
 parsed values, at C speed (typed, so that 1 and True stay apart), and documents are never mutated
@@ -38,6 +38,7 @@ class Shared:
         # across hosts, inside sections: equal strings, and equal lists / dicts of plain values
         # (an interface, a list of IB devices, a launch's sources), held once
         self.values: dict[Any, Any] = {}
+        self.ints: dict[int, int] = {}  # only ints (never bool or float, which are == to some int)
         self.last: dict[str, Any] = {}  # section name -> the last host's
 
     def add(self, facts: Facts) -> Facts:
@@ -64,6 +65,8 @@ class Shared:
         t = type(v)
         if t is str:
             return self.values.setdefault(v, v)
+        if t is int:  # WORLD_SIZE, nnodes, a port, a limit: one object, which checks compare by identity first
+            return self.ints.setdefault(v, v)
         if depth <= 0 or (t is not list and t is not dict):
             return v
         if t is list:

@@ -9,6 +9,7 @@ coordinates: plan.py.
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import sys
 import time
@@ -68,13 +69,26 @@ class Gate:
 
     def __init__(self, opts: Options, p: Plan, profile: Profile | None) -> None:
         self.opts, self.p, self.profile = opts, p, profile
+        self.checked: tuple[list[Facts], list[Finding]] | None = None  # the last facts checked, and what was found
+
+    def findings(self, facts: list[Facts]) -> list[Finding]:
+        """The checks' findings over ``facts``, computed once for the same arrivals: what was
+        checked while waiting (nodes missing until the deadline) is not checked again after it."""
+        kept = self.checked
+        if kept is not None and len(kept[0]) == len(facts) and all(map(operator.is_, kept[0], facts)):
+            return list(kept[1])
+        from validator.checks import run_checks
+
+        found = run_checks(facts, self.profile, codes(self.opts), "preflight")
+        self.checked = (facts, found)
+        return list(found)
 
     def decisive(self, facts: list[Facts]) -> bool:
+        """A failure no late arrival can fix. Checked whenever arrivals pause, whatever --fail-on:
+        the coordinator is idle then, and the verdict at the deadline reuses the findings."""
         fail_on = self.opts.fail_on
-        if fail_on is None:
-            return False
-        report = pipeline.check(facts, self.profile, codes(self.opts), context="preflight")
-        return any(f.severity >= fail_on and f.code not in HEALABLE for f in report.findings)
+        found = self.findings(facts)
+        return fail_on is not None and any(f.severity >= fail_on and f.code not in HEALABLE for f in found)
 
     def waiting(self, c: Any) -> None:
         from validator.targets import fold_hosts, fold_ranks
@@ -118,7 +132,8 @@ def coordinate(
     async def main() -> int:
         c = coord.Coordinator(facts, expectation(p), key(p), p.job_id, secret, opts.timeout,
                               own_listen=listen, net_check=opts.net_check)  # fmt: skip
-        gathered = await c.gather(sock, Gate(opts, p, profile), node)
+        gate = Gate(opts, p, profile)
+        gathered = await c.gather(sock, gate, node)
         tcp, unix = c.links()
         notes = [f"over {tcp} TCP connection(s) and {unix} node-local"] if p.mode == "rank" else []
         net: list[Finding] = []
@@ -133,7 +148,7 @@ def coordinate(
         if names:
             notes.append(f"names: {len(names)} hosts resolved their peers in {time.monotonic() - t_names:.2f} s")
         net += peers.findings(all_facts, names, facts["host"]) + peers.clock_findings(gathered.arrivals, p.host)
-        report = pipeline.check(all_facts, profile, codes(opts), context="preflight",
+        report = pipeline.check(all_facts, profile, codes(opts), context="preflight", found=gate.findings(all_facts),
                                 outcomes=missing(p, all_facts, facts, gathered.seconds, c.early),
                                 title=f"cluster-validator preflight ({p.host}:{c.port}, job {p.job_id or 'unnamed'})")  # fmt: skip
         extra = peers.defer(pipeline.keep(net + rejected_findings(gathered.rejected), codes(opts)), report.findings)

@@ -11,6 +11,7 @@ from validator.model import Finding, Report, Severity
 from validator.report.options import RenderOptions
 from validator.targets import fold_hosts, fold_ranks
 
+PART_MAX = 1000  # characters of one list in a table line (the JSON report keeps every name)
 COLOURS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}
 RESET = "\033[0m"
 
@@ -33,10 +34,19 @@ def fold(findings: list[Finding]) -> list[Finding]:
 def where(f: Finding) -> str:
     parts = []
     if f.hosts:
-        parts.append(fold_hosts(f.hosts))
+        parts.append(bounded(fold_hosts(f.hosts)))
     if f.ranks:
-        parts.append(f"rank {fold_ranks(f.ranks)}")
+        parts.append(f"rank {bounded(fold_ranks(f.ranks))}")
     return " · ".join(parts) or "job"
+
+
+def bounded(text: str) -> str:
+    """``text`` as a table shows it: a folded list of 1,250 scattered hosts or ranks is 10 KB that
+    no one reads on a terminal, and a preflight verdict carries the table to every node; the JSON
+    report names them all."""
+    if len(text) <= PART_MAX:
+        return text
+    return f"{text[:PART_MAX]}... ({len(text) - PART_MAX:,} more characters in the JSON report)"
 
 
 def _plural(n: int, word: str) -> str:
@@ -65,7 +75,7 @@ def render_table(report: Report, options: RenderOptions) -> str:
     for err in report.input_errors:
         out.append(f"INPUT   {err}")
     for o in report.outcomes:
-        out.append(f"{o.status.upper() + ' ':<8}{o.target}: {o.detail}")
+        out.append(f"{o.status.upper() + ' ':<8}{bounded(o.target)}: {bounded(o.detail)}")
     for f in fold(report.findings):
         sev = f.severity.name
         sev = f"{COLOURS[f.severity]}{sev:<7}{RESET}" if colour else f"{sev:<7}"

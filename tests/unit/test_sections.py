@@ -172,3 +172,27 @@ def test_read_raises_only_protocol_error(fields: dict[str, Any], size: int) -> N
 def test_a_header_without_chunks_is_one_whole_document_whatever_else_it_says() -> None:
     got, spans = sections.read(header(chunks=None, sections=[["node", 0]]), 10, "t")
     assert got == [("t", "", [("", 0)])] and spans == [(0, 10)]
+
+
+def test_toward_an_older_coordinator_a_leader_sends_whole_documents_one_after_another() -> None:
+    """A coordinator that does not say "sections" gets what it always read: each rank's whole
+    document, its size in "ranks", the leader's first; read back, they are the same facts."""
+    docs = [rank_doc(r) for r in range(3)]
+    ranks_ = [("m", f"t{r}", [("", sections.document(sections.pieces(d)))]) for r, d in enumerate(docs)]
+    fields, body = sections.frame(ranks_, False, leader=True)  # type: ignore[arg-type]
+    assert "chunks" not in fields and [r["size"] for r in fields["ranks"]] == [len(p[0][1]) for _, _, p in ranks_]
+    got, spans = sections.read({**fields, "token": "t0"}, len(body), "t0")
+    assert [json.loads(body[a:b]) for a, b in spans] == docs
+    assert [(token, mac) for token, mac, _ in got] == [(f"t{r}", "m") for r in range(3)]
+
+
+def test_a_member_of_an_older_validator_travels_whole_in_a_leaders_texts() -> None:
+    """A leader of this version whose member sends one whole document (an older validator): the
+    document is that rank's one text, and the coordinator reads the same facts from it."""
+    new, old = rank_doc(0), rank_doc(1)
+    ranks_ = [("", "t0", sections.pieces(new)), ("", "t1", [("", sections.document(sections.pieces(old)))])]
+    fields, body = sections.frame(ranks_, True, leader=True)  # type: ignore[arg-type]
+    got, spans = sections.read({**fields, "token": "t0"}, len(body), "t0")
+    chunks = [body[a:b] for a, b in spans]
+    docs = sections.Parsed().documents([[(name, chunks[i]) for name, i in refs] for _, _, refs in got])
+    assert [(doc, ok) for doc, ok in docs] == [(new, True), (old, True)]

@@ -91,10 +91,6 @@ SECTIONS = ("launch", "host", "network", "gpus", "env")  # Job.section
 NODE_SECTIONS = ("software", "system", "errors")  # Job.node_section: read for one participant a node
 
 
-def _reference(launch: Any) -> bool:
-    return bool(launch["rank"] == 0 or (launch["rank"] is None and launch["node_rank"] == 0))
-
-
 FEW = 64  # majority_of: at most this many members outside the majority are placed one by one
 
 
@@ -187,7 +183,8 @@ class Job:
 
     def is_reference(self, i: int) -> bool:
         """Rank 0, or node rank 0: whose view wins when peers split evenly."""
-        return _reference(self.launches[i])
+        launch = self.launches[i]
+        return bool(launch["rank"] == 0 or (launch["rank"] is None and launch["node_rank"] == 0))
 
     def majority(self, members: Iterable[int], key: Callable[[int], T | None]) -> tuple[T | None, dict[T, list[int]]]:
         members = members if isinstance(members, (list, range)) else list(members)

@@ -41,6 +41,7 @@ MAX_FACTS = 4 << 20  # one node's facts are ~10 KB; generous for huge environmen
 MAX_VERDICT = 64 << 20
 MAX_DEPTH = 32  # facts nest 5 levels
 SHORT = 40  # characters of an untrusted string quoted in a message
+TOKEN_MAX = 64  # characters of a participant's token (and of a net-check listener's)
 LEN = struct.Struct(">I")
 
 

@@ -21,7 +21,6 @@ if TYPE_CHECKING:  # participants import this module (run.py): asyncio is the co
 REASONS_MAX = 16  # distinct reasons kept; the rest are counted as OTHER
 PEERS_MAX = 16  # distinct peers named per reason
 DETAIL_MAX = 160  # characters of one example
-TOKEN_MAX = 64  # characters of a participant's token
 SPEAK_S = 5.0  # a connection must send its header within this many seconds of connecting
 BODY_BUDGET = 256 << 20  # facts bytes in flight across all connections
 SMALL_BODY = 256 << 10  # a body this small may evict a bigger one when the budget is spent
@@ -129,7 +128,7 @@ def token(value: object) -> str:
     """The participant's per-process token ("" when absent: it can register but never replace)."""
     if value is None:
         return ""
-    if not isinstance(value, str) or len(value) > TOKEN_MAX:
+    if not isinstance(value, str) or len(value) > wire.TOKEN_MAX:
         raise wire.ProtocolError(f"bad token {wire.short(value)}")
     return value
 
@@ -144,7 +143,7 @@ def listener(value: object) -> dict[str, Any] | None:
         and type(value["port"]) is int
         and 0 < value["port"] < 65536
         and isinstance(value["token"], str)
-        and len(value["token"]) <= TOKEN_MAX
+        and len(value["token"]) <= wire.TOKEN_MAX
         and isinstance(value["addrs"], list)
         and len(value["addrs"]) <= 2
         and all(isinstance(a, str) and len(a) <= 64 for a in value["addrs"])

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import errno
 import operator
-import os
 import sys
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from validator import pipeline
@@ -21,6 +19,7 @@ from validator.agent.probe import port_owner
 from validator.errors import UserError
 from validator.preflight import k8s
 from validator.preflight import protocol as wire
+from validator.preflight.finish import act, emit, finish_local, named, smoke_for, speaks
 from validator.preflight.plan import (
     HEALABLE,
     NOT_IN_PREFLIGHT,
@@ -223,46 +222,6 @@ def culprits(report: Report) -> dict[str, Any]:
             "hosts": hosts if len(hosts) <= NAMED_HOSTS_MAX else None}  # fmt: skip
 
 
-def named(verdict: dict[str, Any], facts: Facts) -> bool:
-    from validator.targets import expand_ranks
-
-    who = verdict.get("named") or {}
-    rank = facts["launch"]["rank"]
-    return facts["host"] in (who.get("hosts") or []) or (
-        rank is not None and rank in expand_ranks(who.get("ranks") or "")
-    )
-
-
-def emit(opts: Options, doc: dict[str, Any], text: str, show_full: bool, code: int) -> None:
-    """The report: JSON to --output (and to stdout with --format json, only without a command:
-    the job's own stdout follows); the table, or only the verdict line, to stderr. A report file
-    that cannot be written is a warning: the verdict stands."""
-    if opts.output or opts.fmt == "json":  # the JSON text only where it goes (not on every rank)
-        from validator.cliopts import write_report
-        from validator.report.text import json_text
-
-        as_json = json_text(doc)
-        if opts.output:
-            try:
-                write_report(as_json, opts.output)
-            except UserError as e:
-                print(f"validator: warning: {e}", file=sys.stderr)
-        if opts.fmt == "json":
-            write_report(as_json, None)
-    if opts.termination_log:
-        k8s.write_termination_log(opts.termination_log, doc, code, text)
-    if opts.prom_file:
-        from validator.report.prom import write_report_doc
-
-        write_report_doc(opts.prom_file, doc, "preflight", code)
-    if opts.quiet:
-        show_full = False
-    if text:
-        sys.stderr.write(text if show_full else text.rstrip("\n").rsplit("\n", 1)[-1] + "\n")
-    sys.stdout.flush()
-    sys.stderr.flush()
-
-
 def execute(opts: Options) -> int:
     if opts.fmt == "json" and opts.command:
         raise UserError("--format json with a command would mix the report into the job's stdout; "
@@ -340,64 +299,9 @@ def rendezvous(
     return finish_local(opts, local_report(opts, facts, p, result, []))
 
 
-def speaks(facts: Facts, p: Plan) -> bool:
-    """One verdict line per node: in per-rank mode only local rank 0 prints it (unless named)."""
-    return p.mode != "rank" or facts["launch"]["local_rank"] in (0, None)
-
-
-SmokeTest = Callable[[], tuple[str | None, list[str]]]  # (what failed, the lines rank 0 prints)
-
-
-def smoke_for(opts: Options, p: Plan, facts: Facts, port: int) -> SmokeTest | None:
-    launch = facts["launch"]
-    rank = launch["rank"] if p.mode == "rank" else launch["node_rank"]
-    if not opts.smoke or not isinstance(rank, int):
-        return None
-    from validator.preflight import smoke
-
-    def run() -> tuple[str | None, list[str]]:
-        got = smoke.smoke(facts, p.host, port, rank, p.expected)
-        return got.error, smoke.report(got.rows) if rank == 0 else []
-
-    return run
-
-
 def mark_busy(facts: Facts, port: int) -> Facts:
     master = facts["network"]["master"]
     if master is not None:
         master["port_free"] = False
         master["port_owner"] = port_owner(port)
     return facts
-
-
-def finish_local(opts: Options, report: Report) -> int:
-    """A participant without a verdict: its own report, always printed in full."""
-    from validator.report.options import RenderOptions
-    from validator.report.text import render_table
-
-    code = report.exit_code(opts.fail_on)
-    state = "PASSED" if code == 0 else f"FAILED (exit {code})"
-    text = render_table(report, RenderOptions(verdict=f"preflight {state} (no verdict from the coordinator)"))
-    emit(opts, report.to_json(), text, True, code)
-    return act(opts, code)
-
-
-def act(opts: Options, code: int, smoke_test: SmokeTest | None = None) -> int:
-    """After the verdict: the smoke test, then exec the command in place on a pass."""
-    if code == 0 and smoke_test is not None:
-        t0 = time.monotonic()
-        err, lines = smoke_test()
-        if err:
-            print(f"validator: PRE006 smoke all_reduce failed: {err}", file=sys.stderr)
-            return 1
-        if not opts.quiet:
-            print(f"validator: smoke: all_reduce ok in {time.monotonic() - t0:.1f} s", file=sys.stderr)
-            for line in lines:
-                print(f"validator: {line}", file=sys.stderr)
-    if code == 0 and opts.command:
-        sys.stdout.flush()
-        try:
-            os.execvp(opts.command[0], opts.command)  # the job replaces us: nothing lingers
-        except OSError as e:
-            raise UserError(f"cannot run {opts.command[0]}: {e.strerror}") from None
-    return code

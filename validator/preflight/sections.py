@@ -137,8 +137,8 @@ def _token(entry: Any, ranks: object, token: str) -> str:
 
 
 def good_token(t: object) -> bool:
-    """What a leader's rank must present: its own token (refusals.TOKEN_MAX characters at most)."""
-    return isinstance(t, str) and 0 < len(t) <= 64
+    """What a leader's rank must present: its own token."""
+    return isinstance(t, str) and 0 < len(t) <= wire.TOKEN_MAX
 
 
 def bounds(chunks: list[int]) -> list[tuple[int, int]]:

@@ -190,3 +190,49 @@ def test_ctrl_c_prints_the_partial_report(rig: Rig, tmp_path: Path) -> None:
     ]
     assert doc["scan"]["interrupted"] is True and doc["scan"]["transport"] == rig.name
     assert "Traceback" not in stderr and "interrupted" in stderr
+
+
+def test_an_interrupted_run_leaves_no_pipe_to_the_garbage_collector(tmp_path: Path) -> None:
+    """Ctrl-C ends ``asyncio.run`` at once. A subprocess whose pipes are still open then (here a
+    grandchild in its own session holds them, as a pod's process can) must be closed by the
+    transport: left to the garbage collector, asyncio prints an "Event loop is closed" traceback
+    (seen in CI on the kubectl Ctrl-C scenario)."""
+    import asyncio
+    import gc
+    import os
+    import signal
+
+    from validator.transports import Job
+    from validator.transports.local import Local
+
+    pidfile = tmp_path / "grandchild.pid"
+    source = (
+        "import subprocess, time\n"
+        "p = subprocess.Popen(['sleep', '30'], start_new_session=True)\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(30)\n"
+    )
+
+    async def interrupted() -> None:
+        run = asyncio.ensure_future(Local(sys.executable).run(Job(source, timeout=20), ["here"]))
+        for _ in range(200):  # bounded: 10 s
+            if pidfile.exists() and pidfile.read_text():
+                break
+            await asyncio.sleep(0.05)
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+
+    unraisable: list[object] = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        asyncio.run(interrupted())
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+        if pidfile.exists() and pidfile.read_text():
+            try:
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert pidfile.exists(), "the program never started"
+    assert unraisable == []

@@ -83,6 +83,14 @@ class Transport(Protocol):
         ...
 
 
+def release(proc: asyncio.subprocess.Process) -> None:
+    """Close an ended process's pipes now. Left to the garbage collector after the event loop has
+    closed (Ctrl-C ends ``asyncio.run`` at once), asyncio prints "Event loop is closed" tracebacks."""
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()  # kills the process if it still runs
+
+
 FRAME = "cv:"  # prefix of the framed agent output's lines (see ``bootstrap``)
 FRAME_END = "cv!end"  # the last framed line: this task's output is complete
 FRAME_NODE = "cv@"  # first line under ``label``: the task's node name

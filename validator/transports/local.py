@@ -26,6 +26,7 @@ from validator.transports import (
     first_answer,
     payload,
     read_output,
+    release,
 )
 
 Proc = asyncio.subprocess.Process
@@ -169,3 +170,4 @@ async def _kill(proc: Proc) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=5)
+    release(proc)

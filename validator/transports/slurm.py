@@ -31,6 +31,7 @@ from validator.transports import (
     classify,
     last_json_line,
     payload,
+    release,
     unframe,
 )
 
@@ -151,33 +152,6 @@ async def _spawn(cmd: list[str], env: Mapping[str, str], stdin: bool = False) ->
         raise UserError("srun not found: --slurm needs the SLURM client tools") from None
 
 
-async def _run_step(
-    proc: asyncio.subprocess.Process, limit: float, stdin: str | None = None
-) -> tuple[list[str], list[str], bool]:
-    """(stdout lines, stderr lines, timed out) of a step; stopped on timeout or cancellation."""
-    assert proc.stdout is not None and proc.stderr is not None
-    out: list[str] = []
-    err: list[str] = []
-    readers = [
-        asyncio.ensure_future(_read_lines(proc.stdout, out)),
-        asyncio.ensure_future(_read_lines(proc.stderr, err)),
-    ]
-    try:
-        if stdin is not None and proc.stdin is not None:
-            proc.stdin.write(stdin.encode())
-            await proc.stdin.drain()
-            proc.stdin.close()
-        _, pending = await asyncio.wait(readers, timeout=limit)
-        if not pending:
-            await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=10)
-        return out, err, bool(pending)
-    finally:
-        if proc.returncode is None:
-            await _stop(proc)
-        for r in readers:
-            r.cancel()
-
-
 def _by_node(lines: list[str], job: Job) -> dict[str, Result]:
     """node -> its task's answer, from a step's labelled lines (each task names its node first)."""
     tasks: dict[int, list[str]] = {}
@@ -277,6 +251,7 @@ class Slurm:
                 await _stop(proc)
             for r in readers:
                 r.cancel()
+            release(proc)
         timed_out = bool(pending) and not overflow
         return _collect(nodes, out, err, timed_out, job, self.python, report, early, names, overflow)
 
@@ -310,14 +285,15 @@ class Slurm:
 
 async def stop(proc: asyncio.subprocess.Process | None) -> None:
     """End the listeners' step: stdin closes (they exit), else SIGTERM/SIGKILL to srun."""
-    if proc is None or proc.returncode is not None:
+    if proc is None:
         return
-    if proc.stdin is not None:
+    if proc.returncode is None and proc.stdin is not None:
         proc.stdin.close()
     try:
         await asyncio.wait_for(proc.wait(), 10)
     except asyncio.TimeoutError:
         await _stop(proc)
+    release(proc)
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> None:

@@ -12,7 +12,12 @@ cannot have a scenario says why (skip)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import gc
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +30,8 @@ import pytest
 from tests.conftest import VALIDATOR, Slurm
 from tests.k8s.cluster import Cluster, k8s_cluster  # noqa: F401  (the fixture)
 from tests.scan.conftest import CLOSED, GARBAGE, GOOD, HANG, NO_PYTHON, ScanSshd, expand_hosts, scan_env
+from validator.transports import Job
+from validator.transports.local import Local
 
 pytestmark = [pytest.mark.root]
 TRANSPORTS = ["local", "ssh", "slurm", "kubectl"]
@@ -197,14 +204,6 @@ def test_an_interrupted_run_leaves_no_pipe_to_the_garbage_collector(tmp_path: Pa
     grandchild in its own session holds them, as a pod's process can) must be closed by the
     transport: left to the garbage collector, asyncio prints an "Event loop is closed" traceback
     (seen in CI on the kubectl Ctrl-C scenario)."""
-    import asyncio
-    import gc
-    import os
-    import signal
-
-    from validator.transports import Job
-    from validator.transports.local import Local
-
     pidfile = tmp_path / "grandchild.pid"
     source = (
         "import subprocess, time\n"
@@ -230,9 +229,7 @@ def test_an_interrupted_run_leaves_no_pipe_to_the_garbage_collector(tmp_path: Pa
     finally:
         sys.unraisablehook = hook
         if pidfile.exists() and pidfile.read_text():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pidfile.read_text()), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
     assert pidfile.exists(), "the program never started"
     assert unraisable == []

@@ -214,8 +214,7 @@ class Connection(asyncio.Protocol):
         self.ack()
         self.header, self.parts, self.spans = {}, [], []  # read: not held for thousands of connections
         if c.verdict is not None:
-            if self.transport is not None:
-                self.transport.write(c.verdict)
+            c.send_verdict(self)
             c.changed.set()
 
     def ack(self) -> None:

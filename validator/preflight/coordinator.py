@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from validator.facts.share import Shared
 from validator.model import Facts
+from validator.preflight import protocol as wire
 from validator.preflight import refusals as rf
 from validator.preflight import sections
 from validator.preflight.connection import Arrival, Connection
@@ -130,6 +131,7 @@ class Coordinator:
         self.early = False  # decided before everyone arrived: a failure no late arrival can fix
         self.closing = False
         self.verdict: bytes | None = None  # once decided: what late arrivals get
+        self.signed = b""  # with a secret: what each participant's seal signs (protocol.sealed)
         self.served: set[Any] = set()  # keys that have the verdict
         self.served_n = 0  # participants that have it (a duplicate rank counts twice)
         self.server: asyncio.AbstractServer | None = None
@@ -311,10 +313,9 @@ class Coordinator:
         expected participant has it, so every node exits with the same code. Then wait (bounded)
         until the clients close their side first, so TIME_WAIT lands on them, not on the job's port."""
         self.verdict = verdict
-        conns = [c for c in self.registered() if c.transport is not None]
-        for conn in conns:
-            assert conn.transport is not None
-            conn.transport.write(verdict)
+        self.signed = wire.sealed(verdict[wire.LEN.size :]) if self.secret else b""
+        for conn in self.registered():
+            self.send_verdict(conn)
         self.served.update(self.key(a.facts) for a in self.arrivals.values())
         self.served_n = len(self.arrivals)
         if linger:
@@ -329,6 +330,16 @@ class Coordinator:
         for conn in list(self.open):
             if conn.transport is not None:
                 conn.transport.abort()
+
+    def send_verdict(self, conn: Connection) -> None:
+        """The verdict, and with a secret its seal under the participant's own token (protocol.py)."""
+        if conn.transport is None or self.verdict is None:
+            return
+        if not self.secret:
+            conn.transport.write(self.verdict)
+            return
+        mac = wire.mac(self.secret, conn.nonce, self.job_id, self.signed, conn.token)
+        conn.transport.writelines([self.verdict, wire.encode({"type": "seal", "mac": mac})])
 
     def all_served(self) -> bool:
         """As many participants as expected have the verdict (whatever they claimed), or every

@@ -18,13 +18,17 @@ if TYPE_CHECKING:
 
 
 def named(verdict: dict[str, Any], facts: Facts) -> bool:
+    """Whether the verdict (participant.well_formed) names this participant's host or rank."""
     from validator.targets import expand_ranks
 
     who = verdict.get("named") or {}
     rank = facts["launch"]["rank"]
-    return facts["host"] in (who.get("hosts") or []) or (
-        rank is not None and rank in expand_ranks(who.get("ranks") or "")
-    )
+    if facts["host"] in (who.get("hosts") or []):
+        return True
+    try:
+        return rank is not None and rank in expand_ranks(who.get("ranks") or "")
+    except UserError:  # not a rank list: it names nobody
+        return False
 
 
 def speaks(facts: Facts, p: Plan) -> bool:

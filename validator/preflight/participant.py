@@ -88,9 +88,12 @@ def _exchange(
     token: str,
     group: Group | None = None,
     hello_s: float = HELLO_S,
+    sealed: bool = True,
 ) -> dict[str, Any] | str:
     """One session on a connected socket: verdict dict, or why it failed (str). A node leader
-    (``group``) carries its members' facts in the same frame, each signed by its member."""
+    (``group``) carries its members' facts in the same frame, each signed by its member. With a
+    secret, a verdict counts only with its seal (``sealed``: from the coordinator; a node leader,
+    our own user's process, hands its ranks the verdict it checked)."""
     s.settimeout(max(0.2, min(hello_s, deadline - time.monotonic())))
     try:
         hello = wire.recv_msg(s)
@@ -105,15 +108,25 @@ def _exchange(
     if hello.get("type") != "hello" or hello.get("proto") != wire.PROTO:
         return "FOREIGN: not a preflight coordinator"
     _send_facts(s, hello, parts, job_id, secret, listen, token, group)
+    nonce = str(hello.get("nonce", ""))
     deadline_in = hello.get("deadline_in")
     s.settimeout(min(3600.0, max(0.0, deadline_in if isinstance(deadline_in, (int, float)) else 0.0)) + VERDICT_GRACE_S)
     for _ in range(
         12
     ):  # ack (a coordinator that ignores "quiet"), probe rounds, resolve, a leader's re-hellos, verdict
-        msg = wire.recv_msg(s, wire.MAX_VERDICT)
+        body = wire.recv_frame(s, wire.MAX_VERDICT)
+        msg = wire.decode(body)
         if msg.get("type") == "reject":
             return _rejected(msg)
         if msg.get("type") == "verdict":
+            if not well_formed(msg):
+                return "FOREIGN: a malformed verdict"
+            if sealed and secret:
+                s.settimeout(HELLO_S)  # sent right behind the verdict
+                seal = wire.recv_msg(s)
+                signed = wire.sealed(body)
+                if seal.get("type") != "seal" or not wire.verify(secret, nonce, job_id, signed, seal.get("mac"), token):
+                    return "FOREIGN: a verdict without a valid seal (a coordinator that does not know the secret)"
             return msg
         if msg.get("type") == "hello" and msg.get("proto") == wire.PROTO:  # our node leader retries upstream
             _send_facts(s, msg, parts, job_id, secret, listen, token, None)
@@ -129,6 +142,23 @@ def _exchange(
 
         s.sendall(wire.encode({"type": "netcheck", "results": probe(msg["targets"][:PROBES_MAX], TIMEOUT_S)}))
     return "no verdict"
+
+
+def well_formed(verdict: dict[str, Any]) -> bool:
+    """A verdict this rank can act on: an exit code, the text to print, and (where present) the
+    report, who it names and the port, of the types they have; anything else came from something
+    that is not a coordinator."""
+    code, who, port = verdict.get("exit_code"), verdict.get("named", {}), verdict.get("port", 0)
+    if type(code) is not int or not 0 <= code <= 255 or not isinstance(verdict.get("text"), str):
+        return False
+    if not isinstance(verdict.get("report", {}), dict) or type(port) is not int or not 0 <= port < 65536:
+        return False
+    hosts = who.get("hosts") if isinstance(who, dict) else 0
+    return (
+        isinstance(who, dict)
+        and isinstance(who.get("ranks", ""), str)
+        and (hosts is None or (isinstance(hosts, list) and all(isinstance(h, str) for h in hosts)))
+    )
 
 
 def _send_facts(
@@ -176,7 +206,7 @@ def via_leader(
         return None
     parts = sections.pieces(facts)
     try:  # the leader's hello waits for its members and the coordinator: up to the deadline
-        got = _exchange(s, parts, job_id, secret, listen, deadline, token, hello_s=timeout)
+        got = _exchange(s, parts, job_id, secret, listen, deadline, token, hello_s=timeout, sealed=False)
     except (OSError, wire.ProtocolError):
         got = None
     finally:

@@ -10,7 +10,14 @@
     participant -> coordinator  result  {"type": "netcheck", "results": [...]}         (--net-check only)
     coordinator -> participant  resolve  {"type": "resolve", "names": [...]}           (2+ hosts; peers.py)
     participant -> coordinator  resolved {"type": "resolved", "results": {name: {"addrs", "error"}}}
-    coordinator -> participant  verdict {"type": "verdict", "exit_code", "report", "text"}
+    coordinator -> participant  verdict {"type": "verdict", "exit_code", "report", "text", "named", "port"}
+                                seal    {"type": "seal", "mac"}                      (with a secret only)
+
+With a secret, the verdict is followed by its seal: the MAC (below) of ``verdict`` 0 and the
+SHA-256 of the verdict frame's body under the participant's own token, so only a coordinator that
+knows the secret can make a rank exec its command, and a verdict recorded from another run does
+not replay (each participant process draws its token afresh). A node leader checks the seal and
+hands the verdict to its ranks, which trust it as their own user's process (local.py).
 
 A node leader (per-rank mode, local.py) adds "ranks": [{"mac", "token", "sections"}, ...] to its
 header, its own first, and its body is the distinct texts of those ranks' sections (sections.py);
@@ -134,6 +141,14 @@ def verify(secret: bytes | None, nonce: str, job_id: str, body: bytes, tag: obje
     return isinstance(tag, str) and hmac.compare_digest(expected, tag.encode("utf-8", "surrogatepass"))
 
 
+def sealed(verdict_body: bytes) -> bytes:
+    """What a verdict's seal signs: the verdict frame's body, by its digest (computed once for
+    every participant; each seal is then a MAC over a few bytes)."""
+    import hashlib
+
+    return b"verdict\0" + hashlib.sha256(verdict_body).digest()
+
+
 def new_nonce() -> str:
     return os.urandom(16).hex()
 
@@ -165,8 +180,12 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def recv_msg(sock: socket.socket, limit: int = MAX_HEADER) -> dict[str, Any]:
+def recv_frame(sock: socket.socket, limit: int = MAX_HEADER) -> bytes:
     (size,) = LEN.unpack(recv_exact(sock, LEN.size))
     if size > limit:
         raise ProtocolError(f"frame of {size} bytes exceeds the {limit}-byte limit")
-    return decode(recv_exact(sock, size))
+    return recv_exact(sock, size)
+
+
+def recv_msg(sock: socket.socket, limit: int = MAX_HEADER) -> dict[str, Any]:
+    return decode(recv_frame(sock, limit))

@@ -291,7 +291,7 @@ def rendezvous(
         v = result.verdict
         full = opts.verbose or named(v, facts)
         text = str(v["text"]) if full or speaks(facts, p) else ""
-        emit(opts, v["report"], text, full, int(v["exit_code"]))
+        emit(opts, v.get("report") or {}, text, full, int(v["exit_code"]))  # participant.well_formed
         port = v["port"] if isinstance(v.get("port"), int) else p.port
         return act(opts, int(v["exit_code"]), smoke_for(opts, p, facts, port))
     if result.attempts.foreign and is_candidate(facts, p):

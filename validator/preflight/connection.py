@@ -51,6 +51,7 @@ class Connection(asyncio.Protocol):
         self.parts: list[sections.Rank] = []
         self.spans: list[tuple[int, int]] = []  # where each of the facts' texts lies in the body
         self.unix = False
+        self.brief = False
         self.peer = "?"
         self.nonce = wire.new_nonce()
         self.transport: asyncio.Transport | None = None
@@ -150,6 +151,7 @@ class Connection(asyncio.Protocol):
         if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= most:
             raise wire.ProtocolError(f"bad facts size {wire.short(size)}")
         self.token = rf.token(header.get("token"))
+        self.brief = header.get("brief") is True  # the verdict's line is enough (unless it names us)
         self.parts, self.spans = sections.read(header, size, self.token)  # each rank's (token, mac, texts)
         self.clock = peers.offset(header.get("clock"), self.hello_at, time.monotonic(), time.time())
         rf.listener(header.get("listen"))
@@ -214,7 +216,7 @@ class Connection(asyncio.Protocol):
         self.ack()
         self.header, self.parts, self.spans = {}, [], []  # read: not held for thousands of connections
         if c.verdict is not None:
-            c.send_verdict(self)
+            c.send_verdict(self, self.brief and any(c.named(facts) for facts, _, _ in parts))
             c.changed.set()
 
     def ack(self) -> None:

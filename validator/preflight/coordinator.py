@@ -131,7 +131,9 @@ class Coordinator:
         self.early = False  # decided before everyone arrived: a failure no late arrival can fix
         self.closing = False
         self.verdict: bytes | None = None  # once decided: what late arrivals get
-        self.signed = b""  # with a secret: what each participant's seal signs (protocol.sealed)
+        self.brief: bytes | None = None  # its line alone, for those that asked for no more
+        self.named: Callable[[Facts], bool] = lambda _facts: True  # whom the verdict names: they get all of it
+        self.signed: dict[bytes, bytes] = {}  # with a secret: what a seal signs (protocol.sealed), per verdict
         self.served: set[Any] = set()  # keys that have the verdict
         self.served_n = 0  # participants that have it (a duplicate rank counts twice)
         self.server: asyncio.AbstractServer | None = None
@@ -307,15 +309,22 @@ class Coordinator:
                 conn.state = "registered"  # late results are dropped; the verdict still reaches it
         return results
 
-    async def deliver(self, verdict: bytes, linger: bool) -> None:
-        """Send the verdict to every participant still connected. With ``linger`` (a failure),
-        keep answering late arrivals with the same verdict until the deadline or until every
-        expected participant has it, so every node exits with the same code. Then wait (bounded)
-        until the clients close their side first, so TIME_WAIT lands on them, not on the job's port."""
-        self.verdict = verdict
-        self.signed = wire.sealed(verdict[wire.LEN.size :]) if self.secret else b""
+    async def deliver(
+        self, verdict: bytes, brief: bytes | None = None, named: Callable[[Facts], bool] | None = None, *, linger: bool
+    ) -> None:
+        """Send the verdict to every participant still connected: ``brief`` (its line alone) to
+        those that asked for no more and whose ranks ``named`` does not name, the whole of it to
+        the others. With ``linger`` (a failure), keep answering late arrivals with the same verdict
+        until the deadline or until every expected participant has it, so every node exits with
+        the same code. Then wait (bounded) until the clients close their side first, so TIME_WAIT
+        lands on them, not on the job's port."""
+        self.verdict, self.brief, self.named = verdict, brief, named or (lambda _facts: True)
+        if self.secret:
+            self.signed = {v: wire.sealed(v[wire.LEN.size :]) for v in (verdict, brief) if v is not None}
+        arrivals = self.arrivals.values()
+        named_conns = {a.conn for a in arrivals if a.conn is not None and a.conn.brief and self.named(a.facts)}
         for conn in self.registered():
-            self.send_verdict(conn)
+            self.send_verdict(conn, conn in named_conns)
         self.served.update(self.key(a.facts) for a in self.arrivals.values())
         self.served_n = len(self.arrivals)
         if linger:
@@ -331,15 +340,17 @@ class Coordinator:
             if conn.transport is not None:
                 conn.transport.abort()
 
-    def send_verdict(self, conn: Connection) -> None:
-        """The verdict, and with a secret its seal under the participant's own token (protocol.py)."""
+    def send_verdict(self, conn: Connection, named: bool) -> None:
+        """The verdict (its line alone where that is enough: ``deliver``), and with a secret its
+        seal under the participant's own token (protocol.py)."""
         if conn.transport is None or self.verdict is None:
             return
+        verdict = self.brief if conn.brief and self.brief is not None and not named else self.verdict
         if not self.secret:
-            conn.transport.write(self.verdict)
+            conn.transport.write(verdict)
             return
-        mac = wire.mac(self.secret, conn.nonce, self.job_id, self.signed, conn.token)
-        conn.transport.writelines([self.verdict, wire.encode({"type": "seal", "mac": mac})])
+        mac = wire.mac(self.secret, conn.nonce, self.job_id, self.signed[verdict], conn.token)
+        conn.transport.writelines([verdict, wire.encode({"type": "seal", "mac": mac})])
 
     def all_served(self) -> bool:
         """As many participants as expected have the verdict (whatever they claimed), or every

@@ -31,6 +31,12 @@ def named(verdict: dict[str, Any], facts: Facts) -> bool:
         return False
 
 
+def brief(opts: Options) -> bool:
+    """Whether the verdict's line is all this participant prints or writes, unless the verdict names
+    it: the coordinator then sends it that line, not the whole report (at 12,500 nodes, 30 KB a node)."""
+    return not (opts.verbose or opts.output or opts.fmt == "json" or opts.termination_log or opts.prom_file)
+
+
 def speaks(facts: Facts, p: Plan) -> bool:
     """One verdict line per node: in per-rank mode only local rank 0 prints it (unless named)."""
     return p.mode != "rank" or facts["launch"]["local_rank"] in (0, None)

@@ -103,6 +103,7 @@ class Group:
         self.listener: socket.socket | None = sock
         self.expected = expected  # members: the local world size less the leader
         self.socks: list[socket.socket] = []
+        self.brief = True  # every member said the verdict's line is enough (participant.brief)
 
     def gather(self, until: float) -> None:
         """Accept members until all have connected or ``until``; then stop listening (a later
@@ -140,6 +141,7 @@ class Group:
                 parts = sections.texts(header, wire.recv_exact(s, size))
                 if len(parts) > 1 and hello.get("sections") != 1:  # (one document: a member of an older validator)
                     raise wire.ProtocolError("facts in texts to a coordinator that reads one document")
+                self.brief = self.brief and header.get("brief") is True
                 token, signs = header.get("token"), sum(len(t) for _, t in parts)
                 if total + signs <= MAX_GROUP and sections.good_token(token):
                     total += signs
@@ -173,30 +175,32 @@ def join(opts: Options, p: Plan, facts: Facts, listen: dict[str, Any] | None) ->
     (carries its ranks' facts in one frame); the others go through it, or directly when it is not
     there (this module)."""
     from validator.preflight import k8s
+    from validator.preflight.finish import brief
     from validator.preflight.participant import Attempts, Result, participate, via_leader
 
     secret = wire.load_secret(opts.secret_file)
     patient, token, t0 = k8s.in_pod(facts), wire.new_nonce(), time.monotonic()
+    fields = {"listen": listen, "brief": brief(opts)}
     lrank = facts["launch"]["local_rank"]
     if not grouped(facts, p.mode) or lrank is None:
-        return participate(facts, p.host, p.ports, p.job_id, secret, opts.timeout, listen, patient)
+        return participate(facts, p.host, p.ports, p.job_id, secret, opts.timeout, fields, patient)
     if lrank == 0 and (sock := bind_node(job_key(p), facts["host"])) is not None:
         group = Group(sock, int(facts["launch"]["local_world_size"] or 1) - 1)
         result = None
         try:
             group.gather(t0 + min(GATHER_S, opts.timeout / 4))
             left = opts.timeout - (time.monotonic() - t0)
-            result = participate(facts, p.host, p.ports, p.job_id, secret, left, listen, patient, token, group)
+            result = participate(facts, p.host, p.ports, p.job_id, secret, left, fields, patient, token, group)
         finally:
             group.finish(result.verdict if result else None)
         return result
     if (
         lrank != 0
-        and (verdict := via_leader(facts, p.job_id, secret, opts.timeout, listen, token, job_key(p))) is not None
+        and (verdict := via_leader(facts, p.job_id, secret, opts.timeout, fields, token, job_key(p))) is not None
     ):
         return Result(verdict, Attempts())
     left = opts.timeout - (time.monotonic() - t0)
-    return participate(facts, p.host, p.ports, p.job_id, secret, left, listen, patient, token)
+    return participate(facts, p.host, p.ports, p.job_id, secret, left, fields, patient, token)
 
 
 def same_node(group: list[Facts]) -> str | None:

@@ -83,7 +83,7 @@ def _exchange(
     parts: Pieces,
     job_id: str,
     secret: bytes | None,
-    listen: dict[str, Any] | None,
+    fields: dict[str, Any],
     deadline: float,
     token: str,
     group: Group | None = None,
@@ -107,7 +107,7 @@ def _exchange(
         return _rejected(hello)
     if hello.get("type") != "hello" or hello.get("proto") != wire.PROTO:
         return "FOREIGN: not a preflight coordinator"
-    _send_facts(s, hello, parts, job_id, secret, listen, token, group)
+    _send_facts(s, hello, parts, job_id, secret, fields, token, group)
     nonce = str(hello.get("nonce", ""))
     deadline_in = hello.get("deadline_in")
     s.settimeout(min(3600.0, max(0.0, deadline_in if isinstance(deadline_in, (int, float)) else 0.0)) + VERDICT_GRACE_S)
@@ -129,7 +129,7 @@ def _exchange(
                     return "FOREIGN: a verdict without a valid seal (a coordinator that does not know the secret)"
             return msg
         if msg.get("type") == "hello" and msg.get("proto") == wire.PROTO:  # our node leader retries upstream
-            _send_facts(s, msg, parts, job_id, secret, listen, token, None)
+            _send_facts(s, msg, parts, job_id, secret, fields, token, None)
             continue
         if msg.get("type") == "resolve":
             s.sendall(wire.encode(resolved(msg)))
@@ -167,7 +167,7 @@ def _send_facts(
     parts: Pieces,
     job_id: str,
     secret: bytes | None,
-    listen: dict[str, Any] | None,
+    fields: dict[str, Any],
     token: str,
     group: Group | None,
 ) -> None:
@@ -179,10 +179,12 @@ def _send_facts(
     mine = sections.signed(parts)
     tag = wire.mac(secret, str(hello.get("nonce", "")), job_id, mine, token)
     ranks = [(tag, token, parts)] + (group.sign(hello, len(mine)) if group is not None else [])
-    fields, body = sections.frame(ranks, split, leader=len(ranks) > 1)
-    header: dict[str, Any] = {"type": "facts", "proto": wire.PROTO, "job_id": job_id, "mac": tag, "listen": listen,
+    layout, body = sections.frame(ranks, split, leader=len(ranks) > 1)
+    header: dict[str, Any] = {"type": "facts", "proto": wire.PROTO, "job_id": job_id, "mac": tag, **fields,
                               "token": token, "clock": time.time(), "quiet": True,  # quiet: no ack, one send less
-                              **fields}  # fmt: skip
+                              **layout}  # fmt: skip
+    if group is not None and not group.brief:  # one of its ranks prints or writes the whole report
+        header["brief"] = False
     s.sendall(wire.encode(header) + wire.frame(body))
 
 
@@ -191,7 +193,7 @@ def via_leader(
     job_id: str,
     secret: bytes | None,
     timeout: float,
-    listen: dict[str, Any] | None,
+    fields: dict[str, Any],
     token: str,
     key: str,
 ) -> dict[str, Any] | None:
@@ -206,7 +208,7 @@ def via_leader(
         return None
     parts = sections.pieces(facts)
     try:  # the leader's hello waits for its members and the coordinator: up to the deadline
-        got = _exchange(s, parts, job_id, secret, listen, deadline, token, hello_s=timeout, sealed=False)
+        got = _exchange(s, parts, job_id, secret, fields, deadline, token, hello_s=timeout, sealed=False)
     except (OSError, wire.ProtocolError):
         got = None
     finally:
@@ -251,7 +253,7 @@ def participate(
     job_id: str,
     secret: bytes | None,
     timeout: float,
-    listen: dict[str, Any] | None = None,
+    fields: dict[str, Any] | None = None,
     patient: bool = False,
     token: str | None = None,
     group: Group | None = None,
@@ -259,7 +261,8 @@ def participate(
     """Retry until the deadline; return the verdict, or what was tried. Gives up early on what
     will not heal: a rejection, something else answering on every port, and (unless ``patient``,
     as in a pod whose master's DNS record may appear late) a name that does not resolve. A node
-    leader passes its ``group``: its members' facts travel in its frame."""
+    leader passes its ``group``: its members' facts travel in its frame. ``fields``: what this
+    participant adds to its header (its net-check listener, "brief": the verdict's line is enough)."""
     start = time.monotonic()
     deadline = start + timeout
     parts = sections.pieces(facts)
@@ -284,7 +287,7 @@ def participate(
         for addr in addrs[:2]:
             reached = False
             for port in ports:
-                outcome = _attempt(addr, port, parts, job_id, secret, listen, deadline, att, token, group)
+                outcome = _attempt(addr, port, parts, job_id, secret, fields or {}, deadline, att, token, group)
                 if isinstance(outcome, dict):
                     outcome.setdefault("port", port)
                     return Result(outcome, att)
@@ -313,7 +316,7 @@ def _attempt(
     parts: Pieces,
     job_id: str,
     secret: bytes | None,
-    listen: dict[str, Any] | None,
+    fields: dict[str, Any],
     deadline: float,
     att: Attempts,
     token: str,
@@ -327,7 +330,7 @@ def _attempt(
         att.note(f"{where}: {e.strerror or e}")
         return "refused"
     try:
-        outcome = _exchange(s, parts, job_id, secret, listen, deadline, token, group)
+        outcome = _exchange(s, parts, job_id, secret, fields, deadline, token, group)
     except (OSError, wire.ProtocolError) as e:
         outcome = f"{type(e).__name__}: {e}"
     finally:

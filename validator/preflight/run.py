@@ -12,6 +12,7 @@ import errno
 import operator
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from validator import pipeline
@@ -157,10 +158,8 @@ def coordinate(
             notes.append(f"decided at {gathered.seconds:.1f} s: no late arrival can make this a pass")
         text = render(report, exit_code, len(gathered.arrivals), p, gathered.seconds, notes)
         doc = report.to_json()  # once: every participant gets it, and it is printed here
-        verdict = {"type": "verdict", "exit_code": exit_code, "report": doc, "named": culprits(report),
-                   "text": text, "port": c.port}  # fmt: skip
         emit(opts, doc, text, True, exit_code)  # now: the coordinator may linger for late arrivals
-        await c.deliver(wire.encode(verdict), linger=exit_code != 0)
+        await c.deliver(*verdicts(report, doc, exit_code, text, c.port), linger=exit_code != 0)
         return exit_code
 
     coord.raise_nofile()
@@ -207,6 +206,26 @@ def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, ex
     report = pipeline.check([facts], None, codes(opts), context="local", title=f"cluster-validator preflight ({host})")
     report.findings = sorted(findings + report.findings, key=lambda f: (-f.severity, f.code))
     return report
+
+
+def verdicts(
+    report: Report, doc: dict[str, Any], exit_code: int, text: str, port: int
+) -> tuple[bytes, bytes, Callable[[Facts], bool]]:
+    """What the coordinator sends (coordinator.deliver): the verdict whole; its line alone, for a
+    participant that prints or writes no more (finish.brief); and whether the report names a
+    participant's host or rank, which then gets it whole (finish.named, on its side, reads the
+    verdict's "named", which this covers)."""
+    verdict = {"type": "verdict", "exit_code": exit_code, "report": doc, "named": culprits(report),
+               "text": text, "port": port}  # fmt: skip
+    line = text.rstrip("\n").rsplit("\n", 1)[-1] + "\n"
+    brief = {"type": "verdict", "exit_code": exit_code, "named": {}, "text": line, "port": port}
+    hosts = {h for f in report.findings for h in f.hosts}
+    ranks = {r for f in report.findings for r in f.ranks}
+    return (
+        wire.encode(verdict),
+        wire.encode(brief),
+        lambda facts: facts["host"] in hosts or facts["launch"]["rank"] in ranks,
+    )
 
 
 NAMED_HOSTS_MAX = 256  # beyond this many culprit hosts, only the coordinator prints the whole report

@@ -7,8 +7,10 @@ what each name resolved to.
 
 from __future__ import annotations
 
+import errno
 import re
 import socket
+import struct
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -65,6 +67,12 @@ def _connect(addr: str, port: int, timeout: float) -> socket.socket:
     s.settimeout(timeout)
     try:
         s.connect((addr, port))
+        if s.getsockname()[:2] == s.getpeername()[:2]:  # nobody listens, and the kernel picked the
+            # port itself as our source port (a port in the ephemeral range): TCP's simultaneous
+            # open connects the socket to itself, holding the port that rank 0 is about to bind.
+            # Closed with a reset: a plain close would block the port for a minute (TIME_WAIT).
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            raise ConnectionRefusedError(errno.ECONNREFUSED, "connected to itself: nobody listens")
     except OSError:
         s.close()
         raise

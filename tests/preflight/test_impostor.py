@@ -46,6 +46,7 @@ class Impostor:
         self.sock.listen(16)
         self.sock.settimeout(0.2)
         self.answer, self.limit, self.served, self.stop = answer, limit, 0, threading.Event()
+        self.replies: list[str] = []
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
 
@@ -65,7 +66,9 @@ class Impostor:
                     header = wire.recv_msg(c, wire.MAX_FACTS_HEADER)
                     wire.recv_exact(c, wire.LEN.size + int(header["size"]))
                     c.sendall(self.answer(nonce, str(header.get("token"))))
-                    c.recv(1)  # until the rank closes
+                    self.replies.append(
+                        str(wire.recv_msg(c, wire.MAX_VERDICT).get("type"))
+                    )  # what it answers, if anything
                 except (OSError, wire.ProtocolError, KeyError, ValueError):
                     pass
 
@@ -80,8 +83,11 @@ def seal(secret: str, nonce: str, token: str, verdict: bytes) -> bytes:
     return wire.encode({"type": "seal", "mac": mac})
 
 
-def rank1(tmp_path: Path, port: int, answer: Any, **env: str) -> tuple[int, str, bool]:
-    """Rank 1 of a 2-rank job, its rank 0 never coming: (exit code, stderr, whether it ran its command)."""
+def rank1(
+    tmp_path: Path, port: int, answer: Any, replies: list[str] | None = None, **env: str
+) -> tuple[int, str, bool]:
+    """Rank 1 of a 2-rank job, its rank 0 never coming: (exit code, stderr, whether it ran its
+    command); what it answered the impostor goes to ``replies``."""
     marker = tmp_path / "ran"
     impostor = Impostor(port, answer)
     try:
@@ -90,6 +96,8 @@ def rank1(tmp_path: Path, port: int, answer: Any, **env: str) -> tuple[int, str,
     finally:
         impostor.close()
     assert impostor.served >= 1, "the rank never reached the impostor"
+    if replies is not None:
+        replies += impostor.replies
     return run.rc, run.err, marker.exists()
 
 
@@ -141,6 +149,31 @@ def test_with_a_secret_a_verdict_without_its_seal_never_runs_the_command(tmp_pat
     )
     assert "Traceback" not in err
     assert not ran and rc == 1, err[-2000:]
+
+
+REQUESTS = {
+    "probe": {"type": "probe", "targets": [{"label": "x", "addr": "127.0.0.1", "port": 9, "token": "t"}]},
+    "resolve": {"type": "resolve", "names": ["localhost"]},
+}
+
+
+@pytest.mark.parametrize("kind", list(REQUESTS))
+@pytest.mark.parametrize("secret", [None, SECRET])
+def test_with_a_secret_an_unsealed_probe_or_resolve_request_is_not_acted_on(
+    tmp_path: Path, port: int, kind: str, secret: str | None
+) -> None:
+    """Without a secret the rank answers the request (nothing can tell it from its coordinator);
+    with one, a request without its seal ends the session: no probe, no lookup, no answer."""
+    frame = wire.encode(REQUESTS[kind])
+    replies: list[str] = []
+    env = {"VALIDATOR_SECRET": secret} if secret else {}
+    rc, err, ran = rank1(tmp_path, port, lambda nonce, token: frame, replies, **env)
+    assert "Traceback" not in err and not ran and rc == 1, err[-2000:]
+    answer = {"probe": "netcheck", "resolve": "resolved"}[kind]
+    if secret:
+        assert answer not in replies, replies
+    else:
+        assert answer in replies, replies
 
 
 def test_with_a_secret_the_coordinators_sealed_verdict_runs_the_command(tmp_path: Path, port: int) -> None:

@@ -216,12 +216,14 @@ def run_three(
         d.mkdir()
         pod_etc(d / "etc", hosts_file(h, etc.get(i, {})))
         out = d / "report.json"
-        env = base_env(RANK=str(i), LOCAL_RANK="0", WORLD_SIZE="3", GROUP_RANK=str(i),
-                       MASTER_ADDR=h.addrs[0], MASTER_PORT=str(port), **(env or {}).get(i, {}))  # fmt: skip
+        node_env = base_env(RANK=str(i), LOCAL_RANK="0", WORLD_SIZE="3", GROUP_RANK=str(i),
+                            MASTER_ADDR=h.addrs[0], MASTER_PORT=str(port), **(env or {}).get(i, {}))  # fmt: skip
         cmd = ["ip", "netns", "exec", h.names[i], "unshare", "--mount", "--uts", "--", "sh", "-c", SCRIPT,
                h.names[i], str(d / "etc"), sys.executable, "-m", "validator", "preflight", "--timeout", "30",
                "--output", str(out), *args]  # fmt: skip
-        procs.append((subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), out))
+        procs.append(
+            (subprocess.Popen(cmd, env=node_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), out)
+        )
     reports = []
     for proc, out in procs:
         try:
@@ -371,3 +373,16 @@ def test_net201_defers_to_net003_for_the_same_hosts() -> None:
     on_n2 = peers.CODES["NET201"].finding("n2 -> 127.0.1.1", hosts=["n1", "n2"])
     assert peers.defer([on_n1, on_n2], [net003]) == [on_n2]
     assert peers.defer([on_n1], []) == [on_n1]
+
+
+def test_with_a_secret_the_names_round_and_the_net_check_are_sealed_and_run(
+    netns_hosts: NetnsHosts, tmp_path: Path
+) -> None:
+    """With VALIDATOR_SECRET, the coordinator's resolve and probe requests each come with their
+    seal (protocol.py), and the ranks act on them: the same healthy job passes, both rounds ran."""
+    errs: list[str] = []
+    secret = {i: {"VALIDATOR_SECRET": "peers-secret"} for i in range(3)}
+    run_three(netns_hosts, tmp_path, "sec", {}, "--net-check", errs=errs, env=secret)
+    line = errs[0].strip().splitlines()[-1]  # the coordinator's verdict line
+    assert "preflight PASSED" in line and "links ok" in line, errs[0][-2000:]
+    assert "names: 3 hosts resolved their peers in" in line, line

@@ -295,7 +295,7 @@ class Coordinator:
             elif conn.state == "registered":
                 conn.results = waiting[label] = loop.create_future()
                 conn.state = "probing"
-                conn.send({"type": "probe", "targets": targets})
+                conn.tell(wire.encode({"type": "probe", "targets": targets}))
             else:
                 results[label] = "the participant's connection closed before the net check"
         if own:
@@ -341,16 +341,10 @@ class Coordinator:
                 conn.transport.abort()
 
     def send_verdict(self, conn: Connection, named: bool) -> None:
-        """The verdict (its line alone where that is enough: ``deliver``), and with a secret its
-        seal under the participant's own token (protocol.py)."""
-        if conn.transport is None or self.verdict is None:
-            return
-        verdict = self.brief if conn.brief and self.brief is not None and not named else self.verdict
-        if not self.secret:
-            conn.transport.write(verdict)
-            return
-        mac = wire.mac(self.secret, conn.nonce, self.job_id, self.signed[verdict], conn.token)
-        conn.transport.writelines([verdict, wire.encode({"type": "seal", "mac": mac})])
+        """The verdict, its line alone where that is enough (``deliver``), sealed (Connection.tell)."""
+        if self.verdict is not None:
+            verdict = self.brief if conn.brief and self.brief is not None and not named else self.verdict
+            conn.tell(verdict, self.signed.get(verdict))
 
     def all_served(self) -> bool:
         """As many participants as expected have the verdict (whatever they claimed), or every

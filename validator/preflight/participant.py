@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from validator.model import Facts
 
 VERDICT_GRACE_S = 30.0  # the coordinator's checks run after its deadline; allow for them at scale
+ACTED_ON = ("verdict", "probe", "resolve")  # what a rank does something with: sealed, with a secret (protocol.py)
 HELLO_S = 1.0  # our coordinator says hello as it accepts; silence this long is something else
 FOREIGN_TRIES = 3  # something else answers on the port this many times in a row: it is not going away
 PROBES_MAX = 8  # --net-check: targets a participant probes in one round (the planner gives it at most 3)
@@ -124,27 +125,29 @@ def _exchange(
     ):  # ack (a coordinator that ignores "quiet"), probe rounds, resolve, a leader's re-hellos, verdict
         body = wire.recv_frame(s, wire.MAX_VERDICT)
         msg = wire.decode(body)
-        if msg.get("type") == "reject":
+        kind = msg.get("type")
+        if kind == "reject":
             return _rejected(msg)
-        if msg.get("type") == "verdict":
-            if not well_formed(msg):
-                return "FOREIGN: a malformed verdict"
-            if sealed and secret:
-                s.settimeout(HELLO_S)  # sent right behind the verdict
-                seal = wire.recv_msg(s)
-                signed = wire.sealed(body)
-                if seal.get("type") != "seal" or not wire.verify(secret, nonce, job_id, signed, seal.get("mac"), token):
-                    return "FOREIGN: a verdict without a valid seal (a coordinator that does not know the secret)"
-            return msg
-        if msg.get("type") == "hello" and msg.get("proto") == wire.PROTO:  # our node leader retries upstream
+        if kind in ACTED_ON and sealed and secret:
+            timeout = s.gettimeout()
+            s.settimeout(HELLO_S)  # sent right behind what it seals
+            seal = wire.recv_msg(s)
+            s.settimeout(timeout)
+            if seal.get("type") != "seal" or not wire.verify(
+                secret, nonce, job_id, wire.sealed(body), seal.get("mac"), token
+            ):
+                return f"FOREIGN: a {kind} without a valid seal (a coordinator that does not know the secret)"
+        if kind == "verdict":
+            return msg if well_formed(msg) else "FOREIGN: a malformed verdict"
+        if kind == "hello" and msg.get("proto") == wire.PROTO:  # our node leader retries upstream
             _send_facts(s, msg, parts, job_id, secret, fields, token, None)
             continue
-        if msg.get("type") == "resolve":
+        if kind == "resolve":
             s.sendall(wire.encode(resolved(msg)))
             continue
-        if msg.get("type") == "ack":
+        if kind == "ack":
             continue
-        if msg.get("type") != "probe" or not isinstance(msg.get("targets"), list):
+        if kind != "probe" or not isinstance(msg.get("targets"), list):
             return f"unexpected {msg.get('type')!r}"
         from validator.netcheck.probe import TIMEOUT_S, probe
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from validator.checks.base import Job
 from validator.facts.network import is_loopback
 from validator.model import Facts, Finding, Severity
+from validator.preflight import protocol as wire
 from validator.preflight.findings import CODES as CODES  # NET201-203, PRE008: with the other preflight codes
 from validator.preflight.participant import ADDRS_MAX, RESOLVE_S, SAMPLE_MAX
 
@@ -124,7 +125,7 @@ async def round_(c: Coordinator, order: Callable[[Facts], Any]) -> dict[str, dic
             continue
         a.conn.results = fut = loop.create_future()
         a.conn.state = "resolving"
-        a.conn.send({"type": "resolve", "names": mine})
+        a.conn.tell(wire.encode({"type": "resolve", "names": mine}))
         waiting[a.facts["host"]] = (mine, fut)
     mine_too = asyncio.ensure_future(asyncio.to_thread(resolve, own[1], RESOLVE_S)) if own else None
     futures = [f for _, f in waiting.values()] + ([mine_too] if mine_too else [])

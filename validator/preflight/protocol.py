@@ -11,12 +11,13 @@
     coordinator -> participant  resolve  {"type": "resolve", "names": [...]}           (2+ hosts; peers.py)
     participant -> coordinator  resolved {"type": "resolved", "results": {name: {"addrs", "error"}}}
     coordinator -> participant  verdict {"type": "verdict", "exit_code", "report", "text", "named", "port"}
-                                seal    {"type": "seal", "mac"}                      (with a secret only)
+                                seal    {"type": "seal", "mac"}   (with a secret: after a verdict, probe or resolve)
 
-With a secret, the verdict is followed by its seal: the MAC (below) of ``verdict`` 0 and the
-SHA-256 of the verdict frame's body under the participant's own token, so only a coordinator that
-knows the secret can make a rank exec its command, and a verdict recorded from another run does
-not replay (each participant process draws its token afresh). A node leader checks the seal and
+With a secret, what a rank acts on (the verdict, a probe or resolve request) is followed by its
+seal: the MAC (below) of ``verdict`` 0 and the SHA-256 of the frame's body under the participant's
+own token, so only a coordinator that knows the secret can make a rank exec its command, probe or
+look names up, and a frame recorded from another run does not replay (each participant process
+draws its token afresh). A node leader checks the seal and
 hands the verdict to its ranks, which trust it as their own user's process (local.py).
 
 A node leader (per-rank mode, local.py) adds "ranks": [{"mac", "token", "sections"}, ...] to its
@@ -141,12 +142,12 @@ def verify(secret: bytes | None, nonce: str, job_id: str, body: bytes, tag: obje
     return isinstance(tag, str) and hmac.compare_digest(expected, tag.encode("utf-8", "surrogatepass"))
 
 
-def sealed(verdict_body: bytes) -> bytes:
-    """What a verdict's seal signs: the verdict frame's body, by its digest (computed once for
-    every participant; each seal is then a MAC over a few bytes)."""
+def sealed(body: bytes) -> bytes:
+    """What a seal signs: the sealed frame's body, by its digest (computed once for a verdict
+    every participant gets; each seal is then a MAC over a few bytes)."""
     import hashlib
 
-    return b"verdict\0" + hashlib.sha256(verdict_body).digest()
+    return b"verdict\0" + hashlib.sha256(body).digest()
 
 
 def new_nonce() -> str:

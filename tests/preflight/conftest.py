@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -24,7 +25,7 @@ SCRUB = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "
 
 def base_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in SCRUB and not k.startswith(("SLURM_", "PET_"))}
-    env.update({"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    env.update({"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"})
     env.update(extra)
     return env
 
@@ -55,8 +56,12 @@ def collect(procs: list[tuple[subprocess.Popen[str], Path | None, float]], limit
         try:
             out, err = p.communicate(timeout=max(1.0, limit - (time.monotonic() - t0)))
         except subprocess.TimeoutExpired:
-            p.kill()
-            out, err = p.communicate()
+            p.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER (base_env): where it hung, on its stderr
+            try:
+                out, err = p.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
         doc = json.loads(report.read_text()) if report and report.exists() else None
         runs.append(Run(p.returncode, out, err, time.monotonic() - t0, doc, p.pid))
     return runs

@@ -97,6 +97,53 @@ CASES = [
         "reporter",
         "3",
     ),
+    # net_ib.cc / net_socket.cc: a transfer's two ends disagree on its size, in each release's wording
+    (
+        "NCCL WARN NET/IB : collective mismatch error local size 546816 remote 524288 addr 7ff7d1530000 rkey 2553d "
+        "seq 14/1c",  # 2.4-2.9
+        "nccl.size_mismatch",
+        "remote",
+        "524288",
+    ),
+    (
+        "NCCL WARN NET/IB : peer 10.0.0.2<45678> collective mismatch error local size 1024 remote 2048 addr 7f00 rkey 1 "
+        "seq 3/4",  # 2.11
+        "nccl.size_mismatch",
+        "peer",
+        "10.0.0.2",
+    ),
+    (
+        "NCCL WARN NET/IB : req 0/1 tag 7 peer 10.0.0.3<1234> collective mismatch error, local size 8 remote size 16",
+        "nccl.size_mismatch",
+        "local",
+        "8",
+    ),
+    (
+        "NCCL WARN NET/Socket : message truncated : receiving 4096 bytes instead of 2048",
+        "nccl.size_mismatch",
+        "local",
+        "2048",
+    ),
+    (
+        "NCCL WARN NET/Socket : peer 10.1.1.1<5555> message truncated : receiving 4096 bytes instead of 2048. If you "
+        "believe your socket network is in healthy state, there may be a mismatch in collective sizes",
+        "nccl.size_mismatch",
+        "remote",
+        "4096",
+    ),
+    # aws-ofi-nccl; NCCL 2.0-2.2's WARN without "NCCL"
+    (
+        "NCCL WARN NET/OFI Unable to register memory (type = 1) for device 0. RC: 12, Error: Cannot allocate memory",
+        "nccl.syscall_failed",
+        "err",
+        "Cannot allocate memory",
+    ),
+    (
+        "[0] include/socket.h:185 WARN Call to connect failed : Connection refused",
+        "nccl.syscall_failed",
+        "call",
+        "connect",
+    ),
     # Horovod stall_inspector.cc
     ("HorovodAllreduce_grad_0 [missing ranks: 2, 5]", "hvd.stall", "sets", "missing:2,5"),
     # ProcessGroupNCCL dump signal; allocators and ROCm wording

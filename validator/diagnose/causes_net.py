@@ -38,12 +38,13 @@ def mismatch_pointer(events: list[Event]) -> Cause | None:
 
 
 def size_mismatch(events: list[Event]) -> Cause | None:
-    """NCCL's IB transport: the sender and receiver of one transfer disagree on its size."""
+    """NCCL's IB or socket transport: the sender and receiver of one transfer disagree on its size."""
     seen = by_kind(events, "nccl.size_mismatch")
     if not seen:
         return None
     e = seen[0]
-    return Cause("COL001", f"NCCL found a collective size mismatch with peer {e.data['peer']}: local size "
+    peer = f" with peer {e.data['peer']}" if e.data.get("peer") else ""
+    return Cause("COL001", f"NCCL found a collective size mismatch{peer}: local size "
                  f"{e.data['local']}, remote size {e.data['remote']} (ranks called collectives of different sizes or counts)",
                  [], "unknown", "the transfer's two ends disagree; which rank diverged is not in the message",
                  [ev(x) for x in seen[:3]], expected=f"size {e.data['remote']}", actual=f"size {e.data['local']}",

@@ -40,13 +40,26 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "Mismatched collective",
         r"Mismatched collective detected.*?around rank (?P<around>\d+)",
     ),
-    # NCCL src/transport/net_ib.cc (2.3-2.19): WARN("NET/IB : req %d/%d tag %x peer %s collective mismatch error,
-    # local size %d remote size %d"): the two ends of a transfer disagree on its size (invalid usage, code 5)
+    # NCCL src/transport/net_ib.cc: the two ends of a transfer disagree on its size (invalid usage, code 5).
+    # 2.4-2.9: WARN("NET/IB : collective mismatch error local size %d remote %d addr %lx rkey %x seq %x/%x");
+    # 2.11: "NET/IB : peer %s collective mismatch error local size %d remote %d addr ..."; 2.13-2.19:
+    # "NET/IB : req %d/%d tag %x peer %s collective mismatch error, local size %d remote size %d"
     (
         "nccl.size_mismatch",
         ORG,
         "collective mismatch error",
-        r"peer (?P<peer>\S+?)(?:<\d+>)? collective mismatch error, local size (?P<local>\d+) remote size (?P<remote>\d+)",
+        r"(?:peer (?P<peer>\S+?)(?:<\d+>)? )?collective mismatch error,? local size (?P<local>\d+) remote(?: size)? "
+        r"(?P<remote>\d+)",
+    ),
+    # NCCL src/transport/net_socket.cc, the same over sockets (the received size is the sender's): up to 2.11
+    # WARN("NET/Socket : message truncated : receiving %d bytes instead of %d", data, r->size); from 2.12
+    # "NET/Socket : peer %s message truncated : receiving %d bytes instead of %d. If you believe ..."
+    (
+        "nccl.size_mismatch",
+        ORG,
+        "message truncated",
+        r"NET/Socket : (?:peer (?P<peer>\S+?)(?:<\d+>)? )?message truncated : receiving (?P<remote>\d+) bytes "
+        r"instead of (?P<local>\d+)",
     ),
     # NCCL src/proxy.cc: WARN("[Proxy Service %d] Failed to execute operation %s from rank %d, retcode %d");
     # "from rank" is the communicator rank that asked, a victim
@@ -113,13 +126,18 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"NET/OFI .*completed with error.*?Error: (?P<status>\d+) \((?P<what>\w+)\)",
     ),
     # src/include/ibvwrap.h, src/misc/ibvwrap.cc: "Call to ibv_... failed", "ibv_post_send() failed with error %s";
-    # src/include/checks.h SYSCHECK: "Call to %s failed : %s" (system, code 2)
+    # src/include/checks.h SYSCHECK: "Call to %s failed : %s" (system, code 2). NCCL 2.0-2.2 (before the
+    # public 2.x sources) printed "host:pid:tid [dev] include/socket.h:185 WARN ..." without "NCCL"
     (
         "nccl.syscall_failed",
         S,
-        "NCCL WARN",
-        r"NCCL WARN .*?(?:Call to (?P<call>\w+)(?:\(\))? (?:failed|returned)|(?P<ibv>ibv_\w+)\(\) failed)",
+        " WARN ",
+        r"(?:NCCL|\.(?:h|cc|cu):\d+) WARN .*?(?:Call to (?P<call>\w+)(?:\(\))? (?:failed|returned)|"
+        r"(?P<ibv>ibv_\w+)\(\) failed)",
     ),
+    # aws-ofi-nccl (the EFA net plugin): NCCL_OFI_WARN("Unable to register memory (type = %d) for device %d. RC: %d,
+    # Error: %s", ...) and the like: a libfabric call failed, the plugin returns ncclSystemError
+    ("nccl.syscall_failed", S, "NET/OFI", r"NET/OFI (?P<call>.+?)\.? RC: -?\d+, Error: (?P<err>.+)"),
     # src/misc/socket.cc: "Net : error encountered when getting address info : %s" / "No valid ... pair found"
     ("nccl.syscall_failed", S, "Net : ", r"Net : (?:error encountered when getting address info|No valid)"),
     # NCCL RAS (src/ras/client_support.cc, 2.24+): INCOMPLETE communicators list

@@ -12,8 +12,6 @@ from .corpus import CORPUS, Label, labels, score
 XFAIL: dict[str, str] = {
     "14-no-socket-interface-single-process.log": "rank 0 follows from 'RANK and WORLD_SIZE in environ: 0/1', a print "
     "of the user's script; a host-level interface error names the host, not a rank",
-    "b013-socketpollconnect-fails-without-warn.log": "only NCCL INFO '-> 2' return-code lines, no WARN or error text: "
-    "the scanner's anchors do not read INFO return-code trails",
 }
 
 LABELS = labels()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from validator.diagnose.classify import classify
+from validator.diagnose.events import Role
 from validator.diagnose.families import nccl_class, nccl_vocab
 from validator.diagnose.run import diagnose_paths
 from validator.docs import explain_text
@@ -196,6 +197,14 @@ def test_nccl_result_classes() -> None:
     assert nccl_vocab([("internal", True), ("remote", False)]) == "nccl_remote_error"
     assert nccl_vocab([("remote", False), ("system", True)]) == "nccl_system_error"
     assert nccl_vocab([("system", True), ("remote", True)]) == "nccl_remote_error"
+
+
+def test_nccl_result_trail_is_read_and_other_info_is_not() -> None:
+    """checks.h's INFO("%s:%d -> %d") trail carries the failed call's result (2 system .. 6 remote)."""
+    assert classify("NCCL INFO bootstrap.cc:270 -> 2") == ("nccl.result", Role.SYMPTOM, {"retcode": "2"})
+    assert classify("NCCL INFO group.cc:64 -> 6 [Async thread]") == ("nccl.result", Role.SYMPTOM, {"retcode": "6"})
+    assert classify("NCCL INFO include/alloc.h:48 -> 1") is None  # a CUDA result: the CUDA error line says more
+    assert classify("NCCL INFO Channel 00/02 : 0 -> 1 via P2P/IPC") is None  # a ring, not a result
 
 
 def test_ordinary_lines_are_not_errors() -> None:

@@ -260,13 +260,19 @@ _EXC = re.compile(
 _COMM_MSG = re.compile(
     r"(?i:timed out|timeout)|Connection (?:reset|closed)|Broken pipe|closed by (?:remote )?peer|communicator was aborted"
 )
+_TRAIL = re.compile(r"NCCL INFO [\w./-]+\.\w+:\d+ -> ([2-6])\b")  # 2 system .. 6 remote (families.RETCODE)
 _NOISE = ('File "', "Exception raised from", "frame #", "During handling", "The above exception", "warnings.warn")
 
 
 def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
     """The event in one message, or None for a line that reports nothing."""
-    # a traceback frame is noise unless a paste flattened more lines into it; NCCL INFO is retries and chatter
-    if (text.startswith(_NOISE) and len(text) < 300) or text.startswith("NCCL INFO"):
+    # a traceback frame is noise unless a paste flattened more lines into it; NCCL INFO is retries and
+    # chatter, but for the trail of a failed call's result (NCCL checks.h: INFO("%s:%d -> %d", __FILE__,
+    # __LINE__, res)), which some failures leave without any WARN (a bootstrap connect in 2.18)
+    if text.startswith("NCCL INFO"):
+        trail = _TRAIL.match(text)
+        return ("nccl.result", Role.SYMPTOM, {"retcode": trail.group(1)}) if trail else None
+    if text.startswith(_NOISE) and len(text) < 300:
         return None
     for rule in RULES:
         if rule.guard in text and (m := rule.pattern.search(text)):

@@ -41,6 +41,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"Duplicate GPU",  # NCCL's duplicate-GPU text pasted bare (without WARN or Last error:)
     b" on node ",  # NCCL RAS: ... managed by process P on node H; mpirun: ... on node H exited on signal
     b"NCCL version",  # NCCL's version banner, compared across nodes
+    b".cc:",  # NCCL INFO "bootstrap.cc:270 -> 2": a failed call's result trail (not " -> ": init's Channel lines)
 )
 
 

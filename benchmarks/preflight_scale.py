@@ -209,6 +209,71 @@ def clients(port: int, spec: tuple[Any, ...], q: Any, go: Any) -> None:
     q.put((asyncio.run(main()), time.process_time() - cpu0))
 
 
+def start_clients(spec: tuple[Any, ...]) -> tuple[list[Any], Any, Any, float]:
+    """The simulated participants' processes, their facts built: (processes, their queue, the
+    event that starts them, facts bytes a participant)."""
+    q: Any = mp.Queue()
+    go = mp.Event()
+    procs = [mp.Process(target=clients, args=(spec[2], (*spec, k), q, go)) for k in range(CLIENT_PROCS)]
+    for p in procs:
+        p.start()
+    built = [q.get() for _ in procs]  # (bodies, bytes) each: the clients' facts are ready
+    return procs, q, go, sum(b for _, b in built) / sum(k for k, _ in built)
+
+
+def run_floor(n: int) -> dict[str, Any]:
+    """What one asyncio connection a node costs before anything is read into Python objects: the
+    same clients and frames, a server that sends the hello, waits for every header and body
+    (framing only: nothing parsed, checked or stored), then sends each a one-line verdict. The
+    coordinator's CPU a node beside this is what parsing, checking and bookkeeping add."""
+    from validator.preflight import coordinator as coord
+    from validator.preflight import protocol as wire
+
+    coord_raise_nofile()
+    port = free_port()
+    sock = coord.bind(port)
+    procs, q, go, _ = start_clients((template(), n, port, 0, set(), {}))
+    hello = wire.hello("bench", wire.new_nonce(), 300.0)
+    verdict = wire.encode({"type": "verdict", "exit_code": 0, "text": "preflight PASSED"})
+
+    async def serve() -> tuple[float, float]:
+        done = asyncio.Event()
+        arrived: list[asyncio.Transport] = []
+
+        class Bare(asyncio.Protocol):
+            def connection_made(self, transport: Any) -> None:
+                self.transport, self.buf, self.frames = transport, bytearray(), 0
+                transport.write(hello)
+
+            def data_received(self, data: bytes) -> None:
+                self.buf += data
+                while len(self.buf) >= 4 and len(self.buf) >= 4 + (size := wire.LEN.unpack_from(self.buf)[0]):
+                    del self.buf[: 4 + size]
+                    self.frames += 1
+                    if self.frames == 2:  # the header, then the body
+                        arrived.append(self.transport)
+                        if len(arrived) == n:
+                            done.set()
+
+        server = await asyncio.get_running_loop().create_server(Bare, sock=sock, backlog=65535)
+        cpu0, t0 = time.process_time(), time.time()
+        go.set()
+        await done.wait()
+        for t in arrived:
+            t.write(verdict)
+            t.close()
+        server.close()
+        return t0, time.process_time() - cpu0
+
+    with coord.paused_gc():
+        t0, cpu = asyncio.run(serve())
+    ends = [q.get() for _ in procs]
+    for p in procs:
+        p.join()
+    return {"side": "floor", "n": n, "seconds": round(max(e[0] for e in ends) - t0, 2),
+            "cpu_us_per_node": round(cpu / n * 1e6), "clients_cpu_s": round(sum(e[1] for e in ends), 2)}  # fmt: skip
+
+
 def run_validator(
     n: int, missing_every: int = 0, deadline: float = 300.0, per_rank: int = 0, with_faults: int = 0
 ) -> dict[str, Any]:
@@ -251,14 +316,7 @@ def run_validator(
     if per_rank:
         own = rank_facts(own, 0, 0, n + 1)
     sock = coord.bind(port)
-    q: Any = mp.Queue()
-    go = mp.Event()
-    specs = [(tpl, n, port, per_rank, gone, faults, k) for k in range(CLIENT_PROCS)]
-    procs = [mp.Process(target=clients, args=(port, spec, q, go)) for spec in specs]
-    for p in procs:
-        p.start()
-    built = [q.get() for _ in procs]  # (bodies, bytes) each: the clients' facts are ready
-    size = sum(b for _, b in built) / sum(k for k, _ in built)
+    procs, q, go, size = start_clients((tpl, n, port, per_rank, gone, faults))
     t0 = time.time()
     go.set()
 
@@ -394,7 +452,7 @@ def one(side: str, n: int, *more: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--one"]:
-        fn = run_validator if argv[1] == "validator" else run_tcpstore
+        fn = {"validator": run_validator, "tcpstore": run_tcpstore, "floor": run_floor}[argv[1]]
         print(json.dumps(fn(*(float(a) if "." in a else int(a) for a in argv[2:]))))  # type: ignore[operator]
         return
     if argv[:1] == ["--per-rank"]:  # issue 14 item 1: 12,500 node leaders x 8 ranks vs TCPStore of 12,500
@@ -419,15 +477,19 @@ def main(argv: list[str]) -> None:
     runs: list[dict[str, Any]] = []
     print(f"{'N':>6} {'validator s':>12} {'TCPStore s':>11} {'ratio':>6} {'coord RSS MiB':>14} {'store RSS MiB':>14}")
     for n in sizes:
-        v, t = one("validator", n), one("tcpstore", n)
+        v, t, f = one("validator", n), one("tcpstore", n), one("floor", n)
         ratio = v["seconds"] / t["seconds"] if "seconds" in v and "seconds" in t and t["seconds"] else float("nan")
         ratios[str(n)] = None if ratio != ratio else round(ratio, 2)
-        runs += [v, t]
+        runs += [v, t, f]
         print(f"{n:>6} {v.get('seconds', v.get('error'))!s:>12} {t.get('seconds', t.get('error'))!s:>11} {ratio:>6.2f} "
               f"{v.get('coordinator_peak_rss_mib', '-')!s:>14} {t.get('master_peak_rss_mib', '-')!s:>14}", flush=True)  # fmt: skip
         if "gather_done_s" in v:
             print(f"        validator: all facts in at {v['gather_done_s']} s (coordinator CPU {v['gather_cpu_s']} s), "
-                  f"checks+report {v['checks_s']} s, facts {v['facts_bytes']} B/node", flush=True)  # fmt: skip
+                  f"checks+report {v['checks_s']} s, facts {v['facts_bytes']} B/node; "
+                  f"{v['coordinator_cpu_us_per_node']} us CPU a node", flush=True)  # fmt: skip
+        if "cpu_us_per_node" in f:
+            print(f"        asyncio floor (frames only, nothing parsed): {f['seconds']} s, "
+                  f"{f['cpu_us_per_node']} us CPU a node", flush=True)  # fmt: skip
         if "arrived" in v and v["arrived"] != n + 1:
             print(f"  validator: only {v['arrived']} of {n + 1} participants arrived", flush=True)
     print(json.dumps({"ratios": ratios, "runs": runs}))

@@ -54,6 +54,10 @@ class _Refused(ValueError):
     """Raised inside the JSON parser's hooks; becomes a JsonError."""
 
 
+class _Deep(Exception):
+    """A document nested deeper than the limit; becomes a JsonError."""
+
+
 def clip(value: object, limit: int = QUOTE) -> str:
     """``value`` quoted for an error message: its repr, at most ``limit`` characters of it."""
     text = value if isinstance(value, str) else str(value)
@@ -247,7 +251,6 @@ def _parse(
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if len(raw) > max_bytes:
         raise JsonError(f"JSON {unit} larger than {size(max_bytes)} ({size(len(raw))}); refused", at(line))
-    deep = JsonError(f"JSON nested more than {max_depth} levels deep; refused", at(line))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -261,14 +264,14 @@ def _parse(
             if pos != end:  # more after it, or (a number) running on into the next text
                 raise json.JSONDecodeError("Extra data" if pos < end else "Expecting end of text", text, min(pos, end))
             if not (shallow is not None and shallow(doc)) and deeper_than(doc, max_depth):
-                raise deep
+                raise _Deep
             yield doc
         if ends is not None:
             return
         if not (array and text.startswith("[", pos)):
             doc = decoder.decode(text)
             if not (shallow is not None and shallow(doc)) and deeper_than(doc, max_depth):
-                raise deep
+                raise _Deep
             yield doc
             return
         pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
@@ -278,7 +281,7 @@ def _parse(
         while more:
             doc, pos = decoder.raw_decode(text, pos)
             if deeper_than(doc, max_depth):
-                raise deep
+                raise _Deep
             pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
             more = text.startswith(",", pos)
             if not more and not text.startswith("]", pos):
@@ -294,7 +297,7 @@ def _parse(
         hint = f"; truncated {unit}?" if ends_early else ""
         n = e.lineno + (line or 1) - 1
         raise JsonError(f"not valid JSON: {e.msg} (column {e.colno}){hint}", at(n), True, n) from None
-    except RecursionError:  # the C decoder stops a deep document at the recursion limit
-        raise deep from None
+    except (_Deep, RecursionError):  # RecursionError: the C decoder stops a deep document at the recursion limit
+        raise JsonError(f"JSON nested more than {max_depth} levels deep; refused", at(line)) from None
     except (ValueError, OverflowError) as e:  # not reached within the limits; never escapes
         raise JsonError(f"JSON refused: {type(e).__name__}: {clip(str(e), 80)}", at(line)) from None

@@ -42,6 +42,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from validator import safejson
+
 PROTO = 1
 MAX_HEADER = 64 << 10  # small messages (hello, ack, probe results)
 MAX_FACTS_HEADER = 16 << 10  # the facts header: a job id, a MAC, a token, a listener address
@@ -85,23 +87,19 @@ def loads(body: bytes, shallow: Callable[[Any], bool] | None = None) -> Any:
     nesting up to MAX_DEPTH, integers up to 40 digits, finite numbers only. Anything else is one
     ProtocolError line, never a RecursionError, OverflowError or ValueError. ``shallow``: see
     safejson.loads (the facts schema's check, which bounds the depth of what it accepts)."""
-    from validator.safejson import JsonError
-    from validator.safejson import loads as bounded
-
     try:
-        return bounded(body, "frame", max_bytes=MAX_VERDICT, max_depth=MAX_DEPTH, unit="frame", shallow=shallow)
-    except JsonError as e:
+        return safejson.loads(body, "frame", max_bytes=MAX_VERDICT, max_depth=MAX_DEPTH, unit="frame", shallow=shallow)
+    except safejson.JsonError as e:
         raise ProtocolError(printable(str(e), 120)) from None
 
 
 def loads_many(texts: list[bytes], shallow: Callable[[Any], bool] | None = None) -> list[Any]:
     """Each of ``texts`` one JSON document, as ``loads`` reads one, in one pass (safejson.loads_many)."""
-    from validator.safejson import JsonError
-    from validator.safejson import loads_many as bounded
-
     try:
-        return bounded(texts, "frame", max_bytes=MAX_VERDICT, max_depth=MAX_DEPTH, unit="frame", shallow=shallow)
-    except JsonError as e:
+        return safejson.loads_many(
+            texts, "frame", max_bytes=MAX_VERDICT, max_depth=MAX_DEPTH, unit="frame", shallow=shallow
+        )
+    except safejson.JsonError as e:
         raise ProtocolError(printable(str(e), 120)) from None
 
 

@@ -145,6 +145,34 @@ CASES = [
         "call",
         "connect",
     ),
+    # Horovod's NCCL error text inside a framework's exception; Triton's CUDA error; NCCL <= 2.11 socket()
+    (
+        "tensorflow.python.framework.errors_impl.UnknownError:  ncclCommInitRank failed: unhandled system error",
+        "nccl.error",
+        "what",
+        "unhandled system error",
+    ),
+    (
+        "RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered",
+        "cuda.error",
+        "what",
+        "an illegal memory access was encountered",
+    ),
+    ("Net : Socket creation failed : Address family not supported by protocol", "nccl.no_interface", "", ""),
+    (
+        "include/socket.h:311 WARN Socket creation failed : Too many open files",
+        "nccl.syscall_failed",
+        "err",
+        "Too many open files",
+    ),
+    # a watchdog timeout hard-wrapped inside its WorkNCCL(...): still a timeout, its fields lost
+    (
+        "[PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated with exception: [Rank 1] Watchdog caught "
+        "collective operation timeout: WorkNCCL(S",
+        "coll.watchdog_timeout",
+        "",
+        "",
+    ),
     # Horovod stall_inspector.cc
     ("HorovodAllreduce_grad_0 [missing ranks: 2, 5]", "hvd.stall", "sets", "missing:2,5"),
     # ProcessGroupNCCL dump signal; allocators and ROCm wording

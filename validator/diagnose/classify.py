@@ -77,7 +77,8 @@ RULES: tuple[Rule, ...] = (
         "Watchdog caught collective operation timeout",
         # ProcessGroupNCCL.cpp WorkNCCL::checkTimeout: "Watchdog caught collective operation timeout: {work}
         # ran for {ms} milliseconds before timing out." (a hard-wrapped line may lose the tail)
-        r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:.*?NumelIn=(?P<numel>\d+))?(?:.*?\) ran for (?P<ms>\d+) milliseconds)?",
+        r"Watchdog caught collective operation timeout(?:: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)"
+        r"(?:.*?NumelIn=(?P<numel>\d+))?(?:.*?\) ran for (?P<ms>\d+) milliseconds)?)?",
     ),
     _r(
         "coll.watchdog_status",
@@ -103,6 +104,8 @@ RULES: tuple[Rule, ...] = (
         r"(?:CUDA out of memory|CUDA error: out of memory|Cuda failure (?:\d+ )?'out of memory'|OutOfMemoryError)",
     ),
     _r("cuda.error", ORG, "CUDA error", r"CUDA error: (?P<what>[^.\n]+)"),
+    # Triton's driver (third_party/nvidia/backend/driver.c): "Triton Error [CUDA]: %s", the CUDA error string
+    _r("cuda.error", ORG, "Error [CUDA]", r"Error \[CUDA\]: (?P<what>[^.\n]+)"),
     _r("cuda.error", ORG, "Cuda failure", r"Cuda failure (?:\d+ )?'(?P<what>[^']+)'"),
     _r("cuda.error", ORG, "CUDA error during", r"CUDA error during (?:start|end) event query"),
     _r("host.oom", ORG, "oom", r"(?:oom[-_]kill|Out of memory: Killed process)"),  # seen after "error:" or "Killed"

@@ -135,6 +135,20 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"(?:NCCL|\.(?:h|cc|cu):\d+) WARN .*?(?:Call to (?P<call>\w+)(?:\(\))? (?:failed|returned)|"
         r"(?P<ibv>ibv_\w+)\(\) failed)",
     ),
+    # NCCL <= 2.11 include/socket.h: WARN("Net : Socket creation failed : %s"). EAFNOSUPPORT: the interface NCCL
+    # chose has an address family this host or container cannot open (IPv6 without IPv6), so the choice is at
+    # fault; any other socket() failure is a system error
+    ("nccl.no_interface", ORG, "Socket creation failed", r"Socket creation failed : Address family not supported"),
+    ("nccl.syscall_failed", S, "Socket creation failed", r"Socket creation failed : (?P<err>.+)"),
+    # Horovod (common/ops/nccl_operations.cc): std::string(op) + " failed: " + ncclGetErrorString(result), e.g.
+    # "ncclCommInitRank failed: unhandled system error" inside a framework's exception
+    (
+        "nccl.error",
+        S,
+        " failed: ",
+        r"\bnccl\w+ failed: (?P<what>unhandled (?:system|cuda) error|internal error|invalid (?:argument|usage)|"
+        r"remote process exited or there was a network error)",
+    ),
     # aws-ofi-nccl (the EFA net plugin): NCCL_OFI_WARN("Unable to register memory (type = %d) for device %d. RC: %d,
     # Error: %s", ...) and the like: a libfabric call failed, the plugin returns ncclSystemError
     ("nccl.syscall_failed", S, "NET/OFI", r"NET/OFI (?P<call>.+?)\.? RC: -?\d+, Error: (?P<err>.+)"),

@@ -138,8 +138,13 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # NCCL <= 2.11 include/socket.h: WARN("Net : Socket creation failed : %s"). EAFNOSUPPORT: the interface NCCL
     # chose has an address family this host or container cannot open (IPv6 without IPv6), so the choice is at
     # fault; any other socket() failure is a system error
-    ("nccl.no_interface", ORG, "Socket creation failed", r"Socket creation failed : Address family not supported"),
-    ("nccl.syscall_failed", S, "Socket creation failed", r"Socket creation failed : (?P<err>.+)"),
+    (
+        "nccl.no_interface",
+        ORG,
+        "Socket creation failed",
+        r"(?:Net : |WARN )Socket creation failed : Address family not supported",
+    ),
+    ("nccl.syscall_failed", S, "Socket creation failed", r"(?:Net : |WARN )Socket creation failed : (?P<err>.+)"),
     # Horovod (common/ops/nccl_operations.cc): std::string(op) + " failed: " + ncclGetErrorString(result), e.g.
     # "ncclCommInitRank failed: unhandled system error" inside a framework's exception
     (

@@ -259,6 +259,13 @@ def expand_hosts(value: str | list[str]) -> list[str]:
     return list(value) if isinstance(value, list) else (expand(value) if value else [])
 
 
+def foreground() -> None:
+    """For a child that a test stops with SIGINT: the disposition a foreground shell gives it. A
+    suite started in the background (``cmd &`` without job control) passes SIGINT on ignored, and
+    Python then never raises KeyboardInterrupt: the test would hang instead of testing Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def scan_env(**extra: str) -> dict[str, str]:
     from tests.conftest import ROOT
 

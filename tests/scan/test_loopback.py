@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import VALIDATOR, Sshd
-from tests.scan.conftest import GOOD, HANG, ScanSshd, expand_hosts, run_scan, scan_env
+from tests.scan.conftest import GOOD, HANG, ScanSshd, expand_hosts, foreground, run_scan, scan_env
 
 pytestmark = [pytest.mark.root]
 
@@ -57,6 +57,7 @@ def test_ctrl_c_prints_what_was_gathered(scan_sshd: ScanSshd, tmp_path: Path) ->
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=scan_env(),
+        preexec_fn=foreground,
     )
     try:
         assert p.stderr is not None

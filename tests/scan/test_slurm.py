@@ -123,7 +123,8 @@ def test_ctrl_c_inside_salloc_reports_the_nodes_that_answered(slurm: Slurm, tmp_
     driver = tmp_path / "driver.py"
     driver.write_text(
         "import os, select, signal, subprocess, sys, time\n"
-        "p = subprocess.Popen(sys.argv[1:], stdout=open(os.environ['OUT'], 'w'), stderr=subprocess.PIPE)\n"
+        "p = subprocess.Popen(sys.argv[1:], stdout=open(os.environ['OUT'], 'w'), stderr=subprocess.PIPE,\n"
+        "                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))\n"
         "buf, deadline = b'', time.monotonic() + 120\n"
         "while b'n1: ok' not in buf and time.monotonic() < deadline:\n"
         "    if select.select([p.stderr], [], [], 1)[0]:\n"

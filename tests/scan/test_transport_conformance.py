@@ -41,7 +41,8 @@ STATUS = {"unreachable": "unreachable", "timeout": "timeout", "nopython": "no-py
 # scan's stdout and stderr go to files; exits with the scan's exit status. Under salloc for slurm.
 DRIVER = """import os, select, signal, subprocess, sys, time
 want, mark, out, err = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-p = subprocess.Popen(sys.argv[5:], stdout=open(out, "w"), stderr=subprocess.PIPE)
+p = subprocess.Popen(sys.argv[5:], stdout=open(out, "w"), stderr=subprocess.PIPE,
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a foreground shell
 buf, deadline = b"", time.monotonic() + 120
 while (buf.count(b": ok") < want or (mark and not os.path.exists(mark))) and time.monotonic() < deadline:
     if select.select([p.stderr], [], [], 0.2)[0]:

@@ -208,37 +208,30 @@ def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, ex
     return report
 
 
+NAMED_HOSTS_MAX = 256  # beyond this many culprit hosts, only the coordinator prints the whole report
+
+
 def verdicts(
     report: Report, doc: dict[str, Any], exit_code: int, text: str, port: int
 ) -> tuple[bytes, bytes, Callable[[Facts], bool]]:
     """What the coordinator sends (coordinator.deliver): the verdict whole; its line alone, for a
     participant that prints or writes no more (finish.brief); and whether the report names a
-    participant's host or rank, which then gets it whole (finish.named, on its side, reads the
-    verdict's "named", which this covers)."""
-    verdict = {"type": "verdict", "exit_code": exit_code, "report": doc, "named": culprits(report),
-               "text": text, "port": port}  # fmt: skip
-    line = text.rstrip("\n").rsplit("\n", 1)[-1] + "\n"
-    brief = {"type": "verdict", "exit_code": exit_code, "named": {}, "text": line, "port": port}
+    participant's host or rank, which then gets it whole. The whole verdict's "named" says the
+    same to each participant (finish.named), without its parsing the report (expanding hostlists
+    costs start-up time on every rank)."""
+    from validator.targets import fold_ranks
+
     hosts = {h for f in report.findings for h in f.hosts}
     ranks = {r for f in report.findings for r in f.ranks}
+    named = {"ranks": fold_ranks(ranks), "hosts": sorted(hosts) if len(hosts) <= NAMED_HOSTS_MAX else None}
+    verdict = {"type": "verdict", "exit_code": exit_code, "report": doc, "named": named, "text": text, "port": port}
+    line = text.rstrip("\n").rsplit("\n", 1)[-1] + "\n"
+    brief = {"type": "verdict", "exit_code": exit_code, "named": {}, "text": line, "port": port}
     return (
         wire.encode(verdict),
         wire.encode(brief),
         lambda facts: facts["host"] in hosts or facts["launch"]["rank"] in ranks,
     )
-
-
-NAMED_HOSTS_MAX = 256  # beyond this many culprit hosts, only the coordinator prints the whole report
-
-
-def culprits(report: Report) -> dict[str, Any]:
-    """Who the findings name, for each participant to decide whether to print the whole report
-    without parsing it (expanding hostlists costs start-up time on every rank)."""
-    from validator.targets import fold_ranks
-
-    hosts = sorted({h for f in report.findings for h in f.hosts})
-    return {"ranks": fold_ranks(r for f in report.findings for r in f.ranks),
-            "hosts": hosts if len(hosts) <= NAMED_HOSTS_MAX else None}  # fmt: skip
 
 
 def execute(opts: Options) -> int:

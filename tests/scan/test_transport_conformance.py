@@ -186,6 +186,8 @@ def test_ctrl_c_prints_the_partial_report(rig: Rig, tmp_path: Path) -> None:
     driver, out, err = tmp_path / "driver.py", tmp_path / "out.json", tmp_path / "err.txt"
     driver.write_text(DRIVER)
     tmp_path.chmod(0o755)
+    if rig.hang_mark:  # the timeout scenario's hang touched it too: Ctrl-C would come before this one hangs
+        Path(rig.hang_mark).unlink(missing_ok=True)
     p = subprocess.run([*rig.wrap, sys.executable, str(driver), str(len(rig.good)), rig.hang_mark, str(out), str(err),
                         *VALIDATOR, "scan", *args, "-v", "-f", "json"],
                        capture_output=True, text=True, env=rig.env, timeout=300, check=False)  # fmt: skip
@@ -234,3 +236,29 @@ def test_an_interrupted_run_leaves_no_pipe_to_the_garbage_collector(tmp_path: Pa
                 os.kill(int(pidfile.read_text()), signal.SIGKILL)
     assert pidfile.exists(), "the program never started"
     assert unraisable == []
+
+
+def test_ctrl_c_at_any_moment_of_a_run_leaves_nothing_to_the_garbage_collector(caplog: pytest.LogCaptureFixture) -> None:
+    """Ctrl-C lands anywhere: while the programs start, while they run, while the first of them is
+    being killed. Every process must be killed and reaped, its pipes closed, before ``asyncio.run``
+    closes the loop, whatever the moment. (``asyncio.gather`` returned as soon as the first target's
+    cleanup ended; ``asyncio.run`` then cancelled the others inside theirs: "Event loop is closed"
+    tracebacks, and "Loop ... that handles pid N is closed" warnings, in CI's kubectl Ctrl-C scan.)"""
+    source = "import time\ntime.sleep(30)\n"
+    unraisable: list[object] = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        for step in range(30):  # cancelled 0, 5, ... 145 ms after the start: bounded, ~3 s in all
+
+            async def interrupted(delay: float = step * 0.005) -> None:
+                run = asyncio.ensure_future(Local(sys.executable).run(Job(source, timeout=20), ["a", "b", "c"]))
+                await asyncio.sleep(delay)
+                run.cancel()
+                await asyncio.gather(run, return_exceptions=True)
+
+            asyncio.run(interrupted())
+            gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert unraisable == []
+    assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text

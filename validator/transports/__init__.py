@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 from validator.model import Outcome
 
@@ -81,6 +81,36 @@ class Transport(Protocol):
     async def stop(self) -> None:
         """End what ``start`` started: their stdin closes, they are killed if they linger."""
         ...
+
+
+T = TypeVar("T")
+
+
+async def every(steps: Iterable[Awaitable[T]]) -> list[T]:
+    """Await every step, in order of the results. When one fails or the caller is cancelled
+    (Ctrl-C), the others are cancelled and their cleanup runs to its end before this raises.
+    ``asyncio.gather`` returns at the first cancelled step: ``asyncio.run`` then cancels the rest
+    a second time, inside their cleanup, and processes not yet killed are left to the garbage
+    collector ("Event loop is closed" tracebacks)."""
+    tasks = [asyncio.ensure_future(s) for s in steps]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException as e:
+        if not isinstance(e, asyncio.CancelledError):  # a cancelled gather has cancelled them once
+            for task in tasks:
+                task.cancel()
+        pending = {t for t in tasks if not t.done()}
+        for _ in range(100):  # bounded: each step's cleanup is (kills, 5 s waits)
+            if not pending:
+                break
+            try:
+                _, pending = await asyncio.wait(pending)
+            except asyncio.CancelledError:  # cancelled again: the steps still end first
+                continue
+        for task in tasks:  # retrieved: no "exception was never retrieved"
+            if task.done() and not task.cancelled():
+                task.exception()
+        raise
 
 
 def release(proc: asyncio.subprocess.Process) -> None:

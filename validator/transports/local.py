@@ -23,6 +23,7 @@ from validator.transports import (
     Result,
     bootstrap,
     classify,
+    every,
     first_answer,
     payload,
     read_output,
@@ -106,7 +107,7 @@ class Local:
             if on_done is not None:
                 on_done(target, result)
 
-        await asyncio.gather(*(one(t) for t in targets))
+        await every(one(t) for t in targets)
         return out
 
     async def _run_one(self, target: str, job: Job) -> Result:
@@ -149,7 +150,7 @@ class Local:
             err = (await proc.stderr.read(1 << 16)).decode(errors="replace")
             return target, self.outcome(target, text, err, proc.returncode, job)
 
-        return dict(await asyncio.gather(*(one(t) for t in targets)))
+        return dict(await every(one(t) for t in targets))
 
     async def stop(self) -> None:
         procs, self.started = list(self.started.values()), {}
@@ -168,6 +169,8 @@ async def _kill(proc: Proc) -> None:
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=5)
-    release(proc)
+    try:
+        with contextlib.suppress(ProcessLookupError):
+            await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=5)
+    finally:
+        release(proc)  # even when cancelled while waiting

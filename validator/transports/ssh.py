@@ -31,6 +31,7 @@ from validator.transports import (
     Result,
     bootstrap,
     classify,
+    every,
     first_answer,
     payload,
     read_output,
@@ -292,7 +293,7 @@ class Fleet:
             if on_done is not None:
                 on_done(target, result)
 
-        await asyncio.gather(*(one(t) for t in targets))
+        await every(one(t) for t in targets)
         return out
 
     async def start(self, job: Job, targets: list[str]) -> Gathered:
@@ -317,7 +318,7 @@ class Fleet:
                 return target, Outcome(target, "timeout", f"no answer within {limit:g} s")
             return target, classify(target, text, "", None, None, self.python, job.answer)
 
-        return dict(await asyncio.gather(*(one(t) for t in targets)))
+        return dict(await every(one(t) for t in targets))
 
     async def stop(self) -> None:
         procs, self.started = list(self.started.values()), {}

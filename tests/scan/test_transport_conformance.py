@@ -238,7 +238,9 @@ def test_an_interrupted_run_leaves_no_pipe_to_the_garbage_collector(tmp_path: Pa
     assert unraisable == []
 
 
-def test_ctrl_c_at_any_moment_of_a_run_leaves_nothing_to_the_garbage_collector(caplog: pytest.LogCaptureFixture) -> None:
+def test_ctrl_c_at_any_moment_of_a_run_leaves_nothing_to_the_garbage_collector(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Ctrl-C lands anywhere: while the programs start, while they run, while the first of them is
     being killed. Every process must be killed and reaped, its pipes closed, before ``asyncio.run``
     closes the loop, whatever the moment. (``asyncio.gather`` returned as soon as the first target's

@@ -59,8 +59,9 @@ def body_of(env: dict[str, str]) -> bytes:
 
 
 def scenario(
-    name: str, n: int, timeout: float, attack: Callable[[int, list[dict[str, str]]], Any], **env: str
+    name: str, n: int, timeout: float, attack: Callable[[int, list[dict[str, str]]], Any], want: int = 0, **env: str
 ) -> dict[str, Any]:
+    """``want``: the correct exit code (1 for a flood that goes on past the verdict: PRE009)."""
     port = free_port()
     envs = ranks(n, port, **env)
     tmp = Path(tempfile.mkdtemp(prefix="hostile-"))
@@ -102,7 +103,7 @@ def scenario(
     reports = [r.report for r in runs] + ([inproc["report"]] if inproc else [])
     codes = [r.rc for r in runs] + ([inproc["exit_code"]] if inproc else [])
     seconds = [r.seconds for r in runs] + ([inproc["seconds"]] if inproc else [])
-    agree = bool(reports[0]) and all(rep == reports[0] for rep in reports) and set(codes) == {0}
+    agree = bool(reports[0]) and all(rep == reports[0] for rep in reports) and set(codes) == {want}
     traceback = any("Traceback" in r.err + r.out for r in runs)
     first = reports[0] or {"findings": []}
     refused = [f["message"].split("; e.g.")[0] for f in first["findings"] if f["code"] == "PRE004"]
@@ -111,7 +112,7 @@ def scenario(
             "verdict_after_last_start_s": round(max(r.seconds for r in runs[1:]) if n > 1 else 0.0, 2),
             "deadline_s": timeout, "within_deadline_plus_2s": max(seconds) <= timeout + 2,
             "coordinator_peak_rss_mib": round(peak.peak / 2**20, 1), "rss_ok": peak.peak < RSS_LIMIT,
-            "refusals": refused}  # fmt: skip
+            "refusals": refused, "pre009": [f["message"] for f in first["findings"] if f["code"] == "PRE009"]}  # fmt: skip
 
 
 def replay_attack(count: int) -> Callable[[int, list[dict[str, str]]], Any]:
@@ -160,6 +161,10 @@ def main() -> None:
         for _ in range(max(1, int(20 * k))):
             hostile.send_all(port, frames)
 
+    def flood(port: int, _: list[dict[str, str]]) -> None:
+        hostile.flood(port, hostile.STOP, limit=timeout_s)  # until the job has its verdict
+
+    timeout_s = a.timeout + 30
     attacks: list[tuple[str, Callable[[int, list[dict[str, str]]], Any], dict[str, str]]] = [
         ("none", lambda port, envs: None, {}),
         ("refusal spam", spam, {}),
@@ -168,10 +173,11 @@ def main() -> None:
         ("idle flood", lambda port, envs: hostile.idle_flood(port, int(2000 * k)), {}),
         ("memory", lambda port, envs: hostile.big_bodies(port, int(1020 * k)), {}),
         ("deep nesting and non-finite numbers", malformed, {}),
+        ("flood: empty and garbage connections, until the verdict", flood, {}),
     ]
     lines = []
     for name, attack, env in attacks:
-        line = scenario(name, a.ranks, a.timeout, attack, **env)
+        line = scenario(name, a.ranks, a.timeout, attack, 1 if name.startswith("flood") else 0, **env)
         print(json.dumps(line), flush=True)
         lines.append(line)
     ok = all(x["agree"] and x["within_deadline_plus_2s"] and x["rss_ok"] and not x["traceback"] for x in lines)

@@ -28,6 +28,7 @@ class Label:
     rank_set: list[int] | None
     evidence: str
     source: str
+    host: str | None = None  # the initiating host, where the log names it
 
     @property
     def truth(self) -> list[int] | None:
@@ -45,6 +46,7 @@ class Score:
     confidence: str
     code: str | None
     summary: str
+    hosts: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -54,6 +56,10 @@ class Score:
     @property
     def rank_ok(self) -> bool:
         return self.label.truth is not None and self.ranks == self.label.truth
+
+    @property
+    def host_ok(self) -> bool:
+        return self.label.host is not None and self.hosts == [self.label.host]
 
     @property
     def false_attribution(self) -> bool:
@@ -72,7 +78,7 @@ def labels(corpus: Path = CORPUS) -> list[Label]:
         if line.strip():
             d: dict[str, Any] = json.loads(line)
             out.append(Label(d["file"], d["class"], d.get("initiating_rank"), d.get("rank_set"), d.get("evidence", ""),
-                             d.get("source", "")))  # fmt: skip
+                             d.get("source", ""), d.get("initiating_host")))  # fmt: skip
     return out
 
 
@@ -83,11 +89,13 @@ def score(label: Label, corpus: Path = CORPUS) -> Score:
         _, diag = diagnose_paths([str(path)], jobs=1)
     p = diag.primary
     s = Score(label, diag.vocab_class, list(p.culprits) if p else [], p.confidence if p else "unknown",
-              p.code if p else None, p.summary if p else "no failure found")  # fmt: skip
+              p.code if p else None, p.summary if p else "no failure found", list(p.hosts) if p else [])  # fmt: skip
     if not s.class_ok:
         s.problems.append(f"class {s.klass} != {label.klass}")
     if label.truth is not None and not s.rank_ok:
         s.problems.append(f"ranks {s.ranks} != {label.truth}")
+    if label.host is not None and s.hosts and not s.host_ok:
+        s.problems.append(f"hosts {s.hosts} != [{label.host}]")
     if s.false_attribution:
         s.problems.append(f"false attribution: ranks {s.ranks} ({s.confidence})")
     return s
@@ -101,4 +109,7 @@ def totals(scores: list[Score]) -> dict[str, Any]:
         "rank_ok": sum(s.rank_ok for s in determined),
         "rank_determined": len(determined),
         "false_attributions": sum(s.false_attribution for s in scores),
+        "host_ok": sum(s.host_ok for s in scores),
+        "host_determined": sum(s.label.host is not None for s in scores),
+        "wrong_hosts": sum(s.label.host is not None and bool(s.hosts) and not s.host_ok for s in scores),
     }

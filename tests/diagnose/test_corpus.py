@@ -1,6 +1,7 @@
 """Every case of the real-log corpus (tests/corpus/diagnose/): the failure class right, the
-initiating rank right where the log determines it, and no false attribution (a rank named with
-medium/high confidence where the log names none, or a wrong one)."""
+initiating rank right where the log determines it, no false attribution (a rank named with
+medium/high confidence where the log names none, or a wrong one) and no host named other than the
+label's, where the label names one."""
 
 from __future__ import annotations
 

@@ -169,3 +169,83 @@ def test_srun_labels_on_a_real_two_node_run() -> None:
     assert parsed[0].level == "warning" and parsed[0].ident.pid == 5197
     clean = line_cleaner((SHAPES / "srun-label.log").read_bytes(), ANCHORS)
     assert all(clean(ln.encode()) == ln.encode() for ln in lines)  # labels are not line numbers
+
+
+def test_pdsh_host_prefixes_even_doubled_name_the_host() -> None:
+    """DeepSpeed's multi-node launcher runs pdsh, which puts "host: " in front of every line; a
+    nested launch doubles it (corpus h08, NVIDIA/nccl#563)."""
+    doubled = "10.0.87.143: 10.0.87.143: ip-10-0-87-143:149:298 [5] register_mr_buffers:465 NCCL WARN NET/OFI Unable"
+    line = parse_line(doubled, YEAR)
+    assert (line.nccl, line.ident.host, line.ident.pid) == ("WARN", "ip-10-0-87-143", 149)
+    assert line.text.startswith("NCCL WARN NET/OFI") and stream_of(doubled.encode()) == b"10.0.87.143: 10.0.87.143:"
+    frame = parse_line('10.0.87.143: 10.0.87.143:   File "main_moe.py", line 187, in <module>', YEAR)
+    assert frame.ident.host == "10.0.87.143" and frame.text.startswith('File "main_moe.py"')
+    named = parse_line("worker-1: [rank3]:[E808 10:31:07.406255799 ProcessGroupNCCL.cpp:1895] boom", YEAR)
+    assert (named.ident.host, named.ident.rank, named.level, named.text) == ("worker-1", 3, "error", "boom")
+    assert parse_line("worker-1: RuntimeError: NCCL error", YEAR).text == "RuntimeError: NCCL error"
+    for plain in ("RuntimeError: worker-1: refused", "step-1: loss 0.3", "epoch-2: 100%|###", "NCCL-version: 2.18"):
+        line = parse_line(plain, YEAR)
+        assert (line.text, line.ident.host, line.stream) == (plain, None, ""), plain
+
+
+def test_mpirun_timestamp_output_and_nccl_2_0_lines() -> None:
+    """mpirun --timestamp-output puts a ctime stamp before --tag-output's label (corpus b069);
+    NCCL 2.0-2.2 wrote no "NCCL" before the level (corpus k11)."""
+    stamped = (
+        "Fri Aug 11 12:31:45 2023[1,3]<stdout>:tomte401:1850304:1881110 [3] transport.cc:154 NCCL WARN Cuda failure"
+    )
+    line = parse_line(stamped, YEAR)
+    assert (line.ident.rank, line.ident.host, line.nccl) == (3, "tomte401", "WARN")
+    assert (
+        line.time == dt.datetime(2023, 8, 11, 12, 31, 45).timestamp()
+        and stream_of(stamped.encode()) == b"[1,3]<stdout>:"
+    )
+    old = parse_line("e66aa18dc444:3171:3171 [0] include/socket.h:311 WARN Socket creation failed : Address", YEAR)
+    assert (old.ident.host, old.nccl, old.text) == (
+        "e66aa18dc444",
+        "WARN",
+        "NCCL WARN Socket creation failed : Address",
+    )
+    assert parse_line("host:1:2 [0] WARN no source line, no NCCL: not NCCL's", YEAR).nccl is None
+
+
+def test_two_ranks_failing_at_the_same_stamp_are_not_ordered(tmp_path: Path) -> None:
+    """Second-resolution stamps that tie say nothing about which rank failed first (corpus b069)."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "Fri Aug 11 12:31:45 2023[1,0]<stdout>:tomte401:1:2 [0] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'\n"
+        "Fri Aug 11 12:31:45 2023[1,3]<stdout>:tomte401:4:5 [3] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'\n"
+    )
+    _, diag = diagnose_paths([str(log)], jobs=1)
+    p = diag.primary
+    assert p is not None and p.confidence == "low" and p.culprits == [0, 3], (p.culprits, p.confidence)
+    assert p.hosts == ["tomte401"], "a CUDA failure is its host's: the host that printed it is named"
+
+
+def test_a_local_failure_names_the_host_that_printed_it_a_peer_failure_does_not(tmp_path: Path) -> None:
+    oom = tmp_path / "oom.log"
+    oom.write_text("gpu-a-7:100:200 [2] NCCL INFO init.cc:1 -> 1\n"
+                   "gpu-a-7:100:200 [2] enqueue.cc:88 NCCL WARN Cuda failure 'out of memory'\n")  # fmt: skip
+    _, diag = diagnose_paths([str(oom)], jobs=1)
+    assert diag.vocab_class == "oom" and diag.primary is not None and diag.primary.hosts == ["gpu-a-7"]
+    closed = tmp_path / "closed.log"
+    closed.write_text("gpu-b-2:100:200 [0] misc/socket.cc:49 NCCL WARN Net : Connection closed by remote peer "
+                      "gpu-c-9<41230>\n")  # fmt: skip
+    _, diag = diagnose_paths([str(closed)], jobs=1)
+    assert diag.primary is not None and "gpu-b-2" not in diag.primary.hosts, "the host that saw its peer go is a victim"
+
+
+def test_pdsh_prefix_reads_like_the_plain_log(tmp_path: Path) -> None:
+    plain = _events(scan_file(str(SHAPES / "rank-prefix.log")))
+    for prefix in (b"10.1.2.3: ", b"node-17: node-17: "):
+        res = scan_file(str(_variant(tmp_path, "pdsh.log", lambda ls, p=prefix: b"\n".join(p + ln for ln in ls))))
+        assert _events(res) == plain, prefix
+        assert {e.ident.host for e in res.events if e.ident.pid is None} <= {prefix.split(b":")[0].decode()}
+
+
+def test_torchrun_role_named_after_the_host() -> None:
+    """``torchrun --role `hostname -s`: --tee 3`` (a common SLURM recipe; corpus a045)."""
+    line = parse_line("[gpu187:2]:torch.cuda.OutOfMemoryError: CUDA out of memory.", YEAR)
+    assert (line.ident.host, line.ident.local_rank, line.ident.rank) == ("gpu187", 2, None)
+    assert line.text.startswith("torch.cuda.OutOfMemoryError") and line.stream == "[gpu187:2]:"
+    assert parse_line("[utils.py:12]: hello", YEAR).ident.host is None, "a logger's file:line is no host"

@@ -160,6 +160,23 @@ def send_all(port: int, frames: dict[str, bytes]) -> dict[str, str]:
     return seen
 
 
+def flood(port: int, until: threading.Event, limit: float = 60.0) -> int:
+    """Connections as fast as one thread opens them, every other one closed at once and the rest
+    sent a garbage frame, until ``until`` is set (at most ``limit`` seconds): the flood that kept
+    torch's TCPStore from ever serving (docs/preflight.md). Returns how many were made."""
+    n, deadline = 0, time.monotonic() + limit
+    garbage = wire.LEN.pack(40) + b"\xff" * 44
+    while not until.is_set() and time.monotonic() < deadline:
+        try:
+            with socket.create_connection((HOST, port), timeout=2) as s:
+                if n % 2:
+                    s.sendall(garbage)
+            n += 1
+        except OSError:
+            time.sleep(0.01)
+    return n
+
+
 def peak_rss(pid: int) -> int:
     """VmHWM of a live process, bytes (0 once it has exited)."""
     try:

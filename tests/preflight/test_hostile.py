@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,3 +223,91 @@ def test_stranger_frames_never_reach_a_participant_report(tmp_path: Path, port: 
     report = agreed(runs)
     assert all("\x1b" not in r.err for r in runs) and "\\x1b[2J" in json.dumps(report)
     assert os.linesep.join(r.err for r in runs).count("A" * 50) == 0
+
+
+class Flood:
+    """``hostile.flood`` on the job's port from a thread, from now until ``stop`` (bounded)."""
+
+    def __init__(self, port: int) -> None:
+        self.until = threading.Event()
+        self.made: list[int] = []
+        self.thread = threading.Thread(target=lambda: self.made.append(hostile.flood(port, self.until)), daemon=True)
+        self.thread.start()
+
+    def stop(self) -> int:
+        self.until.set()
+        self.thread.join(10)
+        return self.made[0] if self.made else 0
+
+
+def started_with_stderr(job: Job, r: int, stderr: Path, *command: str) -> None:
+    """Rank ``r`` of ``job`` running ``command`` after its preflight, its stderr in a file that a
+    test can read while it runs."""
+    report = job.tmp / f"rank{r}.json"
+    argv = [*VALIDATOR, "preflight", "--output", str(report), *job.args, "--", *command]
+    proc = subprocess.Popen(
+        argv, env=base_env(**job.envs[r]), stdout=subprocess.PIPE, stderr=stderr.open("w"), text=True
+    )
+    job.procs.append((proc, report, time.monotonic()))
+
+
+def finished(job: Job, stderr: list[Path]) -> list[Run]:
+    """``job.finish()``, each run's stderr read back from its file."""
+    runs = job.finish()
+    for run, path in zip(runs, stderr, strict=True):
+        run.err = path.read_text()
+    return runs
+
+
+def test_a_flood_still_going_when_the_verdict_is_due_fails_the_job_naming_its_source(tmp_path: Path, port: int) -> None:
+    """A stranger floods the job's port (empty and garbage connections, as fast as one thread
+    makes them) and never stops. The job's TCPStore would meet the same flood the moment the
+    verdict lets it start, and torch's does not survive one: every rank fails with PRE009 naming
+    the source, after the coordinator waited for the flood to stop, and no rank runs the job."""
+    job = Job(tmp_path, ranks(2, port), ("--timeout", "60"))
+    run = ["sh", "-c", f"touch {tmp_path}/ran-$RANK"]
+    started_with_stderr(job, 0, tmp_path / "coordinator.err", *run)
+    hostile.connect(port).close()  # the coordinator listens
+    flood = Flood(port)
+    try:
+        started_with_stderr(job, 1, tmp_path / "rank1.err", *run)
+        runs = finished(job, [tmp_path / "coordinator.err", tmp_path / "rank1.err"])
+    finally:
+        made = flood.stop()
+    assert made > 500, f"the flood made only {made} connections"
+    assert [r.rc for r in runs] == [1, 1], [(tmp_path / "coordinator.err").read_text()[-2000:]]
+    reports = [r.report for r in runs]
+    assert reports[0] is not None and reports[0] == reports[1], "one verdict for everyone"
+    (pre009,) = [f for f in reports[0]["findings"] if f["code"] == "PRE009"]
+    assert pre009["hosts"] == "127.0.0.1" and "still flooded" in pre009["message"], (pre009, refused(reports[0]))
+    assert sum(refused(reports[0]).values()) > 100, refused(reports[0])
+    assert not list(tmp_path.glob("ran-*")), "no rank ran the job into the flood"
+    err = (tmp_path / "coordinator.err").read_text()
+    assert "is flooded" in err and "127.0.0.1" in err and "Traceback" not in err, err
+
+
+def test_a_flood_that_stops_while_the_verdict_waits_lets_the_job_run(tmp_path: Path, port: int) -> None:
+    """The same flood, stopped as soon as the coordinator says it waits for it: the verdict is a
+    pass (the flood is information, PRE004, with each kind of connection counted) and every
+    rank runs the job."""
+    job = Job(tmp_path, ranks(2, port), ("--timeout", "60"))
+    run = ["sh", "-c", f"touch {tmp_path}/ran-$RANK"]
+    err = tmp_path / "coordinator.err"
+    started_with_stderr(job, 0, err, *run)
+    hostile.connect(port).close()
+    flood = Flood(port)
+    try:
+        started_with_stderr(job, 1, tmp_path / "rank1.err", *run)
+        for _ in range(400):  # bounded: 40 s
+            if "is flooded" in err.read_text() or job.procs[0][0].poll() is not None:
+                break
+            time.sleep(0.1)
+    finally:
+        flood.stop()
+    runs = finished(job, [err, tmp_path / "rank1.err"])
+    assert "is flooded" in err.read_text(), err.read_text()[-2000:]
+    report = agreed(runs)
+    assert not [f for f in report["findings"] if f["code"] == "PRE009"]
+    counts = refused(report)
+    assert counts.get(refusals.SILENT, 0) > 20 and sum(counts.values()) >= refusals.FLOOD_N, counts
+    assert sorted(p.name for p in tmp_path.glob("ran-*")) == ["ran-0", "ran-1"]

@@ -209,7 +209,9 @@ def test_coordinator_says_what_it_waits_for_and_net_check_says_what_it_tested(tm
     from tests.preflight.conftest import ranks
 
     envs = ranks(2, port)
-    envs[1]["_DELAY"] = "11"  # rank 1 starts late: the coordinator reports the wait on stderr
+    # rank 1 starts late: the coordinator reports the wait on stderr once it has waited WAIT_LINE_S (10 s),
+    # counted from its own start-up, which took 1.7 s of an 11 s delay in a loaded CI run (no line then)
+    envs[1]["_DELAY"] = "16"
     runs = preflight(tmp_path, envs, "--timeout", "40", "--net-check", limit=90)
     assert [r.rc for r in runs] == [0, 0], [r.err for r in runs]
     waiting = [ln for ln in runs[0].err.splitlines() if ln.startswith("validator: waiting for")]

@@ -275,9 +275,14 @@ def origins(events: list[Event], symptoms_by_rank: dict[int, list[Event]]) -> Ca
             culprits, conf, reason = [], "unknown", f"ranks {fold_ranks(sorted(per))} all raised the same error"
         elif timed:
             first = min(timed, key=lambda e: e.time or 0.0)
-            culprits, conf = [int(first.rank)], "medium"  # type: ignore[arg-type]
             code, msg, stack = ORIGIN_CODE[first.kind], first.text[:200], first.stack
-            reason = f"the earliest of {len(per)} ranks with errors of their own (by timestamp)"
+            tied = sorted({int(e.rank) for e in timed if e.time == first.time})  # type: ignore[arg-type]
+            if len(tied) > 1:  # same stamp (often whole seconds): the log does not say which came first
+                culprits, conf = tied, "low"
+                reason = f"ranks {fold_ranks(tied)} raised errors of their own at the same time stamp"
+            else:
+                culprits, conf = [int(first.rank)], "medium"  # type: ignore[arg-type]
+                reason = f"the earliest of {len(per)} ranks with errors of their own (by timestamp)"
         else:
             culprits, conf, reason = (
                 sorted(per),

@@ -2,14 +2,15 @@
 
 Lines arrive wrapped in prefixes that launchers and loggers add, in any combination:
 srun ``--label`` (``3: ``), mpirun ``--tag-output`` (``[1,3]<stdout>:``), torchrun ``--tee``
-(``[default3]:``, role + *local* rank; templates such as ``[default-r5-l1]:``), c10d's own
+(``[default3]:``, role + *local* rank; templates such as ``[default-r5-l1]:``; ``--role
+`hostname -s`:`` gives ``[gpu187:2]:``, host and local rank), c10d's own
 ``[rank5]:``, ``kubectl logs --timestamps``, then a header: c10d/glog
 (``[E1130 09:39:26.201103723 ProcessGroupNCCL.cpp:632]``, older ``[E ProcessGroupNCCL.cpp:737]``),
 torchelastic (``E1130 09:40:37.598000 31830 torch/.../api.py:1002]``), Python logging
 (``WARNING:torch.distributed...:``, ``2024-01-01 10:00:00,123 - INFO -``), NCCL
 (``host:pid:tid [dev] file.cc:123 NCCL WARN``, optionally after ``[2026-11-30 09:39:26] ``).
 Also Ray (``(RayTrainWorker pid=7, ip=10.0.0.2) ``), Determined (``[ts] 5c902731 [rank=1] || ``),
-``kubectl logs --prefix`` (``[pod/train-worker-1/pytorch] ``), vLLM/Ray-style level headers
+``kubectl logs --prefix`` (``[pod/train-worker-1/pytorch] ``), pdsh (``10.0.87.143: ``), vLLM/Ray-style level headers
 (``ERROR 04-07 00:57:46 ray_utils.py:45] ``) and time stamps users add (``Dec 01 04:36:22 ``).
 Formats are matched by shape, not by version, so new versions that keep the shape still parse.
 Per file, ``line_cleaner`` removes what is not the program's output: ANSI colours, carriage
@@ -30,11 +31,26 @@ _MPI = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:\s?")
 _RANK = re.compile(r"\[rank(\d+)\]:\s?")
 _TEMPLATE = re.compile(r"\[([A-Za-z_][\w]*)-r(\d+)-l(\d+)\]:\s?")
 _ROLE = re.compile(r"\[([A-Za-z_][A-Za-z_\-]*?)(\d+)(?:\|\d+)?\]:\s?")
+# torchrun --role `hostname -s`: --tee 3 (a common SLURM recipe): "[gpu187:2]:", host and local rank
+_ROLE_HOST = re.compile(r"\[(?![\w.\-]*\.py:)([A-Za-z][\w.\-]{0,62}):(\d{1,4})\]:\s?")
 _SRUN = re.compile(r"(\d{1,6}): ")
 _BRACKET_NUM = re.compile(r"\[(\d{1,7})\] (?=\S)")
 _RAY = re.compile(r"\((?:[\w.]+ )?pid=(\d{1,9})(?:, ip=([\w.:\-]{1,64}))?\)\s?")
 _K8S = re.compile(r"\[pod/([\w.\-]{1,253})/[\w.\-]{1,63}\]\s?")
 _DETERMINED = re.compile(r"(?:[0-9a-f]{8} )?(?:\[rank=(\d{1,9})\] )?\|\|\s?")
+# pdsh (DeepSpeed's multi-node launcher) and pdsh-like tools: "10.0.87.143: " or "worker-1: ", even
+# twice. A name must have a hyphen and be followed by what opens a log line (a bracket, indentation, a
+# traceback, an exception, a level, an NCCL prefix, another name), so "RuntimeError: " or "step 3: "
+# are never taken for a host.
+_HOST_TAG = (
+    r"((?:\d{1,3}\.){3}\d{1,3}|[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[a-z0-9\-]+)*"
+    r"(?=: (?:[\[(\s]|\d{4}-|Traceback|[A-Z]\w*(?:Error|Exception)\b|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b"
+    r"|[\w.\-]+:\d+:\d+ \[|(?:\d{1,3}\.){3}\d{1,3}: |[a-z][a-z0-9]*(?:-[a-z0-9]+)+: ))): "
+)
+_HOST = re.compile(_HOST_TAG)
+# mpirun --timestamp-output: "Fri Aug 11 12:31:45 2023[1,0]<stdout>:", before every other prefix
+_CTIME = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([A-Z][a-z]{2}) ([ \d]\d) (\d\d):(\d\d):(\d\d) (\d{4}) ?"
+_CTIME_RE = re.compile(_CTIME)
 _CLOCK = re.compile(r"\[?(?:([A-Z][a-z]{2}) ([ \d]\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?\]? ")
 _MONTHS = {
     m: i for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)
@@ -49,7 +65,10 @@ _VLLM = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\
 _LEVEL_WORD = re.compile(
     r"(?:- )?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b:?(?: -)?\s*(?:\d\d-\d\d \d\d:\d\d:\d\d )?(?:\S+:\d+\] )?"
 )
-_NCCL = re.compile(r"([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:(\S+:\d+) )?(?:\(\w+\) )?NCCL (WARN|INFO|TRACE|ABORT)\s?")
+# NCCL 2.0-2.2 wrote no "NCCL" between the source line and the level ("socket.h:311 WARN")
+_NCCL = re.compile(
+    r"([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:(\S+:\d+) (?:\(\w+\) )?(?:NCCL )?|(?:\(\w+\) )?NCCL )(WARN|INFO|TRACE|ABORT)\s?"
+)
 _LEVELS = {"I": "info", "W": "warning", "E": "error", "F": "fatal"}
 
 
@@ -79,13 +98,16 @@ def _prefixes(text: str, ident: Ident) -> tuple[str, str]:
             ident.rank = int(m.group(1))
         elif m := _RAY.match(text, pos):
             ident.pid, ident.host = int(m.group(1)), m.group(2) or ident.host
-        elif m := _K8S.match(text, pos):
+        elif (m := _K8S.match(text, pos)) or (m := _HOST.match(text, pos)):
             ident.node = ident.host = m.group(1)
         elif m := _DETERMINED.match(text, pos):
             ident.rank = int(m.group(1)) if m.group(1) else ident.rank
         elif m := _TEMPLATE.match(text, pos):
             ident.rank, ident.local_rank = int(m.group(2)), int(m.group(3))
         elif m := _ROLE.match(text, pos):
+            ident.local_rank = int(m.group(2))
+        elif m := _ROLE_HOST.match(text, pos):
+            ident.node = ident.host = m.group(1)
             ident.local_rank = int(m.group(2))
         elif m := _SRUN.match(text, pos):
             ident.node = m.group(1)
@@ -100,8 +122,12 @@ def _prefixes(text: str, ident: Ident) -> tuple[str, str]:
 def parse_line(raw: str, year: int) -> Line:
     """Split one line into who/when/level/message. Never raises."""
     ident = Ident()
-    stream, rest = _prefixes(raw.rstrip("\r\n"), ident)
+    text = raw.rstrip("\r\n")
     time: float | None = None
+    if (m := _CTIME_RE.match(text)) and m.group(1) in _MONTHS:
+        time = _ts(int(m[6]), _MONTHS[m[1]], int(m[2]), int(m[3]), int(m[4]), int(m[5]), None)
+        text = text[m.end() :]
+    stream, rest = _prefixes(text, ident)
     level: str | None = None
     nccl: str | None = None
     if (m := _CLOCK.match(rest)) and (m.group(1) in _MONTHS or m.group(1) is None):
@@ -170,11 +196,12 @@ def rank_in_message(text: str) -> tuple[int | None, str | None]:
 STREAM_KEY = re.compile(
     rb"(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\[[A-Za-z][^\]\s]{0,39}\]:\s?|\d{1,6}: "
     rb"|\((?:[\w.]+ )?pid=\d{1,9}(?:, ip=[\w.:\-]{1,64})?\)\s?|\[pod/[\w.\-/]{1,320}\]\s?"
-    rb"|(?:[0-9a-f]{8} )?(?:\[rank=\d{1,9}\] )?\|\|\s?)*"
+    rb"|(?:[0-9a-f]{8} )?(?:\[rank=\d{1,9}\] )?\|\|\s?|" + _HOST_TAG.encode() + rb")*"
 )
 # a time stamp in front of the prefixes (kubectl --timestamps, Determined, moreutils ts): not part of the stream
 _LEAD_TIME = re.compile(
-    rb"\[?(?:\d{4}-\d\d-\d\d[ T_]|[A-Z][a-z]{2} [ \d]\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]? "
+    _CTIME.encode()
+    + rb"|\[?(?:\d{4}-\d\d-\d\d[ T_]|[A-Z][a-z]{2} [ \d]\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]? "
 )
 
 

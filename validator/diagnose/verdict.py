@@ -96,6 +96,21 @@ def _trace_endings(tr: TraceAnalysis | None, endings: dict[int, dict[str, object
     return out
 
 
+# Failures a host has on its own (its memory, its GPUs, its interfaces): the host that printed them is
+# the one to look at, even when no rank is named. Not a peer's failure seen from here ("remote
+# closed", a timeout), where the printing host is a victim.
+_LOCAL = frozenset({"oom", "cuda_error", "nccl_init_no_interface", "nccl_init_duplicate_gpu"})
+
+
+def _printed_on(cause: Cause, events: list[Event]) -> list[str]:
+    """The hosts that printed a local failure's evidence (NCCL's and Ray's prefixes name them)."""
+    if (cause.family or VOCAB.get(cause.code)) not in _LOCAL:
+        return []
+    sources = {e.source for e in cause.evidence}
+    hosts = sorted({e.ident.host for e in events if e.source in sources and e.ident.host})
+    return hosts if len(hosts) <= 8 else []
+
+
 def decide(
     events: list[Event],
     dumps: DumpAnalysis | None = None,
@@ -143,6 +158,8 @@ def decide(
         c.hosts = c.hosts or sorted({hosts[r] for r in c.culprits if r in hosts})
     cands.sort(key=lambda c: (-c.strength, -CONFIDENCE[c.confidence]))
     primary = cands[0] if cands else None
+    if primary is not None and not primary.hosts:
+        primary.hosts = _printed_on(primary, events)
     if primary is not None:
         _corroborate(primary, cands[1:])
         if causes_ranks.backend(events) == "gloo":

@@ -67,6 +67,8 @@ class Connection(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         self.unix = sock is not None and sock.family == socket.AF_UNIX  # our node's ranks (local.py)
         self.peer = "local" if self.unix else str((transport.get_extra_info("peername") or ("?",))[0])
+        if self.peer.startswith("::ffff:") and "." in self.peer:  # an IPv4 peer of the dual-stack listener
+            self.peer = self.peer[7:]
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             # asyncio sets TCP_NODELAY only where sock.proto is IPPROTO_TCP, and accepted sockets
             # say 0: without it a frame written right after the ack (the name round's question,
@@ -87,6 +89,8 @@ class Connection(asyncio.Protocol):
         transport.write(wire.hello(c.job_id, self.nonce, c.remaining()))
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.state in ("header", "body") and not self.coord.closing:  # a scan, or one of a flood
+            self.coord.rejected.add(rf.SILENT if self.state == "header" and not self.buf else rf.CUT, self.peer)
         self.leave()
         self.state = "closed"
         if self.results is not None and not self.results.done():

@@ -56,6 +56,8 @@ class Policy(Protocol):
 
     def waiting(self, coordinator: Coordinator) -> None: ...
 
+    def flooded(self, coordinator: Coordinator) -> None: ...
+
 
 @dataclass
 class Gathered:
@@ -65,6 +67,7 @@ class Gathered:
     rejected: rf.Refusals = field(default_factory=rf.Refusals)
     seconds: float = 0.0
     complete: bool = False
+    flooded: bool = False  # strangers' connections still came at a flood's rate when the verdict was due
 
 
 @contextlib.contextmanager
@@ -236,10 +239,25 @@ class Coordinator:
                     self.early = True
                     break
                 quiet = max(QUIET_S, 2 * (time.monotonic() - started))  # checks at scale: look less often
+        flooded = await self.outlast_flood(policy)
         self.decided = True
         arrivals = list(self.arrivals.values())
         complete = self.complete.is_set() or self.last_call_over()
-        return Gathered(arrivals, self.rejected, time.monotonic() - t0, complete)
+        return Gathered(arrivals, self.rejected, time.monotonic() - t0, complete, flooded)
+
+    async def outlast_flood(self, policy: Policy) -> bool:
+        """Wait, at most FLOOD_WAIT_S and within the deadline, for a flood of strangers'
+        connections to stop: the job's own store would meet it the moment the verdict lets the
+        job start, and torch's TCPStore never serves after one. True if it has not stopped."""
+        if self.early or not self.rejected.flooding():
+            return self.rejected.flooding()
+        policy.flooded(self)
+        until = min(self.deadline, time.monotonic() + rf.FLOOD_WAIT_S)
+        for _ in range(int(rf.FLOOD_WAIT_S / 0.1) + 1):  # bounded; each turn 0.1 s
+            if not self.rejected.flooding() or time.monotonic() >= until:
+                break
+            await asyncio.sleep(0.1)
+        return self.rejected.flooding()
 
     def stop_accepting(self) -> None:
         """Stop accepting and drop whoever has not finished sending (slow, half-open, garbage);

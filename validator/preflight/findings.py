@@ -65,11 +65,11 @@ strangers = code(
     Severity.INFO,
     "Connections refused by the coordinator",
     """The coordinator saw no connection that it had to refuse or drop (another job, bad MAC,
-    garbage, oversized or deeply nested frames, idle or slow connections, a connection claiming a
+    garbage, oversized or deeply nested frames, idle, slow or silent connections, a connection claiming a
     registered participant's identity, a flood at the connection limit or the memory budget).
 
     Refused connections never change the verdict, at any --fail-on: this finding is information
-    only. It shows that something else on the network talks to this job's rendezvous port:
+    only (a flood still going on when the verdict is due is PRE009, an error). It shows that something else on the network talks to this job's rendezvous port:
     another job with the same MASTER_ADDR:PORT, a scanner, a flood, or a participant with the
     wrong secret. Each reason is one finding with a count, a few peers and one short example.
 
@@ -201,8 +201,40 @@ clock_skew = code(
 )
 
 
+flood = code(
+    "PRE009",
+    Severity.ERROR,
+    "Rendezvous port flooded when the job would start",
+    """Connections that are not the job's (garbage, empty, another job's, a wrong secret) did not
+    arrive at a flood's rate (50 or more within a second) when the verdict was due, nor during
+    the 10 s the coordinator then waits for such a flood to stop.
+
+    The job's own rendezvous store would take the same port a moment later and meet the flood.
+    torch's TCPStore does not survive one: a static torchrun on loopback never started its
+    workers after ~4,000 connections in 3 s, whether they sent garbage or nothing, and hung until
+    killed (torch 2.13; docs/preflight.md, "A flood on the port"). A few connections, or a slow
+    trickle such as a port scanner's, do no harm and are PRE004, information only.
+
+    Find the hosts named (the coordinator's PRE004 findings count what each sent) and stop them:
+    a runaway client of an older job on the same port, a health check in a tight loop, a scanner.
+    Or move the job to another MASTER_PORT, and set VALIDATOR_SECRET where strangers can reach it.
+    """,
+)
+
+
 CODES: dict[str, Code] = table(
-    unreachable, foreign, rejected, strangers, net_pair, smoke, cannot_bind, own_loopback, drift, unresolved, clock_skew
+    unreachable,
+    foreign,
+    rejected,
+    strangers,
+    net_pair,
+    smoke,
+    cannot_bind,
+    own_loopback,
+    drift,
+    unresolved,
+    clock_skew,
+    flood,
 )
 
 

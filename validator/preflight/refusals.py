@@ -10,6 +10,8 @@ only and never change the exit code (``model.NEVER_FAILS``).
 from __future__ import annotations
 
 import math
+import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,6 +26,13 @@ DETAIL_MAX = 160  # characters of one example
 SPEAK_S = 5.0  # a connection must send its header within this many seconds of connecting
 BODY_BUDGET = 256 << 20  # facts bytes in flight across all connections
 SMALL_BODY = 256 << 10  # a body this small may evict a bigger one when the budget is spent
+# A flood: FLOOD_N refused, dropped or silent connections within FLOOD_WINDOW_S. torch 2.13's
+# TCPStore never starts serving after ~4,000 connections in 3 s, garbage or empty; 80 a second
+# for 8 s, it does (docs/preflight.md, "A flood on the port"). The job's participants have all
+# arrived when this is looked at: none of them is refused any more.
+FLOOD_N = 50
+FLOOD_WINDOW_S = 1.0
+FLOOD_WAIT_S = 10.0  # how long the verdict waits for a flood to stop
 
 # Each reason completes "N connection(s) ...".
 OTHER_JOB = "refused: participant of another job"
@@ -37,6 +46,8 @@ FULL = "refused: the coordinator holds as many participants or facts as it accep
 IDLE = f"dropped: idle, no facts header within {SPEAK_S:.0f} s"
 SLOW = "dropped: too slow, facts incomplete in time"
 MALFORMED = "dropped: malformed frame"
+SILENT = "closed without a word"
+CUT = "closed in the middle of a frame"
 OTHER = "refused or dropped for other reasons"
 RETRY = frozenset({CAPACITY, EVICTED, BUDGET, IDLE, SLOW})  # the participant is told to retry
 
@@ -53,8 +64,24 @@ class Refusals:
 
     def __init__(self) -> None:
         self.by_reason: dict[str, Refused] = {}
+        self.recent: deque[float] = deque(maxlen=FLOOD_N)  # when the last FLOOD_N came
+
+    def flooding(self) -> bool:
+        """FLOOD_N or more within the last FLOOD_WINDOW_S."""
+        return len(self.recent) == FLOOD_N and time.monotonic() - self.recent[0] <= FLOOD_WINDOW_S
+
+    def sources(self, limit: int = 5) -> list[str]:
+        """The peers that sent the most, across reasons; not this node's own ranks ("local",
+        the node-local socket), which a flood only gets dropped."""
+        counts: dict[str, int] = {}
+        for r in self.by_reason.values():
+            for peer, n in r.peers.items():
+                if peer != "local":
+                    counts[peer] = counts.get(peer, 0) + n
+        return sorted(counts, key=lambda p: (-counts[p], p))[:limit]
 
     def add(self, reason: str, peer: str, detail: str = "") -> None:
+        self.recent.append(time.monotonic())
         reason = reason[:DETAIL_MAX]
         if reason not in self.by_reason and len(self.by_reason) >= REASONS_MAX:
             reason, detail = OTHER, ""

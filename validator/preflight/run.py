@@ -38,8 +38,8 @@ from validator.preflight.plan import (
 # standard library, the agent and the facts parser.
 if TYPE_CHECKING:
     from validator.model import Facts, Finding, Report
+    from validator.preflight.coordinator import Gathered
     from validator.preflight.participant import Result
-    from validator.preflight.refusals import Refusals
     from validator.profiles import Profile
 
 
@@ -47,13 +47,21 @@ def codes(opts: Options) -> list[str]:
     return [c for c in pipeline.resolve_codes(opts.select, opts.ignore) if c not in NOT_IN_PREFLIGHT]
 
 
-def rejected_findings(rejected: Refusals) -> list[Finding]:
+def rejected_findings(gathered: Gathered) -> list[Finding]:
     """One PRE004 per reason: a count, at most a few peers and one short example, whatever
-    strangers sent. Information only: PRE004 never changes the exit code (model.NEVER_FAILS)."""
+    strangers sent. Information only: PRE004 never changes the exit code (model.NEVER_FAILS).
+    A flood that outlasted the wait for it is PRE009, an error: the job would start into it."""
     from validator.preflight.findings import finding
-    from validator.preflight.refusals import PEERS_MAX
+    from validator.preflight.refusals import FLOOD_N, FLOOD_WAIT_S, FLOOD_WINDOW_S, PEERS_MAX
 
+    rejected = gathered.rejected
     out = []
+    if gathered.flooded:
+        sources = rejected.sources()
+        out.append(finding("PRE009", f"the rendezvous port was still flooded after {FLOOD_WAIT_S:g} s of waiting: "
+                           f"{FLOOD_N}+ refused connections within {FLOOD_WINDOW_S:g} s, most from "
+                           f"{', '.join(sources) or '?'}; the job's store would meet the same flood", hosts=sources,
+                           expected="no flood when the job starts", actual=f"{FLOOD_N}+ a second"))  # fmt: skip
     for reason, r in rejected.by_reason.items():
         peers = sorted(r.peers)
         more = "" if len(peers) < PEERS_MAX else " and maybe others"
@@ -89,6 +97,14 @@ class Gate:
         fail_on = self.opts.fail_on
         found = self.findings(facts)
         return fail_on is not None and any(f.severity >= fail_on and f.code not in HEALABLE for f in found)
+
+    def flooded(self, c: Any) -> None:
+        from validator.preflight.refusals import FLOOD_N, FLOOD_WAIT_S, FLOOD_WINDOW_S
+
+        sys.stderr.write(f"validator: port {c.port} is flooded ({FLOOD_N}+ refused connections within "
+                         f"{FLOOD_WINDOW_S:g} s, from {', '.join(c.rejected.sources()) or '?'}); the verdict "
+                         f"waits up to {FLOOD_WAIT_S:g} s for it to stop\n")  # fmt: skip
+        sys.stderr.flush()
 
     def waiting(self, c: Any) -> None:
         from validator.targets import fold_hosts, fold_ranks
@@ -151,7 +167,7 @@ def coordinate(
         report = pipeline.check(all_facts, profile, codes(opts), context="preflight", found=gate.findings(all_facts),
                                 outcomes=missing(p, all_facts, facts, gathered.seconds, c.early),
                                 title=f"cluster-validator preflight ({p.host}:{c.port}, job {p.job_id or 'unnamed'})")  # fmt: skip
-        extra = peers.defer(pipeline.keep(net + rejected_findings(gathered.rejected), codes(opts)), report.findings)
+        extra = peers.defer(pipeline.keep(net + rejected_findings(gathered), codes(opts)), report.findings)
         report.findings = sorted(report.findings + extra, key=lambda f: (-f.severity, f.code))
         exit_code = report.exit_code(opts.fail_on, opts.allow_incomplete)
         if c.early:

@@ -22,6 +22,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.usage import counts  # noqa: E402
 from validator.netcheck import probe, rounds  # noqa: E402
 from validator.netcheck.ring import Node  # noqa: E402
 from validator.preflight.coordinator import raise_nofile  # noqa: E402
@@ -54,7 +55,7 @@ def one(n: int) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
     raise_nofile()
-    sizes = [int(a) for a in argv] or [50, 100, 200]
+    sizes = counts(argv, __doc__)[1] or [50, 100, 200]
     out = []
     for n in sizes:
         out.append(one(n))

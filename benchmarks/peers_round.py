@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.usage import counts
 from tests.conftest import TAG, NetnsHosts, netns_up
 from tests.preflight.test_peers import run_three
 
@@ -73,7 +74,8 @@ def cpu(n: int) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--cpu"]:
-        print(json.dumps(cpu(int(sys.argv[2]) if len(sys.argv) > 2 else 12500)))
+    flag, ns = counts(sys.argv[1:3], __doc__, ("--cpu",))
+    if flag:
+        print(json.dumps(cpu((ns or [12500])[0])))
     else:
-        print(json.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)))
+        print(json.dumps(main((ns or [5])[0])))

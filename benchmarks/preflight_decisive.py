@@ -26,6 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from benchmarks.usage import counts  # noqa: E402
+
 TIMEOUT = "60"
 
 
@@ -89,7 +92,7 @@ def once(name: str, env: dict[str, str]) -> tuple[float, list[int]]:
 
 
 def main() -> None:
-    repeat = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    repeat = (counts(sys.argv[1:2], __doc__)[1] or [3])[0]
     with tempfile.TemporaryDirectory() as stub:
         (Path(stub) / "torchrun").write_text("#!/bin/sh\nexit 0\n")
         (Path(stub) / "torchrun").chmod(0o755)

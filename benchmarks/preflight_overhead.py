@@ -22,6 +22,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from benchmarks.usage import counts  # noqa: E402
+
 VALIDATOR = shutil.which("validator", path=str(Path(sys.executable).parent)) or "validator"
 REPEAT = 5
 
@@ -86,4 +89,4 @@ def main(sizes: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [2, 8, 32])
+    main(counts(sys.argv[1:], __doc__)[1] or [2, 8, 32])

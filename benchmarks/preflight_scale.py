@@ -38,6 +38,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.usage import counts  # noqa: E402
 from validator.preflight.coordinator import raise_nofile as coord_raise_nofile  # noqa: E402
 
 CLIENT_PROCS = 2
@@ -455,6 +456,8 @@ def main(argv: list[str]) -> None:
         fn = {"validator": run_validator, "tcpstore": run_tcpstore, "floor": run_floor}[argv[1]]
         print(json.dumps(fn(*(float(a) if "." in a else int(a) for a in argv[2:]))))  # type: ignore[operator]
         return
+    flag, ns = counts(argv, __doc__, ("--per-rank", "--faults", "--missing"))
+    argv = [flag, *map(str, ns)] if flag else [str(n) for n in ns]
     if argv[:1] == ["--per-rank"]:  # issue 14 item 1: 12,500 node leaders x 8 ranks vs TCPStore of 12,500
         n = int(argv[1]) if len(argv) > 1 else 12500
         v, t = one("validator", n, "0", "300.0", "1"), one("tcpstore", n)

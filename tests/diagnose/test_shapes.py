@@ -249,3 +249,17 @@ def test_torchrun_role_named_after_the_host() -> None:
     assert (line.ident.host, line.ident.local_rank, line.ident.rank) == ("gpu187", 2, None)
     assert line.text.startswith("torch.cuda.OutOfMemoryError") and line.stream == "[gpu187:2]:"
     assert parse_line("[utils.py:12]: hello", YEAR).ident.host is None, "a logger's file:line is no host"
+
+
+def test_docker_compose_prefix_names_the_container() -> None:
+    """``docker compose logs``: the container, padded (corpus m09, a Horovod stall under compose)."""
+    line = parse_line("1469.worker.1  | [2019-06-04T16:49:20Z] Stalled ops:Loss [missing ranks: 0]", YEAR)
+    assert (line.ident.host, line.stream, line.text) == (
+        "1469.worker.1",
+        "1469.worker.1  |",
+        "Stalled ops:Loss [missing ranks: 0]",
+    )
+    ranked = parse_line("worker-1  | [rank1]:[E808 10:31:07.406255799 ProcessGroupNCCL.cpp:1895] boom", YEAR)
+    assert (ranked.ident.host, ranked.ident.rank, ranked.text) == ("worker-1", 1, "boom")
+    for plain in ("ERROR    | __main__:main:42 - boom", "0 | model | ResNet | 11.2 M", "Error | x"):
+        assert parse_line(plain, YEAR).ident.host is None, plain  # loguru levels, Lightning's summary table

@@ -10,7 +10,8 @@ torchelastic (``E1130 09:40:37.598000 31830 torch/.../api.py:1002]``), Python lo
 (``WARNING:torch.distributed...:``, ``2024-01-01 10:00:00,123 - INFO -``), NCCL
 (``host:pid:tid [dev] file.cc:123 NCCL WARN``, optionally after ``[2026-11-30 09:39:26] ``).
 Also Ray (``(RayTrainWorker pid=7, ip=10.0.0.2) ``), Determined (``[ts] 5c902731 [rank=1] || ``),
-``kubectl logs --prefix`` (``[pod/train-worker-1/pytorch] ``), pdsh (``10.0.87.143: ``), vLLM/Ray-style level headers
+``kubectl logs --prefix`` (``[pod/train-worker-1/pytorch] ``), pdsh (``10.0.87.143: ``), docker
+compose (``worker-1  | ``), vLLM/Ray-style level headers
 (``ERROR 04-07 00:57:46 ray_utils.py:45] ``) and time stamps users add (``Dec 01 04:36:22 ``).
 Formats are matched by shape, not by version, so new versions that keep the shape still parse.
 Per file, ``line_cleaner`` removes what is not the program's output: ANSI colours, carriage
@@ -48,6 +49,10 @@ _HOST_TAG = (
     r"|[\w.\-]+:\d+:\d+ \[|(?:\d{1,3}\.){3}\d{1,3}: |[a-z][a-z0-9]*(?:-[a-z0-9]+)+: ))): "
 )
 _HOST = re.compile(_HOST_TAG)
+# docker compose logs: "worker-1  | ", "1469.worker.1  | " (the container, padded to the longest name;
+# it ends with the replica's number, so a loguru "ERROR    | " is no container)
+_COMPOSE_TAG = r"((?:\d+\.)?[A-Za-z][\w.\-]{0,62}?[_.\-]\d{1,4}) {1,32}\| "
+_COMPOSE = re.compile(_COMPOSE_TAG)
 # mpirun --timestamp-output: "Fri Aug 11 12:31:45 2023[1,0]<stdout>:", before every other prefix
 _CTIME = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([A-Z][a-z]{2}) ([ \d]\d) (\d\d):(\d\d):(\d\d) (\d{4}) ?"
 _CTIME_RE = re.compile(_CTIME)
@@ -98,7 +103,7 @@ def _prefixes(text: str, ident: Ident) -> tuple[str, str]:
             ident.rank = int(m.group(1))
         elif m := _RAY.match(text, pos):
             ident.pid, ident.host = int(m.group(1)), m.group(2) or ident.host
-        elif (m := _K8S.match(text, pos)) or (m := _HOST.match(text, pos)):
+        elif (m := _K8S.match(text, pos)) or (m := _HOST.match(text, pos)) or (m := _COMPOSE.match(text, pos)):
             ident.node = ident.host = m.group(1)
         elif m := _DETERMINED.match(text, pos):
             ident.rank = int(m.group(1)) if m.group(1) else ident.rank
@@ -196,7 +201,7 @@ def rank_in_message(text: str) -> tuple[int | None, str | None]:
 STREAM_KEY = re.compile(
     rb"(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\[[A-Za-z][^\]\s]{0,39}\]:\s?|\d{1,6}: "
     rb"|\((?:[\w.]+ )?pid=\d{1,9}(?:, ip=[\w.:\-]{1,64})?\)\s?|\[pod/[\w.\-/]{1,320}\]\s?"
-    rb"|(?:[0-9a-f]{8} )?(?:\[rank=\d{1,9}\] )?\|\|\s?|" + _HOST_TAG.encode() + rb")*"
+    rb"|(?:[0-9a-f]{8} )?(?:\[rank=\d{1,9}\] )?\|\|\s?|" + _HOST_TAG.encode() + b"|" + _COMPOSE_TAG.encode() + rb")*"
 )
 # a time stamp in front of the prefixes (kubectl --timestamps, Determined, moreutils ts): not part of the stream
 _LEAD_TIME = re.compile(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -311,3 +312,24 @@ def test_a_flood_that_stops_while_the_verdict_waits_lets_the_job_run(tmp_path: P
     counts = refused(report)
     assert counts.get(refusals.SILENT, 0) > 20 and sum(counts.values()) >= refusals.FLOOD_N, counts
     assert sorted(p.name for p in tmp_path.glob("ran-*")) == ["ran-0", "ran-1"]
+
+
+def test_a_coordinator_stalled_for_seconds_is_waited_for_not_taken_for_a_stranger(tmp_path: Path, port: int) -> None:
+    """A coordinator that accepts (the kernel does) but says nothing for seconds is a loaded or
+    stalled node, not a stale store: each try waits twice as long for the hello (1, 2, 4 s). Before,
+    three silent seconds made the other ranks report the port held by another program (PRE002), seen
+    in CI with 40 torch processes on 2 cores. Here the coordinator is stopped (SIGSTOP) for 6 s."""
+    envs = [{"RANK": str(r), "LOCAL_RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1",
+             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)} for r in range(2)]  # fmt: skip
+    job = Job(tmp_path, envs, ("--timeout", "40", "--ignore", "RNK005"))  # two "nodes" on one host
+    job.start(0)
+    hostile.connect(port).close()  # it listens
+    coordinator = job.procs[0][0]
+    os.kill(coordinator.pid, signal.SIGSTOP)
+    try:
+        job.start(1)
+        time.sleep(6)
+    finally:
+        os.kill(coordinator.pid, signal.SIGCONT)
+    report = agreed(job.finish())
+    assert report["participants"] == 2 and "PRE002" not in {f["code"] for f in report["findings"]}

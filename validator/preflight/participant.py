@@ -28,6 +28,9 @@ VERDICT_GRACE_S = 30.0  # the coordinator's checks run after its deadline; allow
 ACTED_ON = ("verdict", "probe", "resolve")  # what a rank does something with: sealed, with a secret (protocol.py)
 HELLO_S = 1.0  # our coordinator says hello as it accepts; silence this long is something else
 FOREIGN_TRIES = 3  # something else answers on the port this many times in a row: it is not going away
+# ... each time waiting twice as long for the hello (1, 2, 4 s): a coordinator on a loaded node (CI with
+# 40 torch processes on 2 cores) was silent for over a second three times and taken for a stranger
+HELLO_MAX_S = 8.0
 PROBES_MAX = 8  # --net-check: targets a participant probes in one round (the planner gives it at most 3)
 UNRESOLVED_S = 5.0  # outside Kubernetes a name that does not resolve for this long will not
 SAMPLE_MAX = 16  # peer hostnames the coordinator asks one node to resolve (peers.py)
@@ -298,7 +301,8 @@ def participate(
         for addr in addrs[:2]:
             reached = False
             for port in ports:
-                outcome = _attempt(addr, port, parts, job_id, secret, fields or {}, deadline, att, token, group)
+                outcome = _attempt(addr, port, parts, job_id, secret, fields or {}, deadline, att, token, group,
+                                   min(HELLO_S * 2**foreign_streak, HELLO_MAX_S))  # fmt: skip
                 if isinstance(outcome, dict):
                     outcome.setdefault("port", port)
                     return Result(outcome, att)
@@ -332,6 +336,7 @@ def _attempt(
     att: Attempts,
     token: str,
     group: Group | None = None,
+    hello_s: float = HELLO_S,
 ) -> dict[str, Any] | str:
     """One connection: the verdict, or what happened (recorded in ``att``)."""
     where = f"{addr}:{port}"
@@ -341,7 +346,7 @@ def _attempt(
         att.note(f"{where}: {e.strerror or e}")
         return "refused"
     try:
-        outcome = _exchange(s, parts, job_id, secret, fields, deadline, token, group)
+        outcome = _exchange(s, parts, job_id, secret, fields, deadline, token, group, hello_s)
     except (OSError, wire.ProtocolError) as e:
         outcome = f"{type(e).__name__}: {e}"
     finally:

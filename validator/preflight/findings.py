@@ -65,13 +65,14 @@ strangers = code(
     Severity.INFO,
     "Connections refused by the coordinator",
     """The coordinator saw no connection that it had to refuse or drop (another job, bad MAC,
-    garbage, oversized or deeply nested frames, idle, slow or silent connections, a connection claiming a
-    registered participant's identity, a flood at the connection limit or the memory budget).
+    garbage, oversized or deeply nested frames, idle, slow or silent connections, a connection
+    claiming a registered participant's identity, a flood at the connection limit or the memory
+    budget).
 
     Refused connections never change the verdict, at any --fail-on: this finding is information
-    only (a flood still going on when the verdict is due is PRE009, an error). It shows that something else on the network talks to this job's rendezvous port:
-    another job with the same MASTER_ADDR:PORT, a scanner, a flood, or a participant with the
-    wrong secret. Each reason is one finding with a count, a few peers and one short example.
+    only (a flood still going on when the verdict is due is PRE009, an error). It shows that
+    something else on the network talks to this job's rendezvous port: another job with the same
+    MASTER_ADDR:PORT, a scanner, a flood, or a participant with the wrong secret. Each reason is one finding with a count, a few peers and one short example.
 
     Look at the peers listed; give colliding jobs distinct ports; set VALIDATOR_SECRET where the
     port is reachable from untrusted hosts.
@@ -211,9 +212,9 @@ flood = code(
 
     The job's own rendezvous store would take the same port a moment later and meet the flood.
     torch's TCPStore does not survive one: a static torchrun on loopback never started its
-    workers after ~4,000 connections in 3 s, whether they sent garbage or nothing, and hung until
-    killed (torch 2.13; docs/preflight.md, "A flood on the port"). A few connections, or a slow
-    trickle such as a port scanner's, do no harm and are PRE004, information only.
+    workers under ~125 garbage connections a second for 4 s, nor after ~4,000 in 3 s, garbage or
+    empty, and hung until killed (torch 2.13; docs/preflight.md, "A flood on the port"). A few
+    connections, or a trickle such as a port scanner's, do no harm and are PRE004, information.
 
     Find the hosts named (the coordinator's PRE004 findings count what each sent) and stop them:
     a runaway client of an older job on the same port, a health check in a tight loop, a scanner.

@@ -4,7 +4,8 @@ what a connection claims before it becomes a participant.
 Everything here comes from strangers as well as from the job's participants: the tally keeps
 a count per reason (a fixed phrase), at most PEERS_MAX peers and one short example each, so the
 verdict frame stays small whatever arrives; the PRE004 findings made from it are information
-only and never change the exit code (``model.NEVER_FAILS``).
+only and never change the exit code (``model.NEVER_FAILS``). A flood still going on when the
+verdict is due (``Refusals.flooding``) is PRE009, an error: the job would start into it.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ SPEAK_S = 5.0  # a connection must send its header within this many seconds of c
 BODY_BUDGET = 256 << 20  # facts bytes in flight across all connections
 SMALL_BODY = 256 << 10  # a body this small may evict a bigger one when the budget is spent
 # A flood: FLOOD_N refused, dropped or silent connections within FLOOD_WINDOW_S. torch 2.13's
-# TCPStore never starts serving after ~4,000 connections in 3 s, garbage or empty; 80 a second
-# for 8 s, it does (docs/preflight.md, "A flood on the port"). The job's participants have all
+# TCPStore never started serving under ~125 garbage connections a second for 4 s, nor after ~4,000
+# in 3 s, garbage or empty; under 80 a second for 8 s it did (docs/preflight.md, "A flood on the port"). The job's participants have all
 # arrived when this is looked at: none of them is refused any more.
 FLOOD_N = 50
 FLOOD_WINDOW_S = 1.0

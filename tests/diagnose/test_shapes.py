@@ -263,3 +263,20 @@ def test_docker_compose_prefix_names_the_container() -> None:
     assert (ranked.ident.host, ranked.ident.rank, ranked.text) == ("worker-1", 1, "boom")
     for plain in ("ERROR    | __main__:main:42 - boom", "0 | model | ResNet | 11.2 M", "Error | x"):
         assert parse_line(plain, YEAR).ident.host is None, plain  # loguru levels, Lightning's summary table
+
+
+def test_a_local_system_call_names_its_host_a_connect_does_not(tmp_path: Path) -> None:
+    """NCCL's "Call to bind failed" is the printing host's own (corpus b051); "Call to connect
+    returned Connection refused" is its peer's doing."""
+    bind = tmp_path / "bind.log"
+    bind.write_text(
+        "nd20-01:5:6 [0] misc/socket.cc:402 NCCL WARN Call to bind failed : Cannot assign requested address\n"
+    )
+    _, diag = diagnose_paths([str(bind)], jobs=1)
+    assert diag.vocab_class == "nccl_system_error" and diag.primary is not None and diag.primary.hosts == ["nd20-01"]
+    connect = tmp_path / "connect.log"
+    connect.write_text(
+        "nd20-02:5:6 [0] misc/socket.cc:456 NCCL WARN Call to connect returned Connection refused, retrying\n"
+    )
+    _, diag = diagnose_paths([str(connect)], jobs=1)
+    assert diag.primary is not None and "nd20-02" not in diag.primary.hosts, (diag.vocab_class, diag.primary.hosts)

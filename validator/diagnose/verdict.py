@@ -100,14 +100,22 @@ def _trace_endings(tr: TraceAnalysis | None, endings: dict[int, dict[str, object
 # the one to look at, even when no rank is named. Not a peer's failure seen from here ("remote
 # closed", a timeout), where the printing host is a victim.
 _LOCAL = frozenset({"oom", "cuda_error", "nccl_init_no_interface", "nccl_init_duplicate_gpu"})
+# NCCL system calls that fail on their own host's resources (an address to bind, memory to pin, a
+# queue pair to create); not connect, nor ibv_modify_qp, which a wrong peer address fails too
+_LOCAL_CALLS = ("bind", "socket", "listen", "register memory", "ibv_reg_mr", "ibv_create_qp", "ibv_alloc_pd",
+                "ibv_open_device", "fallocate", "ftruncate", "mmap", "shm_open", "calloc", "malloc")  # fmt: skip
 
 
 def _printed_on(cause: Cause, events: list[Event]) -> list[str]:
     """The hosts that printed a local failure's evidence (NCCL's and Ray's prefixes name them)."""
-    if (cause.family or VOCAB.get(cause.code)) not in _LOCAL:
-        return []
     sources = {e.source for e in cause.evidence}
-    hosts = sorted({e.ident.host for e in events if e.source in sources and e.ident.host})
+    seen = [e for e in events if e.source in sources]
+    family = cause.family or VOCAB.get(cause.code)
+    calls = [str(e.data.get("call", "")).lower() for e in seen if e.kind == "nccl.syscall_failed"]
+    local = family in _LOCAL or (
+        family == "nccl_system_error" and bool(calls) and all(any(w in c for w in _LOCAL_CALLS) for c in calls)
+    )
+    hosts = sorted({e.ident.host for e in seen if e.ident.host}) if local else []
     return hosts if len(hosts) <= 8 else []
 
 

@@ -249,14 +249,13 @@ class Coordinator:
         """Wait, at most FLOOD_WAIT_S and within the deadline, for a flood of strangers'
         connections to stop: the job's own store would meet it the moment the verdict lets the
         job start, and torch's TCPStore never serves after one. True if it has not stopped."""
-        if self.early or not self.rejected.flooding():
-            return self.rejected.flooding()
-        policy.flooded(self)
-        until = min(self.deadline, time.monotonic() + rf.FLOOD_WAIT_S)
-        for _ in range(int(rf.FLOOD_WAIT_S / 0.1) + 1):  # bounded; each turn 0.1 s
-            if not self.rejected.flooding() or time.monotonic() >= until:
-                break
-            await asyncio.sleep(0.1)
+        if self.rejected.flooding() and not self.early:  # an early verdict fails anyway: no wait
+            policy.flooded(self)
+            until = min(self.deadline, time.monotonic() + rf.FLOOD_WAIT_S)
+            for _ in range(int(rf.FLOOD_WAIT_S / 0.1) + 1):  # bounded; each turn 0.1 s
+                if not self.rejected.flooding() or time.monotonic() >= until:
+                    break
+                await asyncio.sleep(0.1)
         return self.rejected.flooding()
 
     def stop_accepting(self) -> None:

@@ -81,6 +81,12 @@ class Refusals:
                     counts[peer] = counts.get(peer, 0) + n
         return sorted(counts, key=lambda p: (-counts[p], p))[:limit]
 
+    def flood_text(self) -> str:
+        """A flood in words, for the coordinator's stderr line and PRE009."""
+        return (
+            f"{FLOOD_N}+ refused connections within {FLOOD_WINDOW_S:g} s, most from {', '.join(self.sources()) or '?'}"
+        )
+
     def add(self, reason: str, peer: str, detail: str = "") -> None:
         self.recent.append(time.monotonic())
         reason = reason[:DETAIL_MAX]

@@ -52,16 +52,15 @@ def rejected_findings(gathered: Gathered) -> list[Finding]:
     strangers sent. Information only: PRE004 never changes the exit code (model.NEVER_FAILS).
     A flood that outlasted the wait for it is PRE009, an error: the job would start into it."""
     from validator.preflight.findings import finding
-    from validator.preflight.refusals import FLOOD_N, FLOOD_WAIT_S, FLOOD_WINDOW_S, PEERS_MAX
+    from validator.preflight.refusals import FLOOD_N, FLOOD_WAIT_S, PEERS_MAX
 
     rejected = gathered.rejected
     out = []
     if gathered.flooded:
-        sources = rejected.sources()
         out.append(finding("PRE009", f"the rendezvous port was still flooded after {FLOOD_WAIT_S:g} s of waiting: "
-                           f"{FLOOD_N}+ refused connections within {FLOOD_WINDOW_S:g} s, most from "
-                           f"{', '.join(sources) or '?'}; the job's store would meet the same flood", hosts=sources,
-                           expected="no flood when the job starts", actual=f"{FLOOD_N}+ a second"))  # fmt: skip
+                           f"{rejected.flood_text()}; the job's store would meet the same flood",
+                           hosts=rejected.sources(), expected="no flood when the job starts",
+                           actual=f"{FLOOD_N}+ a second"))  # fmt: skip
     for reason, r in rejected.by_reason.items():
         peers = sorted(r.peers)
         more = "" if len(peers) < PEERS_MAX else " and maybe others"
@@ -99,10 +98,9 @@ class Gate:
         return fail_on is not None and any(f.severity >= fail_on and f.code not in HEALABLE for f in found)
 
     def flooded(self, c: Any) -> None:
-        from validator.preflight.refusals import FLOOD_N, FLOOD_WAIT_S, FLOOD_WINDOW_S
+        from validator.preflight.refusals import FLOOD_WAIT_S
 
-        sys.stderr.write(f"validator: port {c.port} is flooded ({FLOOD_N}+ refused connections within "
-                         f"{FLOOD_WINDOW_S:g} s, from {', '.join(c.rejected.sources()) or '?'}); the verdict "
+        sys.stderr.write(f"validator: port {c.port} is flooded ({c.rejected.flood_text()}); the verdict "
                          f"waits up to {FLOOD_WAIT_S:g} s for it to stop\n")  # fmt: skip
         sys.stderr.flush()
 

@@ -99,10 +99,17 @@ def store_barrier(events: list[Event]) -> Cause | None:
 def network(events: list[Event]) -> list[Cause]:
     """NCCL errors by ncclResult_t class, gloo connects refused; nobody named (they echo a peer)."""
     out: list[Cause] = []
-    refused = by_kind(events, "gloo.connect_refused", "net.conn_refused", "gloo.connect_mesh", "gloo.peer_closed")
+    # a pair its peer closed while other ranks report collective timeouts: the peer exited after its own
+    # timeout, so the timeout is the failure and the lost pair its echo (a refused connect never is one)
+    timed_out = bool(by_kind(events, "coll.gloo_timeout", "coll.watchdog_timeout", "coll.blocking_wait"))
+    refused = [e for e in by_kind(events, *NETWORK_KINDS) if not (timed_out and e.kind == "gloo.peer_closed")]
     if refused:
         peers = sorted({f"{e.data['peer']}:{e.data['port']}" for e in refused if "peer" in e.data})
-        loop = sorted({p for p in peers if LOOPBACK.match(p.rsplit(":", 1)[0])})
+        # a loopback peer is a misadvertised address only where a connect failed: a closed pair had connected
+        dialled = {
+            f"{e.data['peer']}:{e.data['port']}" for e in refused if "peer" in e.data and e.kind != "gloo.peer_closed"
+        }
+        loop = sorted({p for p in dialled if LOOPBACK.match(p.rsplit(":", 1)[0])})
         note = (f"; {', '.join(loop)} is a loopback address: a peer advertised its own hostname's loopback alias "
                 "(/etc/hosts maps it to 127.0.1.1), set GLOO_SOCKET_IFNAME / fix the hosts file") if loop else ""  # fmt: skip
         target = f" to {', '.join(peers[:3])}" if peers else ""

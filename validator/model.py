@@ -227,7 +227,7 @@ class Finding:
 
     @classmethod
     def from_json(cls, d: typing.Mapping[str, Any]) -> Finding:
-        from validator.targets import expand, expand_ranks
+        from validator.targets import expand_ranks, unfold_hosts
 
         return cls(
             code=str(d["code"]),
@@ -235,7 +235,7 @@ class Finding:
             title=str(d["title"]),
             message=str(d["message"]),
             ranks=expand_ranks(d.get("ranks") or ""),
-            hosts=expand(d["hosts"]) if d.get("hosts") else [],
+            hosts=unfold_hosts(d["hosts"]) if d.get("hosts") else [],
             expected=d.get("expected"),
             actual=d.get("actual"),
             fix=str(d.get("fix") or ""),
@@ -325,12 +325,12 @@ class Report:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Report:
-        from validator.targets import expand
+        from validator.targets import unfold_hosts
 
         return cls(
             findings=[Finding.from_json(f) for f in d.get("findings", [])],
             participants=int(d.get("participants", 0)),
-            hosts=expand(d["hosts"]) if d.get("hosts") else [],
+            hosts=unfold_hosts(d["hosts"]) if d.get("hosts") else [],
             outcomes=[Outcome(**o) for o in d.get("outcomes", [])],
             input_errors=[str(e) for e in d.get("input_errors", [])],
             title=str(d.get("title", "cluster-validator")),

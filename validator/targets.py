@@ -13,6 +13,7 @@ MAX_RANKS = 1 << 20  # 1,048,576 ranks: larger sizes and ranges from input are r
 MAX_HOST_FILE = 16 << 20  # bytes of an @file of hosts
 HUGE = 10**12  # counts are capped here: "a trillion or more"
 BRACKET = re.compile(r"\[([^\[\]]*)\]")
+HOSTLIST = re.compile(r"[A-Za-z0-9._:-]*(?:\[[0-9,/-]+\][A-Za-z0-9._:-]*)*")  # what fold_hosts writes
 
 
 def _top_level(expr: str) -> list[str]:
@@ -76,6 +77,29 @@ def expand(expr: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def unfold_hosts(text: str) -> list[str]:
+    """``fold_hosts``'s text back to names: hostlists expand, names it could not fold are kept
+    as written, never handed to ClusterShell (which reads ``a!b`` as ``a`` minus ``b``). A name
+    with a comma in it cannot come back whole."""
+    pieces = [p for p in text.split(",") if p]
+    out: list[str] = []
+    i = 0
+    while i < len(pieces):
+        element, j = pieces[i], i
+        joined = element
+        while j + 1 < len(pieces) and not HOSTLIST.fullmatch(joined) and joined.count("[") > joined.count("]"):
+            j += 1  # the commas of a bracket: node[01,03]
+            joined += "," + pieces[j]
+        if HOSTLIST.fullmatch(joined):
+            element, i = joined, j
+        i += 1
+        try:
+            out += expand(element) if HOSTLIST.fullmatch(element) else [element]
+        except UserError:  # a range too large or reversed: as written
+            out.append(element)
+    return list(dict.fromkeys(out))
+
+
 def expand_targets(exprs: Iterable[str]) -> list[str]:
     """Hostlists and ``@file`` (one host or hostlist per line, ``#`` comments), order kept."""
     hosts: list[str] = []
@@ -102,17 +126,29 @@ def _bound(hosts: list[str]) -> None:
 
 
 PLAIN = re.compile(r"[A-Za-z0-9._-]+")  # a name ClusterShell folds to itself
-ONE_NUMBER = re.compile(r"([A-Za-z_.:-]*)(\d+)([A-Za-z_.:-]*)")  # gpu00042, node7-ib: folded here first
+# Names ClusterShell's grammar reads as written; it misreads others ("a]b" raises, "a,b" is two
+# names, "a!b", "a&b", "a*" drop names silently), and the world names hosts, not the user.
+FOLDABLE = re.compile(r"[A-Za-z0-9._:-]+")
+ALL_FOLDABLE = re.compile(r"[A-Za-z0-9._:\n-]*")  # over "\n".join(names): the usual case at C speed
+ONE_NUMBER = re.compile(r"([A-Za-z_.:-]*)([0-9]+)([A-Za-z_.:-]*)")  # gpu00042, node7-ib: folded here first
 
 
 def fold_hosts(hosts: Iterable[str]) -> str:
     """``node01 node02 node03`` -> ``node[01-03]``. Names with one number are first folded into
     runs here (ClusterShell parsing 12,500 names one by one took 0.13 s of a preflight verdict),
     then ClusterShell folds those runs and every other name as it always does. One plain name
-    is itself (a one-node preflight verdict need not load ClusterShell: 3 ms)."""
+    is itself (a one-node preflight verdict need not load ClusterShell: 3 ms). Names it cannot
+    fold (``gpu[1``, ``a]b``, control characters) follow as they are, sorted, comma-joined: the
+    JSON report keeps them exact, the human formats escape them (``report.text.visible``)."""
     hosts = set(hosts)
     if len(hosts) == 1 and PLAIN.fullmatch(one := next(iter(hosts))):
         return one
+    joined = "\n".join(hosts)
+    usual = ALL_FOLDABLE.fullmatch(joined) and joined.count("\n") == len(hosts) - 1  # no name holds a "\n"
+    raw = [] if usual else sorted(h for h in hosts if not FOLDABLE.fullmatch(h))
+    if raw:
+        hosts.difference_update(raw)
+        return ",".join([fold_hosts(hosts), *raw] if hosts else raw)
     runs: dict[tuple[str, str], list[str]] = {}
     other: list[str] = []
     for host in hosts:

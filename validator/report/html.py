@@ -14,7 +14,7 @@ from typing import Any
 
 from validator.model import Finding, Outcome, Report, Severity
 from validator.report.options import RenderOptions
-from validator.report.text import fold, summary, where
+from validator.report.text import fold, summary, visible, where
 from validator.targets import fold_hosts
 
 NOT_A_NODE_PROBLEM = ("auth", "hostkey", "interrupted")  # the scanner's credentials or patience
@@ -109,7 +109,8 @@ def scan_failure(report: Report, targets: int, transport: str = "ssh") -> str | 
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    """Escaped for HTML, control characters shown (``visible``): what the world wrote stays text."""
+    return html.escape(visible(value), quote=True)
 
 
 def matrix(report: Report) -> tuple[list[str], list[tuple[list[str], list[str]]]]:
@@ -214,7 +215,7 @@ def _drain_html(report: Report, drain: list[str]) -> str:
         f'<div class="box drain"><b>Drain {len(drain)} node{"s" if len(drain) != 1 else ""}:</b> '
         f'<span class="hosts">{_e(folded)}</span><pre>{_e(cmd)}</pre>'
         f"<table><tr><th>hosts</th><th>why</th></tr>{reasons}</table>"
-        f"<details><summary>one per line</summary><pre>{_e(chr(10).join(drain))}</pre></details></div>"
+        f"<details><summary>one per line</summary><pre>{chr(10).join(map(_e, drain))}</pre></details></div>"
     )
 
 
@@ -231,6 +232,8 @@ def render_html(report: Report, options: RenderOptions) -> str:
         counts += f"<span>{_e(scan['transport'])}, {_e(scan['elapsed_s'])} s</span>"
         if scan["interrupted"]:
             counts += "<span><b>interrupted</b> (Ctrl-C): partial results</span>"
+        if scan["net_check"] is not None:
+            counts += f"<span>{_e(scan['net_check']['line'])}</span>"
     sections = [
         f"<h1>{_e(report.title)}</h1><div class=sub>{_e(summary(report))}</div><div class=counts>{counts}</div>",
         "<h2>Drain</h2>" + _drain_html(report, drain),
@@ -244,7 +247,7 @@ def render_html(report: Report, options: RenderOptions) -> str:
     if report.outcomes:
         sections.append("<h2>Hosts without facts</h2>" + _outcomes_html(report.outcomes))
     if report.input_errors:
-        sections.append("<h2>Input errors</h2><pre>" + _e("\n".join(report.input_errors)) + "</pre>")
+        sections.append("<h2>Input errors</h2><pre>" + "\n".join(map(_e, report.input_errors)) + "</pre>")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'

@@ -9,7 +9,8 @@ node-check: one file per command, written atomically so the collector never read
     cluster_validator_hosts{command}                            hosts with facts
     cluster_validator_incomplete_targets{command, status}       targets without facts, by status
 
-A finding about the job as a whole (no host) has ``host=""``.
+A finding about the job as a whole (no host) has ``host=""``. Host names show control characters
+as escapes (``report.text.visible``), as every human-facing format does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from validator.errors import UserError
 from validator.model import Report
+from validator.report.text import visible
 
 PREFIX = "cluster_validator"
 
@@ -34,7 +36,7 @@ def write_prom(path: str, report: Report, command: str, exit_code: int, duration
     counts: Counter[tuple[str, str, str]] = Counter()
     for f in report.findings:
         for host in f.hosts or [""]:
-            counts[(f.code, f.severity.label, host)] += 1
+            counts[(f.code, f.severity.label, visible(host))] += 1
     for (code, severity, host), n in counts.items():
         findings.labels(command, code, severity, host).set(n)
     gauges = {

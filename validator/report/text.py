@@ -16,6 +16,18 @@ COLOURS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.IN
 RESET = "\033[0m"
 
 
+def visible(text: object) -> str:
+    """``text`` as every human-facing format shows it: what a node, a log or the network wrote
+    may hold control characters (ESC recolours or rewrites a terminal, CR and BS overprint a
+    line, XML 1.0 forbids most of them even as entities) or bidi overrides that reorder what is
+    read; each such character shows as its escape (``\\x1b``, ``\\u202e``). The JSON report keeps
+    the text exact."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 def fold(findings: list[Finding]) -> list[Finding]:
     """Identical findings (same code, values and fix) become one row with hosts and ranks merged:
     100,000 ranks with one bad setting print as one row."""
@@ -34,7 +46,7 @@ def fold(findings: list[Finding]) -> list[Finding]:
 def where(f: Finding) -> str:
     parts = []
     if f.hosts:
-        parts.append(bounded(fold_hosts(f.hosts)))
+        parts.append(bounded(visible(fold_hosts(f.hosts))))
     if f.ranks:
         parts.append(f"rank {bounded(fold_ranks(f.ranks))}")
     return " · ".join(parts) or "job"
@@ -71,24 +83,27 @@ def summary(report: Report) -> str:
 
 def render_table(report: Report, options: RenderOptions) -> str:
     colour, verdict = options.colour, options.verdict
-    out = [f"{report.title}: {summary(report)}"]
+    v = visible  # every field: what the world wrote reaches it (names, values, log lines)
+    out = [f"{v(report.title)}: {summary(report)}"]
+    if report.scan is not None and report.scan["net_check"] is not None:
+        out.append(report.scan["net_check"]["line"])  # ours: counts and figures, nothing a node wrote
     for err in report.input_errors:
-        out.append(f"INPUT   {err}")
+        out.append(f"INPUT   {v(err)}")
     for o in report.outcomes:
-        out.append(f"{o.status.upper() + ' ':<8}{bounded(o.target)}: {bounded(o.detail)}")
+        out.append(f"{v(o.status.upper()) + ' ':<8}{bounded(v(o.target))}: {bounded(v(o.detail))}")
     for f in fold(report.findings):
         sev = f.severity.name
         sev = f"{COLOURS[f.severity]}{sev:<7}{RESET}" if colour else f"{sev:<7}"
-        out.append(f"{sev} {f.code:<7} {f.title} — {where(f)}")
-        out.append(f"        {f.message}")
+        out.append(f"{sev} {v(f.code):<7} {v(f.title)} — {where(f)}")
+        out.append(f"        {v(f.message)}")
         if f.expected is not None or f.actual is not None:
-            out.append(f"        expected {f.expected}, got {f.actual}")
+            out.append(f"        expected {v(f.expected)}, got {v(f.actual)}")
         if f.fix:
-            out.append(f"        fix:    {f.fix}")
+            out.append(f"        fix:    {v(f.fix)}")
         if f.verify:
-            out.append(f"        verify: {f.verify}")
+            out.append(f"        verify: {v(f.verify)}")
     if verdict:
-        out.append(verdict)
+        out += [v(line) for line in verdict.split("\n")]
     return "\n".join(out) + "\n"
 
 
@@ -165,4 +180,4 @@ def render_facts(f: Any) -> str:
     )
     for k, v in f["errors"].items():
         lines.append(f"error in {k}: {v}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(visible, lines)) + "\n"

@@ -252,7 +252,7 @@ def test_unrecognised_failure_quotes_first_error_lines_per_rank(tmp_path: Path) 
     _, d = diagnose_paths([str(log)])
     p = d.primary
     assert p is not None and (p.code, p.culprits, d.vocab_class) == ("DGN013", [], "unrecognised")
-    assert "rank 0: widget error: something odd happened; rank 1: Error in widget" in p.summary
+    assert "job.log:1: rank 0: widget error: something odd happened; job.log:3: rank 1: Error in widget" in p.summary
     assert [e.source.rsplit("/", 1)[-1] for e in p.evidence] == ["job.log:1", "job.log:4", "job.log:3"]
     assert d.collateral == []
     assert "share the log" in explain_text("DGN013")

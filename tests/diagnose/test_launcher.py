@@ -1,6 +1,6 @@
 """Our own launcher's failures (issue 11): a 4-rank gloo job under real torchrun where rank 2
-skips an all_reduce, raises, calls all_gather where the others call all_reduce, hangs, or is
-killed. Each run writes both log shapes at once: the combined ``--tee`` console log
+skips an all_reduce, raises, calls all_gather where the others call all_reduce, hangs, is
+killed, or skips an all_reduce and exits 0. Each run writes both log shapes at once: the combined ``--tee`` console log
 (``[default2]:[rank2]:`` prefixes) and the ``--log-dir`` tree (``attempt_0/2/stderr.log``),
 diagnosed with torchrun's own console lines (its failure summary goes there).
 
@@ -27,7 +27,7 @@ from .conftest import TORCHRUN, WORKER, _kill, _start
 
 pytestmark = pytest.mark.slow
 BAD = 2
-SCENARIOS = {"skip": 29661, "raise": 29663, "mismatch": 29665, "hang": 29667, "kill": 29669}
+SCENARIOS = {"skip": 29661, "raise": 29663, "mismatch": 29665, "hang": 29667, "kill": 29669, "exit": 29671}
 LIMIT_S = 100
 
 
@@ -109,6 +109,17 @@ def test_kill_names_the_killed_rank(runs: dict[str, Path]) -> None:
         p = diag.primary
         assert p is not None and (p.code, p.culprits) == ("DGN011", [BAD]), (shape, p and p.summary)
         assert "SIGKILL" in p.summary, shape
+
+
+def test_exit_tee_and_tree_name_the_rank_that_exited(runs: dict[str, Path]) -> None:
+    """Rank 2 runs out of data and exits 0 while the others wait in an all_reduce (issue 21: the
+    --tee log said "NCCL or network error" with 3 participants, the tree COL002 rank 2)."""
+    got = verdicts(runs["exit"])
+    for shape, diag in got.items():
+        p = diag.primary
+        assert p is not None and (p.code, p.culprits) == ("COL002", [BAD]), (shape, p and p.summary)
+        assert p.confidence == "medium" and BAD not in diag.collateral, shape
+    assert got["tee"].ranks_seen == got["tree"].ranks_seen == [0, 1, 2, 3]
 
 
 def test_skip_without_dumps_names_nobody_and_gives_gloo_advice(runs: dict[str, Path]) -> None:

@@ -214,7 +214,8 @@ def unrecognised(events: list[Event]) -> Cause | None:
     groups = sorted(per.values(), key=lambda g: (g[0].time is None, g[0].time or 0.0))[:6]
     lines = [ev(e) for g in groups for e in g[:2]]
     first = "; ".join(
-        f"{'rank ' + str(g[0].rank) + ': ' if g[0].rank is not None else ''}{g[0].text[:120]}" for g in groups[:4]
+        f"{g[0].source}: {'rank ' + str(g[0].rank) + ': ' if g[0].rank is not None else ''}{g[0].text[:120]}"
+        for g in groups[:4]
     )
     return Cause("DGN013", f"errors that match no known failure family; first error lines: {first}", [], "unknown",
                  "no recognised family; these are the earliest error lines of each rank (see `validator explain DGN013` "

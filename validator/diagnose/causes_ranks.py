@@ -81,12 +81,16 @@ def silent_ranks(events: list[Event], file_ranks: list[int]) -> Cause | None:
     silent = sorted(r for r in world - reporting - own if r is not None)
     # torchrun SIGTERMs the survivors; a silent rank that died of another signal is the one that died first
     killed = [r for r in silent if r in summary and summary[r].data.get("signal") not in (None, "SIGTERM", "SIGINT")]
-    silent = killed or silent
-    if not reporting or not silent or len(silent) >= len(reporting) or own:
+    # torchrun lists every rank that did not exit 0: where its summary covers the ranks that reported, a
+    # silent rank missing from it ended cleanly before them; a silent one it SIGTERMed was stopped waiting
+    clean = [r for r in silent if summary and r not in summary and reporting <= set(summary)]
+    silent = killed or clean or silent
+    # (a rank that exited 0 under the others' failures is the suspect however few reported before torchrun's SIGTERM)
+    if not reporting or not silent or (len(silent) >= len(reporting) and not clean) or own:
         return None
     how = {
         r: summary[r].data.get("signal") or f"exit code {summary[r].data.get('exit')}" for r in silent if r in summary
-    }
+    } | {r: "exit code 0, absent from torchrun's failure summary" for r in clean}
     if killed:
         return Cause("DGN011", f"{_who(silent)} died of {', '.join(sorted(set(how.values())))} while {_who(sorted(reporting))} "
                      "lost the connection to it", silent, "high",

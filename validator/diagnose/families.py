@@ -366,7 +366,12 @@ def enrich(kind: str, text: str, data: dict[str, object]) -> None:
 
 # Lines that report an error but match no family: kept (a few per rank) for the "unrecognised
 # failure" finding, never used to attribute.
-UNKNOWN_ERROR = re.compile(r"(?:\b\w*(?:Error|Exception)\b|\bERROR\b|\bFATAL\b|\b[Ee]rror\b|NCCL WARN|\bfailed\b)")
+# Also aborts and timeouts in words ("worker timeout reached"), not a setting's name ("timeout=20",
+# "'timeout': 900", "--timeout", "join_timeout").
+UNKNOWN_ERROR = re.compile(
+    r"(?:\b\w*(?:Error|Exception)\b|\bERROR\b|\bFATAL\b|\b[Ee]rror\b|NCCL WARN|\b(?:failed|FAILED)\b"
+    r"|\b(?:[Aa]bort(?:ed|ing)?|ABORT(?:ED)?)\b|\b[Tt]imed out\b|(?<![\w=.'\"-])(?:[Tt]ime ?out|TIMEOUT)(?![\w='\":]))"
+)
 NOT_AN_ERROR = (
     "warnings.warn",
     "Warning:",

@@ -24,6 +24,11 @@ PARSE_MAX = 4096  # characters of a line that are parsed (a message's fields are
 HEAD = 1 << 16  # bytes read first to learn the file's shape (line numbers, terminal width)
 MAX_SHAPES = 1 << 14  # line shapes remembered per file
 _MSG_RANK = re.compile(rb"Rank \d+\]")
+# torchrun --tee's "[default3]:" / "[gpu187:3]:" opening a line: a local rank that printed (looked for in a
+# file's head only, where it costs nothing; events add the streams of the rest)
+_TEE = re.compile(
+    rb"^\[(?:(?!rank\d)([A-Za-z_][A-Za-z_\-]*?)(\d+)(?:\|\d+)?|([A-Za-z][\w.\-]{0,62}):(\d{1,4}))\]:", re.M
+)
 _INIT = re.compile(
     r"comm \S+ rank (?P<rank>\d+) nranks (?P<n>\d+) cudaDev (?P<dev>\d+)(?: nvmlDev \d+)? busId (?P<bus>\w+)"
 )
@@ -37,6 +42,7 @@ class FileResult:
     suppressed: Counter[str] = field(default_factory=Counter)
     lines: int = 0
     bytes: int = 0
+    streams: set[tuple[str | None, int]] = field(default_factory=set)  # (node, local rank) of --tee prefixes
     error: str | None = None
 
 
@@ -263,6 +269,15 @@ def _summary(st: _State, hit: Hit, stream: bytes, line: Any) -> bool:
     return True
 
 
+def tee_streams(head: bytes) -> set[tuple[str | None, int]]:
+    """(node, local rank) of the ``--tee`` prefixes opening the lines of a file's head; of the
+    ``[roleN]:`` ones only the most common role (a user's ``[epoch5]:`` line is no stream)."""
+    found = _TEE.findall(head)
+    roles = Counter(m[0] for m in found if m[0])
+    role = roles.most_common(1)[0][0] if roles else None
+    return {(None, int(m[1])) if m[0] else (m[2].decode(), int(m[3])) for m in found if not m[0] or m[0] == role}
+
+
 def scan_file(path: str, name: str | None = None) -> FileResult:
     """All events of one log file (plain or gzip); ``name``: the path shown in evidence. Errors
     are recorded, never raised; what was read before an error (a truncated .gz) is kept."""
@@ -276,6 +291,7 @@ def scan_file(path: str, name: str | None = None) -> FileResult:
     try:
         with open_binary(path) as f:
             head = f.read(HEAD)
+            st.res.streams = tee_streams(head)
             clean = line_cleaner(head, ANCHORS)
             st.wrap = wrap_width(head, clean, st.year)
             for hit in hits(f, head=head, clean=clean):

@@ -112,15 +112,39 @@ def open_binary(path: str) -> BinaryIO:
     return open(path, "rb")
 
 
-def expand(paths: Iterable[str]) -> list[str]:
+def _walk(top: str, unread: list[tuple[str, str]]) -> list[str]:
+    """The files under a directory, following links to directories (each directory once: a link
+    back up is no loop); a directory that cannot be listed goes to ``unread``, never skipped in silence."""
+    out: list[str] = []
+    seen: set[tuple[int, int]] = set()
+
+    def failed(e: OSError) -> None:
+        unread.append((str(e.filename or top), f"cannot read directory: {e.strerror}"))
+
+    for root, dirs, files in os.walk(top, onerror=failed, followlinks=True):
+        try:
+            st = os.stat(root)
+        except OSError as e:
+            failed(e)
+            dirs[:] = []
+            continue
+        if (st.st_dev, st.st_ino) in seen:  # read already, by another path
+            dirs[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirs.sort()
+        out += [os.path.join(root, f) for f in sorted(files) if not f.startswith(".")]
+    return out
+
+
+def expand(paths: Iterable[str], unread: list[tuple[str, str]] | None = None) -> list[str]:
     """Files, directories (recursively) and globs -> files, in a stable order. A path that names
-    nothing is a usage error. Symbolic links are listed as they are (``unreadable`` tells)."""
+    nothing is a usage error. Symbolic links to files are listed as they are (``unreadable``
+    tells); directories that cannot be listed go to ``unread`` as (path, why)."""
     out: list[str] = []
     for p in paths:
         if os.path.isdir(p):
-            for root, dirs, files in os.walk(p):
-                dirs.sort()
-                out += [os.path.join(root, f) for f in sorted(files) if not f.startswith(".")]
+            out += _walk(p, unread if unread is not None else [])
         elif os.path.lexists(p):
             out.append(p)
         elif any(c in p for c in "*?["):

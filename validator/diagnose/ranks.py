@@ -31,6 +31,7 @@ class RankMap:
         self.ambiguous: set[tuple[str, str | None, int]] = set()  # two nodes' output in one file
         self.hosts: dict[int, str] = {}
         self.world: int | None = None
+        self._taught: dict[tuple[str, str | None], list[tuple[int, int]]] | None = None
         for res in results:
             self._learn(res)
 
@@ -64,6 +65,27 @@ class RankMap:
         if self.local.setdefault(key, rank) != rank:
             del self.local[key]
             self.ambiguous.add(key)
+
+    def stream_ranks(self, res: FileResult) -> set[int]:
+        """The ranks whose streams a combined ``--tee`` log holds, as a ``--log-dir`` tree holds
+        their files: torchrun's local ranks run from 0, so ``[default3]:`` means locals 0-3 ran,
+        also the one that printed no error. Only where every ``[defaultN]:[rankM]:`` line of that
+        node says N = M (one node, or the first): elsewhere a local rank names no global one."""
+        seen: dict[str | None, set[int]] = {}
+        for node, lr in res.streams | {(e.ident.node, e.ident.local_rank) for e in res.events}:
+            if lr is not None:
+                seen.setdefault(node, set()).add(lr)
+        if self._taught is None:  # (file, node) -> its local -> global pairs, built once
+            self._taught = {}
+            for (path, n, lr), g in self.local.items():
+                self._taught.setdefault((path, n), []).append((lr, g))
+        out: set[int] = set()
+        for node, locals_ in seen.items():
+            pairs = self._taught.get((res.path, node), [])
+            tangled = any(path == res.path and n == node for path, n, _ in self.ambiguous)
+            if pairs and not tangled and all(lr == g for lr, g in pairs) and max(locals_) < 1 << 12:
+                out |= set(range(max(locals_) + 1))
+        return out
 
     def resolve(self, res: FileResult) -> None:
         rank = file_rank(res.path)

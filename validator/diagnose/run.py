@@ -21,7 +21,7 @@ from validator.diagnose.inputs import (
 from validator.diagnose.ranks import RankMap
 from validator.diagnose.report import to_report
 from validator.diagnose.verdict import decide
-from validator.errors import UserError
+from validator.errors import EXIT_INCOMPLETE, UserError
 from validator.model import Outcome, Report
 
 PARALLEL_BYTES = 64 << 20  # below this, worker processes cost more than they save
@@ -36,6 +36,7 @@ class Inputs:
     errors: list[str] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # path -> how evidence shows it
+    empty: list[str] = field(default_factory=list)  # directories given that hold no file
 
 
 def _error_file(path: str, name: str) -> Event | None:
@@ -57,10 +58,22 @@ def _error_file(path: str, name: str) -> Event | None:
     return Event(got[0], got[1], text[0][:400], name, ident, t, got[2], stack, path)
 
 
+class NothingRead(UserError):
+    """Every input was empty, unreadable or not a log: no answer, not "no failure found" (exit 3)."""
+
+    exit_code = EXIT_INCOMPLETE
+
+
 def gather(paths: list[str]) -> Inputs:
     got = Inputs()
-    files = expand(paths)
+    unread: list[tuple[str, str]] = []
+    files = expand(paths, unread)
     got.names = display_names(files, paths)
+    got.outcomes += [Outcome(path, "unparsed", why) for path, why in unread]
+    under = files + [u for u, _ in unread]
+    got.empty = [
+        p for p in paths if os.path.isdir(p) and not any(f == p or f.startswith(os.path.join(p, "")) for f in under)
+    ]
     for path in files:
         name = got.names[path]
         if (why := unreadable(path)) is not None:
@@ -101,11 +114,26 @@ def scan_logs(paths: list[str], jobs: int | None, names: dict[str, str] | None =
         return list(pool.map(scan_file, paths, shown, chunksize=max(1, len(paths) // (workers * 4))))
 
 
+def _nothing_read(got: Inputs, results: list[FileResult]) -> str | None:
+    """What was not read, as one line, when nothing at all was; None when something was."""
+    if got.dumps or got.traces or got.events or got.errors:
+        return None
+    if any(r.bytes and (r.error is None or r.events) for r in results):
+        return None
+    why = [f"{p} (an empty directory)" for p in got.empty] + [f"{o.target} ({o.detail})" for o in got.outcomes]
+    why += [f"{got.names.get(r.path, r.path)} ({r.error or 'an empty file'})" for r in results]
+    shown = "; ".join(why[:4]) + (f"; and {len(why) - 4} more" if len(why) > 4 else "")
+    return f"nothing read: {shown or 'no input'}"
+
+
 def diagnose_paths(
-    paths: list[str], jobs: int | None = None, title: str = "cluster-validator diagnose"
+    paths: list[str], jobs: int | None = None, title: str = "cluster-validator diagnose", require_input: bool = False
 ) -> tuple[Report, Diagnosis]:
+    """``require_input``: raise NothingRead when no input could be read at all (diagnose's exit 3)."""
     got = gather(paths)
     results = scan_logs(got.logs, jobs, got.names)
+    if require_input and (nothing := _nothing_read(got, results)) is not None:
+        raise NothingRead(nothing)
     rmap = RankMap(results)
     events: list[Event] = []
     file_ranks: dict[int, str] = {}
@@ -114,6 +142,8 @@ def diagnose_paths(
         events += res.events
         if (r := file_rank(res.path)) is not None:
             file_ranks[r] = res.path
+        for r in rmap.stream_ranks(res):  # a combined --tee log's streams count as the ranks' own logs
+            file_ranks.setdefault(r, res.path)
         if res.error:
             got.outcomes.append(Outcome(got.names.get(res.path, res.path), "unparsed", res.error))
     for e in got.events:
@@ -135,7 +165,7 @@ def diagnose_paths(
     coll = [f[1] for res in results for f in res.facts if f[0] == "coll_seq"]
     diag = decide(events, dumps, traces, endings, hosts, files, sorted(file_ranks), coll)
     notes = (dumps.notes if dumps else []) + (traces.notes if traces else [])
-    diag.notes += notes
+    diag.notes += notes + [f"{p}: an empty directory, nothing read there" for p in got.empty]
     written = sorted({str(e.data["path"]) for e in events if e.kind == "rdzv.dump_written" and "path" in e.data})
     if written and not got.dumps:
         diag.notes.append(

@@ -27,6 +27,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"fail",  # failed (exitcode), failed to pass monitoredBarrier, connect failed, gloo "enforce fail at",
     # torchrun's "Root Cause (first observed failure)" in an excerpt cut above ChildFailedError
     b"xception",  # SignalException, generic Exception lines
+    b"bort",  # abort, Aborted (core dumped), ncclCommAbort: failures that name no error
     b"collective #",  # desync report lines
     b"ast enqueued",  # watchdog PG status: last enqueued / last completed work
     b"Traceback",  # Python tracebacks (call sites of exceptions)

@@ -3,7 +3,8 @@
 env SCENARIO: ok | skip (rank 1 skips an all_reduce in step 1: branch on an empty batch) |
 mismatch (rank 1 calls all_gather where the others call all_reduce) | raise (rank 1 raises
 before its first collective) | hang (rank 1 sleeps in step 1 instead of joining; torchrun stops it
-once the others fail) | kill (rank 1 is killed by SIGKILL in step 1). BAD_RANK picks another rank
+once the others fail) | kill (rank 1 is killed by SIGKILL in step 1) | exit (rank 1 skips the
+all_reduce of step 1 and exits cleanly: its data ran out). BAD_RANK picks another rank
 than 1. PG_TIMEOUT_S bounds every collective; FR_DUMP_DIR makes each rank write its Flight
 Recorder trace (pickle) when a collective fails.
 """
@@ -41,6 +42,9 @@ def main() -> None:
                 time.sleep(600)  # stuck (a dead data loader): stopped by torchrun when the others fail
             if step == 1 and rank == bad and scenario == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
+            if step == 1 and rank == bad and scenario == "exit":
+                print(f"rank {rank}: data exhausted after {step} steps", flush=True)
+                os._exit(0)  # exit code 0 at once: no teardown still running when torchrun stops the rest
             batch = torch.ones(0 if (scenario == "skip" and rank == bad and step == 1) else 8)
             if batch.numel() > 0:  # branch on an empty batch
                 dist.all_reduce(grads)

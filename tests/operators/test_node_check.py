@@ -143,7 +143,34 @@ def test_npd_plugin_exit_code_and_first_line(tmp_path: Path, text: str, code: in
 
 def test_npd_budget_exceeded_is_unknown() -> None:
     p = run("--mode", "npd", "--budget", "0")
-    assert (p.returncode, p.stdout.startswith("UNKNOWN: facts not collected")) == (2, True), p.stdout
+    assert (p.returncode, p.stdout) == (2, "UNKNOWN: --budget 0: facts not collected within the time budget\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "line"),
+    [
+        (["--bogus-option"], 2, "--bogus-option: unrecognized argument (see --help)"),
+        (["--mode", "bogus"], 2, "--mode: invalid choice: 'bogus' (choose from 'report', 'slurm-prolog', "
+                                 "'slurm-healthcheck', 'npd')"),
+        (["--budget", "abc"], 2, "--budget: invalid float value: 'abc'"),
+        (["--budget"], 2, "--budget: expected one argument"),
+        (["--profile", "{tmp}/missing.yaml"], 2, "{tmp}/missing.yaml: cannot read profile: No such file or directory"),
+        (["--profile", "{tmp}/bad.yaml"], 2, "{tmp}/bad.yaml:1: unknown key 'gpus_per_nod' (did you mean 'gpus_per_node'?)"),
+        (["--budget", "0"], 3, "--budget 0: facts not collected within the time budget"),
+    ],
+)  # fmt: skip
+def test_every_own_error_is_one_line_in_one_style(tmp_path: Path, args: list[str], code: int, line: str) -> None:
+    """`validator node-check: error: WHERE: WHAT`, as UserError prints everywhere: no usage block,
+    no second line; npd gets the same text after UNKNOWN:, the Slurm modes the same line and exit 0."""
+    (tmp_path / "bad.yaml").write_text("gpus_per_nod: 8\n")
+    args = [a.format(tmp=tmp_path) for a in args]
+    line = line.format(tmp=tmp_path)
+    p = run(*args)
+    assert (p.returncode, p.stdout, p.stderr) == (code, "", f"validator node-check: error: {line}\n")
+    p = run("--mode", "npd", *args)
+    assert (p.returncode, p.stdout, p.stderr) == (2, f"UNKNOWN: {line}"[:200] + "\n", "")
+    p = run("--mode", "slurm-prolog", *args)
+    assert (p.returncode, p.stderr) == (0, f"validator node-check: error: {line}\n")
 
 
 def test_report_mode_json_and_prom_file(tmp_path: Path) -> None:

@@ -77,3 +77,14 @@ def test_healthcheck_drains_and_resumes_only_its_own_drains(slurm_prolog: Prolog
     p = healthcheck(slurm_prolog, "n3", good, "--drain", "--resume")
     assert p.returncode == 0 and "resumed" not in p.stderr, p.stderr
     assert slurm_prolog.reasons().get("n3") == "maintenance by ops"
+
+
+def test_a_drain_that_fails_is_one_error_line_naming_the_node(slurm_prolog: PrologSlurm, tmp_path: Path) -> None:
+    """scontrol's own multi-line error becomes the one style: `validator node-check: error: NODE: ...`."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: eight-gpus\ngpus_per_node: 8\n")
+    p = healthcheck(slurm_prolog, "nosuch", bad, "--drain")
+    assert p.returncode == 1, p.stderr  # the verdict stands: the node fails its profile
+    (line,) = [ln for ln in p.stderr.splitlines() if "drain" in ln and "FAILED" not in ln]
+    assert line.startswith("validator node-check: error: nosuch: cannot drain: scontrol exited 1: "), p.stderr
+    assert len(p.stderr.splitlines()) == 2 and "FAILED validator: PRF003" in p.stderr, p.stderr

@@ -122,8 +122,8 @@ def test_net_check_finds_an_interface_that_cannot_reach_the_others(netns_hosts: 
             for i in (0, 1):
                 env = base_env(RANK=str(i), LOCAL_RANK="0", WORLD_SIZE="2", GROUP_RANK=str(i),
                                MASTER_ADDR=h.addrs[0], MASTER_PORT=str(port))  # fmt: skip
-                if bad and i == 1:
-                    env["NCCL_SOCKET_IFNAME"] = "cvbad0"
+                if bad and i == 1:  # a CPU job (NCCL_* alone would not make it a GPU job): Gloo's interface
+                    env["GLOO_SOCKET_IFNAME"] = "cvbad0"
                 out = tmp_path / f"net{int(bad)}-{i}.json"
                 cmd = h.exec(i, sys.executable, "-m", "validator", "preflight", "--net-check", "--timeout", "20",
                              "--output", str(out))  # fmt: skip

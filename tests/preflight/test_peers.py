@@ -250,9 +250,10 @@ def test_names_across_namespaces(netns_hosts: NetnsHosts, tmp_path: Path) -> Non
     assert not [f for f in healthy["findings"] if f["code"].startswith(("NET20", "PRE008"))], healthy["findings"]
     assert "names: 3 hosts resolved their peers in" in errs[0], "the coordinator's verdict line says the round ran"
 
-    # a GPU job (NCCL settings): NCCL's interface is fine, but its gloo groups would advertise loopback
-    nccl = {i: {"NCCL_DEBUG": "WARN"} for i in range(3)}
-    loop = run_three(h, tmp_path, "lo", {1: {1: f"127.0.1.1\t{h.names[1]}"}}, env=nccl)[0]
+    # a GPU job (its launch names nccl; NCCL_* alone would not do): NCCL's interface is fine, but its
+    # gloo groups would advertise loopback. No GPU here: GPU001 is ignored, so the round still runs
+    nccl = ("--ignore", "GPU001", "--", sys.executable, "-c", "pass", "--backend", "nccl")
+    loop = run_three(h, tmp_path, "lo", {1: {1: f"127.0.1.1\t{h.names[1]}"}}, *nccl)[0]
     (f,) = found(loop, "NET201")
     assert expand(f["hosts"]) == [h.names[1]] and "127.0.1.1" in f["message"] and f["severity"] == "warning"
     assert h.addrs[1] in f["message"], "what its peers resolve it to, and its own address"

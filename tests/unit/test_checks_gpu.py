@@ -6,8 +6,11 @@ import pytest
 
 from tests.factories import check, cpu_job, fires, gpu, node_job, only, rank_job, tweak
 from validator.checks import CHECKS, run_checks
-from validator.facts.gpu import map_visible
+from validator.facts.command import parse_command
+from validator.facts.gpu import GpuEvidence, gpu_evidence, map_visible
+from validator.facts.network import uses_nccl
 from validator.model import Facts, Severity
+from validator.profiles import Profile
 
 GPU_CODES = [c for c in CHECKS if c.startswith("GPU")]
 
@@ -123,8 +126,86 @@ def test_cpu_job_hears_nothing_about_gpus(cvd: str | None) -> None:
     assert [f.code for f in run_checks(job, codes=GPU_CODES)] == []
 
 
-def test_gpu_job_on_nodes_without_gpus_is_flagged() -> None:
-    # NCCL settings ask for GPUs: a node without any is a real problem, not a CPU job
+# ----------------------------------------------------------------------------- is it a GPU job? (issue 21)
+
+NO_GPU = {"source": "none", "driver": None, "cuda": None, "devices": []}
+
+
+def launched(job: list[Facts], *argv: str) -> list[Facts]:
+    """Every participant launched by ``argv`` (parsed as the agent parses it)."""
+    command = parse_command(list(argv))
+    return [tweak([f], 0, launch={"command": command})[0] for f in job]
+
+
+def test_nccl_and_cuda_settings_alone_never_make_a_gpu_job() -> None:
+    """Clusters export NCCL_* (and Slurm CUDA_VISIBLE_DEVICES) for every job: a gloo job on
+    GPU-less nodes passes, and its net check and interface checks follow Gloo."""
+    env = {"NCCL_SOCKET_IFNAME": "lo", "NCCL_IB_DISABLE": "1", "NCCL_DEBUG": "WARN", "CUDA_VISIBLE_DEVICES": "0,1"}
+    job = [tweak([f], 0, env=env)[0] for f in launched(cpu_job(2, 2), "torchrun", "--nproc-per-node=2", "train.py")]
+    assert gpu_evidence(job) is None and not uses_nccl(job)
+    assert [f.code for f in run_checks(job, codes=GPU_CODES)] == []
+
+
+@fires("GPU001")
+def test_a_node_without_gpus_among_gpu_nodes_is_an_error_to_drain() -> None:
+    job = tweak(tweak(rank_job(2, 2), 2, gpus=NO_GPU), 3, gpus=NO_GPU)
+    assert gpu_evidence(job) == GpuEvidence("8 GPU(s)", "node001", True)
+    f = only(check(job, "GPU001"))
+    assert (f.hosts, f.actual, f.severity) == (["node002"], "0", Severity.ERROR)
+    assert f.message == "0 usable GPU(s) for 2 local ranks" and "drain the node" in f.fix
+
+
+def test_a_driver_without_gpus_is_a_gpu_node_that_lost_them() -> None:
+    """The kernel driver answers (NVML initialised) but lists no GPU: they fell off the bus."""
+    job = [tweak([f], 0, gpus={**NO_GPU, "source": "nvml", "driver": "550.54.15"})[0] for f in cpu_job(1, 2)]
+    assert gpu_evidence(job) == GpuEvidence("the NVIDIA driver 550.54.15", "node001", True)
+    assert "drain the node" in only(check(job, "GPU001")).fix
+
+
+def test_a_profile_with_gpus_makes_a_gpu_job_without_drain_advice() -> None:
     job = cpu_job(1, 2)
-    job = [tweak([f], 0, env={"NCCL_SOCKET_IFNAME": "eth0"})[0] for f in job]
-    assert only(check(job, "GPU001")).actual == "0"
+    f = only(check(job, "GPU001", Profile("p.yaml", name="p", gpus_per_node=8)))
+    assert f.message == (
+        "0 usable GPU(s) for 2 local ranks; only gpus_per_node: 8 (the profile) asks for GPUs, "
+        "and no node has a GPU or a GPU driver"
+    )
+    assert "drain" not in f.fix and f.fix.startswith("run the job on GPU nodes")
+    assert check(job, "GPU001", Profile("p.yaml", name="p", gpus_per_node=0)) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["torchrun", "--nproc-per-node=2", "train.py", "--backend", "nccl"], "--backend nccl"),
+        (["torchrun", "--nproc-per-node=2", "train.py", "--dist-backend=NCCL"], "--dist-backend=NCCL"),
+        (["python", "train.py", "--ddp_backend", "nccl"], "--ddp_backend nccl"),
+        (["python", "pretrain_gpt.py", "--distributed-backend", "nccl"], "--distributed-backend nccl"),
+        (["python", "train.py", "trainer.backend=nccl"], "trainer.backend=nccl"),
+        (["torchrun", "--nproc-per-node", "gpu", "train.py"], "--nproc-per-node=gpu"),
+        (["python", "-m", "torch.distributed.run", "--nproc_per_node=gpu", "train.py"], "--nproc-per-node=gpu"),
+    ],
+)
+def test_a_launch_that_names_a_gpu_backend_makes_a_gpu_job(argv: list[str], named: str) -> None:
+    job = launched(cpu_job(1, 2), *argv)
+    assert gpu_evidence(job) == GpuEvidence(named, "the launch command on node001", False)
+    f = only(check(job, "GPU001"))
+    assert f"only {named} (the launch command on node001) asks for GPUs" in f.message
+    assert "drain" not in f.fix and f.fix.endswith(f"without {named}")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["torchrun", "--nproc-per-node=2", "train.py", "--backend", "gloo"],
+        ["accelerate", "launch", "--multi_gpu", "--num_processes=2", "train.py"],  # its launcher runs gloo on CPUs
+        ["torchrun", "--nproc-per-node=2", "train.py", "--backend=cpu:gloo,cuda:nccl"],  # torch's default
+        ["torchrun", "--nproc-per-node=auto", "train.py"],  # CPUs where there is no accelerator
+        ["torchrun", "--nproc-per-node=2", "nccl_tests.py", "nccl"],  # names, not a backend option
+        ["torchrun", "--rdzv-backend=c10d", "--nproc-per-node=2", "train.py"],
+        ["accelerate", "launch", "--cpu", "train.py"],
+    ],
+)
+def test_a_launch_that_names_no_gpu_backend_is_a_cpu_job(argv: list[str]) -> None:
+    job = launched(cpu_job(1, 2), *argv)
+    assert gpu_evidence(job) is None
+    assert [f.code for f in run_checks(job, codes=GPU_CODES)] == []

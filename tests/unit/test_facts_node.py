@@ -15,6 +15,7 @@ from validator.errors import UserError
 from validator.facts import load_facts, parse
 from validator.facts.node import nccl_version, parse_software, parse_system, torch_cuda
 from validator.facts.schema import SchemaError, validate_facts
+from validator.profiles import Profile
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -81,7 +82,13 @@ def test_namespace_hosts_parse_end_to_end() -> None:
     assert (m0["local"], m0["loopback"], m1["local"], m1["route_dev"]) == (True, False, False, "ens5")
     assert r1["network"]["gloo"]["rule"].endswith("does not resolve: loopback fallback")  # own UTS hostname
     assert r0["gpus"]["source"] == "none" and r0["errors"] == {}
+    # NCCL_SOCKET_IFNAME alone does not make a GPU job: a CPU job's Gloo falls back to loopback
     findings = [f for f in run_checks([r0, r1]) if f.code.startswith(("RNK", "RDZ", "NET"))]
+    assert [(f.code, f.hosts, f.actual) for f in findings] == [
+        ("NET003", [h], "lo") for h in ("eth-docker", "ens5-down")
+    ]
+    gpu = Profile("p.yaml", name="p", gpus_per_node=8)  # a GPU job: NCCL's interfaces are fine
+    findings = [f for f in run_checks([r0, r1], gpu) if f.code.startswith(("RNK", "RDZ", "NET"))]
     assert [(f.code, f.hosts, f.actual) for f in findings] == [("NET007", ["ens5-down"], "ens5")]  # info only
 
 

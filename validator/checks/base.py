@@ -22,6 +22,7 @@ from validator.codes import Code, paragraphs
 from validator.model import Facts, Severity
 
 if TYPE_CHECKING:  # annotations only: profiles load where one is given
+    from validator.facts.gpu import GpuEvidence
     from validator.profiles import Profile
 
 T = TypeVar("T", bound=Hashable)
@@ -343,11 +344,17 @@ class Job:
         return any(f["hostname"] != first for f in self.facts)
 
     @cached_property
-    def uses_gpus(self) -> bool:
-        """A GPU job (``facts.network.uses_nccl``): otherwise GPU checks stay silent (a CPU/gloo job)."""
-        from validator.facts.network import uses_nccl
+    def gpu_evidence(self) -> GpuEvidence | None:
+        """Why this is a GPU job (``facts.gpu.gpu_evidence``, the rule of ``facts.network.uses_nccl``);
+        None: a CPU/gloo job, where GPU checks stay silent."""
+        from validator.facts.gpu import gpu_evidence
 
-        return uses_nccl(self.facts, self.profile.gpus_per_node if self.profile else None)
+        return gpu_evidence(self.facts, self.profile.gpus_per_node if self.profile else None)
+
+    @cached_property
+    def uses_gpus(self) -> bool:
+        """A GPU job (``gpu_evidence``): otherwise GPU checks stay silent (a CPU/gloo job)."""
+        return self.gpu_evidence is not None
 
     def who(self, members: list[int]) -> str:
         """``node rank 1 on vm`` for one participant, folded hosts for several."""

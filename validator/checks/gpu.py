@@ -1,5 +1,5 @@
 """GPU: enough GPUs for the local ranks, one GPU per rank, the same GPUs and driver everywhere.
-Silent for CPU (gloo) jobs: see ``Job.uses_gpus``."""
+Silent for CPU (gloo) jobs: see ``Job.gpu_evidence`` (never environment variables alone)."""
 
 from __future__ import annotations
 
@@ -56,9 +56,13 @@ def too_few_gpus(job: Job) -> Iterator[Hit]:
     shares a GPU with another rank, which NCCL refuses ("Duplicate GPU detected").
 
     Lower --nproc-per-node / --ntasks-per-node to the GPU count, fix CUDA_VISIBLE_DEVICES, or
-    drain the node if GPUs fell off the bus (nvidia-smi shows fewer than installed).
+    drain the node if GPUs fell off the bus (nvidia-smi shows fewer than installed). A job that
+    asks for GPUs only by its configuration (a profile's gpus_per_node, `--backend nccl`), on nodes
+    where no GPU and no GPU driver answers, belongs on GPU nodes, or is a CPU job (gloo) that
+    should not ask. NCCL_* or CUDA_VISIBLE_DEVICES alone never make a job a GPU job.
     """
-    if not job.uses_gpus:
+    evidence = job.gpu_evidence
+    if evidence is None:
         return
     groups: dict[tuple[int, int], list[int]] = {}
     lws = job.column("local_world_size")
@@ -68,15 +72,13 @@ def too_few_gpus(job: Job) -> Iterator[Hit]:
         have = node_gpu_count(job, members)
         if need is not None and have < need:
             groups.setdefault((have, need), []).extend(members)
+    why, fix = "", "match --nproc-per-node to the GPUs, or drain the node"
+    if not evidence.node:  # only the job's configuration asks for GPUs, on nodes without any: no node to drain
+        why = f"; only {evidence.what} ({evidence.where}) asks for GPUs, and no node has a GPU or a GPU driver"
+        fix = f"run the job on GPU nodes, or make it a CPU job (gloo) without {evidence.what}"
     for (have, need), members in groups.items():
-        yield Hit(
-            f"{have} usable GPU(s) for {need} local ranks",
-            members,
-            expected=f">= {need}",
-            actual=str(have),
-            fix="match --nproc-per-node to the GPUs, or drain the node",
-            verify=SMI,
-        )
+        yield Hit(f"{have} usable GPU(s) for {need} local ranks{why}", members, expected=f">= {need}",
+                  actual=str(have), fix=fix, verify=SMI)  # fmt: skip
 
 
 def device_of(f: Facts) -> str | None:

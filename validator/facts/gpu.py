@@ -1,13 +1,16 @@
-"""GPUs from NVML, ``nvidia-smi --query-gpu ... --format=csv`` or /proc/driver/nvidia, and the
-CUDA_VISIBLE_DEVICES mapping (indices, UUIDs or their unique prefixes, MIG UUIDs)."""
+"""GPUs from NVML, ``nvidia-smi --query-gpu ... --format=csv`` or /proc/driver/nvidia, the
+CUDA_VISIBLE_DEVICES mapping (indices, UUIDs or their unique prefixes, MIG UUIDs), and the
+evidence that a job uses GPUs at all (``gpu_evidence``)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from validator.model import GpuDevice, GpuFacts
+    from validator.model import CommandFacts, Facts, GpuDevice, GpuFacts
 
 
 NO_GPUS: GpuFacts = {
@@ -146,3 +149,63 @@ def parse_gpus(raw: dict[str, Any] | None, env: dict[str, str]) -> GpuFacts:
         "visible": visible,
         "visible_error": err,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class GpuEvidence:
+    """Why a job counts as a GPU job: ``what`` (``--backend nccl``) and ``where`` it was seen (the
+    host, the profile); ``node``: a node's own GPUs or driver (then a node without GPUs may be
+    broken), else only the job's configuration."""
+
+    what: str
+    where: str
+    node: bool
+
+
+def gpu_evidence(facts: Sequence[Facts], gpus_per_node: int | None = None) -> GpuEvidence | None:
+    """The evidence that the job uses GPUs, strongest first: a node with GPUs; a node whose NVIDIA
+    driver answers without any (they fell off the bus); a profile's GPUs per node; a launch command
+    that names a GPU backend (``gpu_launch``). None: a CPU (gloo) job. Environment variables alone
+    (``NCCL_*``, ``CUDA_VISIBLE_DEVICES``) never count: many clusters export them for every job."""
+    driver: Facts | None = None
+    for f in facts:
+        g = f["gpus"]
+        if g["devices"]:
+            return GpuEvidence(f"{len(g['devices'])} GPU(s)", f["host"], True)
+        if driver is None and g["source"] != "none":
+            driver = f
+    if driver is not None:
+        version = driver["gpus"]["driver"]
+        return GpuEvidence(f"the NVIDIA driver{' ' + version if version else ''}", driver["host"], True)
+    if gpus_per_node:
+        return GpuEvidence(f"gpus_per_node: {gpus_per_node}", "the profile", False)
+    seen: set[int] = set()  # launch sections shared between ranks (facts.share): each read once
+    for f in facts:
+        command = f["launch"]["command"]
+        if command is not None and id(command) not in seen:
+            seen.add(id(command))
+            if named := gpu_launch(command):
+                return GpuEvidence(named, f"the launch command on {f['host']}", False)
+    return None
+
+
+def gpu_launch(command: CommandFacts) -> str | None:
+    """What in a launch command asks for GPUs: torchrun's ``--nproc-per-node=gpu``, or an option or
+    ``key=value`` whose name ends in ``backend`` set to ``nccl``
+    (``--backend nccl``, ``--dist-backend=nccl``, ``--ddp_backend nccl``, Megatron's
+    ``--distributed-backend nccl``, a Hydra ``trainer.backend=nccl``). torch's own default
+    ``cpu:gloo,cuda:nccl``, ``--nproc-per-node=auto`` and accelerate's ``--multi_gpu`` (its
+    multi-process launcher, which runs a CPU job on gloo too) do not: they run on CPUs too."""
+    options = command["options"]
+    if command["tool"] == "torchrun" and options.get("nproc_per_node") == "gpu":
+        return "--nproc-per-node=gpu"
+    argv = command["argv"]
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if not eq:
+            if not arg.startswith("-") or i + 1 >= len(argv):
+                continue
+            value = argv[i + 1]
+        if name.lstrip("-").rsplit(".", 1)[-1].lower().endswith("backend") and value.strip().lower() == "nccl":
+            return arg if eq else f"{arg} {value}"
+    return None

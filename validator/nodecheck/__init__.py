@@ -257,7 +257,7 @@ def scontrol(args: list[str], timeout_s: float) -> str:
     except (OSError, subprocess.TimeoutExpired) as e:
         raise RuntimeError(f"scontrol failed: {e}") from None
     if p.returncode != 0:
-        raise RuntimeError(f"scontrol exited {p.returncode}: {p.stderr.strip()[:200]}")
+        raise RuntimeError(f"scontrol exited {p.returncode}: {' '.join(p.stderr.split())[:200]}")  # one line
     return p.stdout
 
 

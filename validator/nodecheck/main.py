@@ -60,21 +60,44 @@ def peek_mode(argv: list[str]) -> str:
 
 
 def own_error(mode: str, message: str, report_code: int = EXIT_USAGE) -> int:
-    """The validator's own failure (bad option or profile, budget exceeded, a bug): never a drain."""
+    """The validator's own failure (bad option or profile, budget exceeded, a bug): never a drain.
+    One line in the one style (``UserError``: where, then what), ``UNKNOWN: ...`` for npd."""
     if mode == "npd":
-        print(f"UNKNOWN: {message}"[:NPD_LINE_MAX])
+        print(f"UNKNOWN: {' '.join(message.split())}"[:NPD_LINE_MAX])
         return NPD_UNKNOWN
-    print(f"validator node-check: error: {message}", file=sys.stderr)
+    error_line(message)
     return 0 if mode.startswith("slurm") else report_code
+
+
+def error_line(message: str) -> None:
+    """``validator node-check: error: WHERE: WHAT`` on stderr, one line whatever scontrol or an
+    exception wrote."""
+    print(f"validator node-check: error: {' '.join(message.split())}", file=sys.stderr)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The options; a bad one is a UserError naming it (``--mode: invalid choice: ...``), not
+    argparse's usage block and second error line."""
+    ap = parser()
+    ap.exit_on_error = False
+    try:
+        ns, extra = ap.parse_known_args(argv)
+    except argparse.ArgumentError as e:
+        raise UserError(e.message, e.argument_name or "") from None
+    if extra:
+        raise UserError(f"unrecognized argument{'s' if len(extra) > 1 else ''} (see --help)", " ".join(extra))
+    return ns
 
 
 def main(argv: list[str]) -> int:
     t0 = time.monotonic()
     mode = peek_mode(argv)
     try:
-        ns = parser().parse_args(argv)
-    except SystemExit as e:  # argparse printed the usage error (or --help: exit 0)
-        return 0 if e.code in (0, None) else own_error(mode, "bad options (see usage above)")
+        ns = parse(argv)
+    except SystemExit as e:  # --help (argparse printed it)
+        return 0 if e.code in (0, None) else own_error(mode, "bad options")
+    except UserError as e:
+        return own_error(mode, str(e), e.exit_code)
     try:
         return run(ns, t0)
     except KeyboardInterrupt:
@@ -86,7 +109,7 @@ def main(argv: list[str]) -> int:
         from validator.nodecheck import BudgetExceeded
 
         if isinstance(e, BudgetExceeded):
-            return own_error(ns.mode, f"{e} (--budget {ns.budget:g})", EXIT_INCOMPLETE)
+            return own_error(ns.mode, str(UserError(str(e), f"--budget {ns.budget:g}")), EXIT_INCOMPLETE)
         return own_error(ns.mode, f"internal error: {type(e).__name__}: {str(e)[:200]}")
 
 
@@ -105,13 +128,13 @@ def run(ns: argparse.Namespace, t0: float) -> int:
         try:
             drain(node_name(facts), drain_reason(failing), deadline - time.monotonic())
         except RuntimeError as e:  # the non-zero exit still fails the prolog: Slurm drains it
-            print(f"validator node-check: cannot drain: {e}", file=sys.stderr)
+            error_line(str(UserError(f"cannot drain: {e}", node_name(facts))))
     elif not failing and ns.resume and ns.mode.startswith("slurm"):
         try:
             if resume_own_drain(node_name(facts), deadline - time.monotonic()):
                 print(f"validator node-check: resumed {node_name(facts)}", file=sys.stderr)
         except RuntimeError as e:
-            print(f"validator node-check: cannot resume: {e}", file=sys.stderr)
+            error_line(str(UserError(f"cannot resume: {e}", node_name(facts))))
     if ns.prom_file:
         write_metrics(ns.prom_file, report, code, time.monotonic() - t0)
     if ns.mode == "npd":

@@ -4,6 +4,27 @@ in the close case that is fine."""
 from __future__ import annotations
 
 from tests.factories import check, fires, node_job, only, rank_job, tweak
+from validator.agent.probe import filtered_env
+from validator.facts.command import parse_command
+from validator.facts.launch import parse_launch
+from validator.model import Facts
+
+
+def relaunch(job: list[Facts], i: int, *options: str, env: dict[str, str] | None = None) -> list[Facts]:
+    """Node ``i`` launched with its command plus ``options`` (the last spelling of an option wins,
+    as in argparse), its facts made by the real parsers from that command line and ``env``."""
+    argv = job[i]["launch"]["command"]["argv"]  # type: ignore[index]
+    argv = [*argv[:-1], *options, argv[-1]]
+    env = env or {}
+    return tweak(job, i, env=env, launch=parse_launch(filtered_env(env), parse_command(argv)))
+
+
+def launched(*argvs: list[str]) -> list[Facts]:
+    """One node a command line: node_job's nodes, each launched with its own ``argv``."""
+    job = node_job(len(argvs))
+    for i, argv in enumerate(argvs):
+        job = tweak(job, i, launch=parse_launch({}, parse_command(argv)))
+    return job
 
 
 @fires("RNK001")
@@ -60,7 +81,8 @@ def test_world_size_tie_goes_to_rank_zero_whatever_the_input_order() -> None:
 
 
 def test_derived_world_sizes_of_wrapper_agents_are_left_to_rnk009() -> None:
-    job = tweak(node_job(2), 1, launch={"nnodes": 3, "world_size": 24})
+    job = relaunch(node_job(2), 1, "--nnodes=3")
+    assert job[1]["launch"]["world_size"] == 24
     assert check(job, "RNK004") == []
     assert check(job, "RNK009")
 
@@ -139,7 +161,7 @@ def test_heterogeneous_slurm_nodes_are_not_held_to_the_product() -> None:
 
 @fires("RNK009")
 def test_nnodes_outlier_names_the_node_not_the_master() -> None:
-    job = tweak(node_job(3), 2, launch={"nnodes": 2, "world_size": 16})
+    job = relaunch(node_job(3), 2, "--nnodes=2")
     f = only(check(job, "RNK009"))
     assert f.hosts == ["node003"]
     assert (f.expected, f.actual) == ("3", "2")
@@ -148,7 +170,7 @@ def test_nnodes_outlier_names_the_node_not_the_master() -> None:
 @fires("RNK009")
 def test_nnodes_tie_goes_to_node_rank_zero() -> None:
     # the silent failure of ../shared/logs/torch-nnodes_mismatch.log: --nnodes=2 vs --nnodes=3
-    job = tweak(node_job(2), 1, launch={"nnodes": 3, "world_size": 24})
+    job = relaunch(node_job(2), 1, "--nnodes=3")
     for order in (job, list(reversed(job))):
         f = only(check(order, "RNK009"))
         assert f.hosts == ["node002"]
@@ -157,3 +179,79 @@ def test_nnodes_tie_goes_to_node_rank_zero() -> None:
 
 def test_node_ranks_may_differ_across_nodes() -> None:
     assert check(node_job(4), "RNK009") == []
+
+
+@fires("RNK009")
+def test_an_option_outside_the_old_hand_list_names_its_node_and_node_rank() -> None:
+    job = relaunch(node_job(3), 1, "--max-restarts=3")
+    f = only(check(job, "RNK009"))
+    assert f.hosts == ["node002"] and "node rank 1 on node002" in f.message
+    assert "--max-restarts=3" in f.message
+    assert (f.expected, f.actual) == ("0 (the default)", "3")
+
+
+@fires("RNK009")
+def test_a_flag_given_on_one_node_only() -> None:
+    f = only(check(relaunch(node_job(3), 2, "--standalone"), "RNK009"))
+    # --standalone makes a c10d node: its node rank is assigned at rendezvous, so it is named by host
+    assert (
+        f.hosts == ["node003"] and f.message == "--standalone set on participant on node003; not set on the other nodes"
+    )
+    assert f.fix == "give --standalone on every node or on none"
+
+
+def test_an_option_omitted_on_one_node_is_the_default_there() -> None:
+    job = relaunch(node_job(3), 0, "--max-restarts=0", "--rdzv-backend=static", "--rdzv-id=none", "--nnodes=3:3")
+    job = relaunch(job, 2, "--max_restarts", "00", "--nproc_per_node=8")
+    assert check(job, "RNK009") == []
+
+
+def test_per_node_and_free_options_may_differ() -> None:
+    job = relaunch(node_job(3), 1, "--local-addr=10.0.0.2", "--rdzv-conf=is_host=0", "--log-dir=/tmp/n1",
+                   "--monitor-interval=5", "--start-method=fork", "--tee=3")  # fmt: skip
+    assert check(job, "RNK009") == []
+
+
+@fires("RNK009")
+def test_a_pet_variable_stands_for_an_omitted_option() -> None:
+    job = relaunch(node_job(2), 1, env={"PET_MAX_RESTARTS": "2"})
+    f = only(check(job, "RNK009"))
+    assert f.hosts == ["node002"] and (f.expected, f.actual) == ("0 (the default)", "2 (PET_MAX_RESTARTS)")
+    assert check(relaunch(node_job(2), 1, env={"PET_MAX_RESTARTS": "0"}), "RNK009") == []
+
+
+def test_values_known_only_at_start_are_not_compared() -> None:
+    # --nproc-per-node=gpu is the node's GPU count, decided when torchrun starts
+    assert check(relaunch(node_job(2), 1, "--nproc-per-node=gpu"), "RNK009") == []
+
+
+def ds(node_rank: int, *options: str) -> list[str]:
+    return ["deepspeed", "--no_ssh", f"--node_rank={node_rank}", "--master_addr=node001", *options, "train.py"]
+
+
+@fires("RNK009")
+def test_deepspeed_options_and_defaults() -> None:
+    f = only(check(launched(ds(0), ds(1), ds(2, "--launcher=openmpi")), "RNK009"))
+    assert f.hosts == ["node003"] and "--launcher=openmpi" in f.message and f.expected == "pdsh (the default)"
+    assert check(launched(ds(0, "--launcher=pdsh"), ds(1), ds(2)), "RNK009") == []
+    # --num_nodes omitted: every host of the hostfile, known only when deepspeed reads it
+    assert check(launched(ds(0, "--num_nodes=3"), ds(1, "--num_nodes=3"), ds(2)), "RNK009") == []
+    f = only(check(launched(ds(0, "--num_nodes=3"), ds(1, "--num_nodes=3"), ds(2, "--num_nodes=2")), "RNK009"))
+    assert f.hosts == ["node003"] and "--num_nodes=2" in f.message
+
+
+def acc(rank: int, *options: str) -> list[str]:
+    return ["accelerate", "launch", "--num_machines=3", f"--machine_rank={rank}", "--main_process_ip=node001",
+            *options, "train.py"]  # fmt: skip
+
+
+@fires("RNK009")
+def test_accelerate_distribution_settings_must_agree() -> None:
+    job = launched(acc(0, "--zero_stage=3"), acc(1, "--zero_stage=3"), acc(2, "--zero-stage", "2"))
+    f = only(check(job, "RNK009"))
+    assert f.hosts == ["node003"] and "--zero_stage=2" in f.message and f.expected == "3"
+    # omitted where accelerate's config file may set it: not compared; a per-node path may differ
+    job = launched(acc(0, "--use_fsdp"), acc(1), acc(2, "--use_fsdp", "--config_file=/etc/n2.yaml"))
+    assert check(job, "RNK009") == []
+    f = only(check(launched(acc(0), acc(1), acc(2, "--max_restarts=1")), "RNK009"))
+    assert f.hosts == ["node003"] and f.expected == "0 (the default)"

@@ -167,5 +167,6 @@ def test_accelerate_launch_options() -> None:
             "--num_processes", "16", "--debug", "train.py", "--lr", "1"]  # fmt: skip
     c = parse_command(argv)
     assert (c["tool"], c["script"], c["errors"]) == ("accelerate", "train.py", [])
-    assert c["options"] == {"multi_gpu": "1", "num_machines": "2", "machine_rank": "1", "main_process_ip": "n1",
-                            "main_process_port": "29600", "num_processes": "16", "debug": "1"}  # fmt: skip
+    assert c["options"] == {"multi_gpu": "1", "mixed_precision": "bf16", "num_machines": "2", "machine_rank": "1",
+                            "main_process_ip": "n1", "main_process_port": "29600", "num_processes": "16",
+                            "debug": "1"}  # fmt: skip

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
-from validator.checks.base import FEW, Check, Hit, Job, all_in_range, check, describe, indices, outliers
+from validator.checks.base import FEW, Check, Hit, Job, all_in_range, check, describe, indices, majority_of, outliers
 from validator.checks.gpu import usual_layout
 from validator.codes import table
 from validator.errors import UserError
+from validator.facts import launchopts
 from validator.model import Severity
 from validator.targets import expand, fold_ranks
 
@@ -341,49 +343,68 @@ def world_size_product(job: Job) -> Iterator[Hit]:
         )
 
 
-LAUNCH_OPTIONS = ("nnodes", "local_world_size", "rdzv_backend", "rdzv_id", "rdzv_endpoint")
-OPTION_NAMES = {
-    "nnodes": "--nnodes",
-    "local_world_size": "--nproc-per-node",
-    "rdzv_backend": "--rdzv-backend",
-    "rdzv_id": "--rdzv-id",
-    "rdzv_endpoint": "--rdzv-endpoint",
-}
+# must agree, and compared elsewhere: RDZ001/RDZ002 compare the endpoint as resolved (node001 and
+# 10.0.0.1 are one master), and torchrun ignores them under c10d
+ENDPOINT_OPTIONS = ("master_addr", "master_port", "main_process_ip", "main_process_port")
+
+
+def _compared(tool: str, members: list[int], launches: Sequence[Any], envs: Sequence[Any]) -> list[str]:
+    """The must-agree options of ``tool`` some node gives (or sets by PET_*): the others are the
+    launcher's default on every node."""
+    table = launchopts.OPTIONS[tool]
+    given: set[str] = set()
+    for i in members:
+        given.update(launches[i]["command"]["options"])
+        if tool == "torchrun":
+            given.update(k[4:].lower() for k in envs[i] if k.startswith("PET_"))
+    return [n for n in table if n in given and table[n][0] == launchopts.JOB and n not in ENDPOINT_OPTIONS]
 
 
 @check("RNK009", Severity.ERROR, "Launch options differ across nodes")
 def launch_options(job: Job) -> Iterator[Hit]:
-    """torchrun's --nnodes, --nproc-per-node, --rdzv-backend, --rdzv-id and --rdzv-endpoint
-    (or their PET_* variables) are the same on every node.
+    """Every launch option that must agree across nodes has the same value on every node:
+    torchrun's --nnodes, --nproc-per-node, --rdzv-backend, --rdzv-id, --rdzv-endpoint,
+    --max-restarts and --standalone, deepspeed's and `accelerate launch`'s counterparts and
+    accelerate's distribution settings (each option's class: validator/facts/launchopts.py). A node that
+    omits an option has its launcher's default (torchrun: its PET_* variable first).
 
     Silent failures: with a static rendezvous, nodes launched with --nnodes=2 and --nnodes=3 run
     with the master's value and exit 0 (a job with the wrong size); the reverse hangs until the
-    timeout. A different --rdzv-id or endpoint splits the nodes into two jobs that each wait.
+    timeout. A different --rdzv-id or endpoint splits the nodes into two jobs that each wait; a
+    different ZeRO stage or FSDP setting issues other collectives and hangs at the first step.
 
-    Generate the torchrun command once and run it unchanged on every node (srun, a pod template,
-    one launch script); take per-node values only from --node-rank.
+    Generate the launch command once and run it unchanged on every node (srun, a pod template,
+    one launch script); take per-node values only from --node-rank (--machine_rank).
     """
     launches = job.launches
     if job.column("command").count(None) == len(job):
         return  # no command line known
-    nodes = [i for i, lf in enumerate(launches) if lf["command"] and lf["mode"] == "node"]
-    for field in LAUNCH_OPTIONS:
-        expected, groups = job.majority(nodes, lambda i, f=field: launches[i].get(f))  # type: ignore[misc]
-        for value, who in outliers(groups, expected):
-            src = launches[who[0]]["sources"].get(field, "")  # the launcher's own spelling: --num_nodes
-            name = (
-                src.split(":", 1)[1]
-                if src.startswith(("torchrun:--", "deepspeed:--", "accelerate:--"))
-                else OPTION_NAMES[field]
-            )
-            yield Hit(
-                f"{name}={value} on {job.who(who)}; the other nodes use {expected}",
-                who,
-                expected=str(expected),
-                actual=str(value),
-                fix=f"launch every node with {name}={expected}",
-                verify=RERUN,
-            )
+    by_tool: dict[str, list[int]] = {}
+    for i, lf in enumerate(launches):
+        if lf["command"] and lf["mode"] == "node" and lf["command"]["tool"] in launchopts.OPTIONS:
+            by_tool.setdefault(lf["command"]["tool"], []).append(i)
+    envs = job.section("env")
+    for tool, members in by_tool.items():
+        for name in _compared(tool, members, launches, envs) if len(members) > 1 else ():
+            seen = [launchopts.effective(tool, name, launches[i]["command"]["options"], envs[i]) for i in members]
+            shown = {i: v for i, v in zip(members, seen, strict=True) if v is not None}  # None: known at start
+            expected, groups = majority_of(list(shown), [v[0] for v in shown.values()], job.is_reference)
+            spelling, takes = launchopts.spellings(tool, name)[0], launchopts.OPTIONS[tool][name][1]
+            for _, who in outliers(groups, expected):
+                want, got = shown[groups[expected][0]][1], shown[who[0]][1]
+                where = job.who(who)
+                yield Hit(
+                    f"{spelling}={got} on {where}; the other nodes use {want}"
+                    if takes
+                    else f"{spelling} {got} on {where}; {want} on the other nodes",
+                    who,
+                    expected=want,
+                    actual=got,
+                    fix=f"launch every node with {spelling}={want.split(' (')[0]}"
+                    if takes
+                    else f"give {spelling} on every node or on none",
+                    verify=RERUN,
+                )
 
 
 CODES: dict[str, Check] = table(

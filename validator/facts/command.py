@@ -1,7 +1,7 @@
 """Parse a launch command (torchrun, python -m torch.distributed.run, deepspeed, accelerate launch).
 
-Mirrors the launchers' own argparse tables (torch 2.13/2.14 ``torch/distributed/run.py``,
-DeepSpeed ``launcher/runner.py``): dash and underscore spellings, ``--opt=value``, unique-prefix
+Mirrors the launchers' own argparse parsers (their options: ``facts/launchopts.py``, held against
+the installed parsers by tests): dash and underscore spellings, ``--opt=value``, unique-prefix
 abbreviations (argparse's default), flags versus options that take a value, and the first
 positional argument ending the launcher's options.
 """
@@ -11,108 +11,18 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from validator.facts import launchopts
+
 if TYPE_CHECKING:
     from validator.model import CommandFacts
 
-# dest -> (takes a value, spellings). dest is what torchrun's PET_<DEST> fallback uses.
-TORCHRUN: dict[str, tuple[bool, tuple[str, ...]]] = {
-    "nnodes": (True, ("--nnodes",)),
-    "nproc_per_node": (True, ("--nproc-per-node", "--nproc_per_node")),
-    "rdzv_backend": (True, ("--rdzv-backend", "--rdzv_backend")),
-    "rdzv_endpoint": (True, ("--rdzv-endpoint", "--rdzv_endpoint")),
-    "rdzv_id": (True, ("--rdzv-id", "--rdzv_id")),
-    "rdzv_conf": (True, ("--rdzv-conf", "--rdzv_conf")),
-    "standalone": (False, ("--standalone",)),
-    "max_restarts": (True, ("--max-restarts", "--max_restarts")),
-    "monitor_interval": (True, ("--monitor-interval", "--monitor_interval")),
-    "start_method": (True, ("--start-method", "--start_method")),
-    "event_log_handler": (True, ("--event-log-handler", "--event_log_handler")),
-    "role": (True, ("--role",)),
-    "module": (False, ("-m", "--module")),
-    "no_python": (False, ("--no-python", "--no_python")),
-    "run_path": (False, ("--run-path", "--run_path")),
-    "log_dir": (True, ("--log-dir", "--log_dir")),
-    "redirects": (True, ("-r", "--redirects")),
-    "tee": (True, ("-t", "--tee")),
-    "local_ranks_filter": (True, ("--local-ranks-filter", "--local_ranks_filter")),
-    "duplicate_stdout_filters": (
-        True,
-        ("--duplicate-stdout-filters", "--duplicate_stdout_filters"),
-    ),
-    "duplicate_stderr_filters": (
-        True,
-        ("--duplicate-stderr-filters", "--duplicate_stderr_filters"),
-    ),
-    "node_rank": (True, ("--node-rank", "--node_rank")),
-    "master_addr": (True, ("--master-addr", "--master_addr")),
-    "master_port": (True, ("--master-port", "--master_port")),
-    "local_addr": (True, ("--local-addr", "--local_addr")),
-    "logs_specs": (True, ("--logs-specs", "--logs_specs")),
-    "numa_binding": (True, ("--numa-binding", "--numa_binding")),
-    "signals_to_handle": (True, ("--signals-to-handle", "--signals_to_handle")),
-    "shutdown_timeout": (True, ("--shutdown-timeout", "--shutdown_timeout")),
-    "log_line_prefix_template": (
-        True,
-        ("--log-line-prefix-template", "--log_line_prefix_template"),
-    ),
-    "virtual_local_rank": (False, ("--virtual-local-rank", "--virtual_local_rank")),
-    # torch.distributed.launch (deprecated) only
-    "use_env": (False, ("--use-env", "--use_env")),
-    "local_rank": (True, ("--local-rank", "--local_rank")),
-}
-
-DEEPSPEED: dict[str, tuple[bool, tuple[str, ...]]] = {
-    "hostfile": (True, ("-H", "--hostfile")),
-    "include": (True, ("-i", "--include")),
-    "exclude": (True, ("-e", "--exclude")),
-    "num_nodes": (True, ("--num_nodes",)),
-    "min_elastic_nodes": (True, ("--min_elastic_nodes",)),
-    "max_elastic_nodes": (True, ("--max_elastic_nodes",)),
-    "num_gpus": (True, ("--num_gpus", "--num_accelerators")),
-    "master_port": (True, ("--master_port",)),
-    "master_addr": (True, ("--master_addr",)),
-    "node_rank": (True, ("--node_rank",)),
-    "launcher": (True, ("--launcher",)),
-    "launcher_args": (True, ("--launcher_args",)),
-    "module": (False, ("--module",)),
-    "no_python": (False, ("--no_python",)),
-    "no_local_rank": (False, ("--no_local_rank",)),
-    "no_ssh_check": (False, ("--no_ssh_check",)),
-    "no_ssh": (False, ("--no_ssh",)),
-    "force_multi": (False, ("--force_multi",)),
-    "save_pid": (False, ("--save_pid",)),
-    "enable_each_rank_log": (True, ("--enable_each_rank_log",)),
-    "autotuning": (True, ("--autotuning",)),
-    "elastic_training": (False, ("--elastic_training",)),
-    "bind_cores_to_rank": (False, ("--bind_cores_to_rank",)),
-    "bind_core_list": (True, ("--bind_core_list",)),
-    "ssh_port": (True, ("--ssh_port",)),
-    "comment": (True, ("--comment",)),
-}
-
-
-def _both(*dests: str) -> dict[str, tuple[str, ...]]:
-    """accelerate spells every long option with underscores and with dashes."""
-    return {d: (f"--{d}", f"--{d.replace('_', '-')}") for d in dests}
-
-
-# `accelerate launch` (accelerate 1.15, accelerate/commands/launch.py). Every flag (nargs=0) is
-# listed, so an option that is not listed takes a value (accelerate has ~100 of them); only the
-# values the launch contract needs are named.
-ACCELERATE_FLAGS = (
-    "cpu", "debug", "downcast_bf16", "dynamo_use_dynamic", "dynamo_use_fullgraph",
-    "dynamo_use_regional_compilation", "enable_cpu_affinity", "fp8_use_autocast_during_eval", "multi_gpu",
-    "no_python", "no_tpu_cluster", "same_network", "tpu", "tpu_cluster", "tpu_use_sudo", "use_deepspeed",
-    "use_fsdp", "use_megatron_lm", "use_parallelism_config",
-)  # fmt: skip
-ACCELERATE_VALUES = ("config_file", "num_processes", "num_machines", "machine_rank", "main_process_ip",
-                     "main_process_port", "rdzv_backend", "rdzv_conf", "max_restarts")  # fmt: skip
-ACCELERATE: dict[str, tuple[bool, tuple[str, ...]]] = {
-    **{d: (False, s) for d, s in _both(*ACCELERATE_FLAGS).items()},
-    "module": (False, ("-m", "--module")),
-    "quiet": (False, ("-q", "--quiet")),
-    **{d: (True, s) for d, s in _both(*ACCELERATE_VALUES).items()},
-}
+# name -> (takes a value, spellings), from the one table of every launcher's options
+# (facts/launchopts.py). The name is the dest: what torchrun's PET_<DEST> fallback uses.
+TORCHRUN = launchopts.spelling_table("torchrun")
+DEEPSPEED = launchopts.spelling_table("deepspeed")
+# `accelerate launch`: every option is listed, and one a newer release adds is taken to take a
+# value unless the table lists it as a flag.
+ACCELERATE = launchopts.spelling_table("accelerate")
 
 TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 PYTHONS = ("python", "python3")

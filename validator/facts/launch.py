@@ -12,23 +12,20 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from validator.facts import launchopts
 from validator.facts.k8s import KUBEFLOW_TYPE, pod_contract, pod_hosts
 from validator.targets import MAX_RANKS
 
 if TYPE_CHECKING:
     from validator.model import CommandFacts, Launcher, LaunchFacts
 
+# what torchrun uses for an option a node omits (and no PET_* variable sets): its parser's defaults
 TORCHRUN_DEFAULTS = {
-    "nnodes": "1:1",
-    "nproc_per_node": "1",
-    "rdzv_backend": "static",
-    "rdzv_id": "none",
-    "node_rank": "0",
-    "master_addr": "127.0.0.1",
-    "master_port": "29500",
+    d: str(launchopts.default("torchrun", d))
+    for d in ("nnodes", "nproc_per_node", "rdzv_backend", "rdzv_id", "node_rank", "master_addr", "master_port")
 }
 C10D_DEFAULT_PORT = 29400
-NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")  # --nproc-per-node values torchrun resolves at start
+NPROC_WORDS = launchopts.NPROC_WORDS  # --nproc-per-node values torchrun resolves at start
 INT_FIELDS = ("rank", "local_rank", "world_size", "local_world_size", "node_rank", "nnodes", "master_port")
 SIZE_FIELDS = INT_FIELDS[:-1]  # ranks and sizes: beyond MAX_RANKS they are refused, never allocated for
 

@@ -21,13 +21,16 @@ def _emit(report: Report, diag: Diagnosis, fmt: str, output: str | None, explain
     from validator.diagnose.report import explain as prose
     from validator.diagnose.report import verdict_text
     from validator.report import RenderOptions, render
+    from validator.report.text import visible
 
     report.diagnosis = diag.to_json()
     text = render(report, fmt, RenderOptions(verdict=verdict_text(diag) if fmt == "table" else None))
-    if explain and fmt == "table":
-        text += "\n" + prose(diag)
-    elif explain:
-        sys.stderr.write(prose(diag))
+    if explain:
+        told = "\n".join(map(visible, prose(diag).split("\n")))  # it quotes the logs: escaped like the table
+        if fmt == "table":
+            text += "\n" + told
+        else:
+            sys.stderr.write(told)
     cliopts.write_report(text, output)
     for err in report.input_errors:
         print(f"validator: {err}", file=sys.stderr)
@@ -55,12 +58,12 @@ def diagnose(
 
     Reads the logs of all ranks (torchrun, srun, NCCL_DEBUG, c10d; one per rank or combined),
     Flight Recorder dumps (pickle or JSON) and `validator rehearse` traces. Exit 0: no failure
-    found; 1: a failure at or above --fail-on; 2: bad input; 3: some files unreadable.
-    """
+    found; 1: a failure at or above --fail-on; 2: bad input; 3: some files unreadable, or nothing
+    read at all (one line naming what was not read)."""
     from validator.diagnose.run import diagnose_paths
 
     level = cliopts.fail_level(fail_on)
-    report, diag = diagnose_paths(paths, jobs)
+    report, diag = diagnose_paths(paths, jobs, require_input=True)
     _emit(report, diag, fmt, output_path(output), explain)
     raise typer.Exit(report.exit_code(level, allow_incomplete))
 
@@ -87,7 +90,12 @@ def rehearse(
         str | None,
         typer.Option("--backend", metavar="NAME", help="force this backend in init_process_group (gloo for CPU)"),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="do not echo the command's output")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="also show the command's output on stderr as it runs")
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", hidden=True, help="the default now; kept for scripts")
+    ] = False,
     fmt: DIAGNOSE_FORMAT = "table",
     fail_on: FAIL_ON = "error",
     output: OUTPUT = None,
@@ -104,8 +112,9 @@ def rehearse(
 
     level = cliopts.fail_level(fail_on)
     directory = trace_dir or rh.temp_dir()
+    keep = False
     try:
-        result = rh.run(command, directory, max_seconds, stall_seconds, backend, echo=not quiet)
+        result = rh.run(command, directory, max_seconds, stall_seconds, backend, echo=verbose and not quiet)
         report, diag = diagnose_paths([directory], title="cluster-validator rehearse")
         if result.stopped:  # the stop signal in the output is ours, not the scheduler's
             report.findings = [f for f in report.findings if f.code != "DGN014"]
@@ -120,13 +129,17 @@ def rehearse(
             report.outcomes.append(
                 Outcome(" ".join(command[:3]), "error", f"exit code {result.returncode}; no divergence seen")
             )
-        print(
-            f"validator: rehearsal {'stopped (' + result.stopped + ')' if result.stopped else f'exited {result.returncode}'} "
-            f"after {result.seconds:.1f} s; traces in {directory if trace_dir else '(temporary)'}",
-            file=sys.stderr,
+        code = report.exit_code(level)
+        keep = trace_dir is not None or code != 0  # a failed rehearsal keeps its evidence, and says where
+        state = f"stopped ({result.stopped})" if result.stopped else f"exited {result.returncode}"
+        where = (
+            f"traces and the command's output ({rh.LOG}) in {directory}"
+            if keep
+            else "nothing kept (--trace-dir DIR keeps it)"
         )
+        print(f"validator: rehearsal {state} after {result.seconds:.1f} s; {where}", file=sys.stderr)
         _emit(report, diag, fmt, output_path(output), explain)
     finally:
-        if trace_dir is None:
+        if trace_dir is None and not keep:
             rh.cleanup(directory)
-    raise typer.Exit(report.exit_code(level))
+    raise typer.Exit(code)

@@ -2,12 +2,13 @@
 
 ``torchrun [opts] train.py args`` becomes ``torchrun [opts] -m validator.trace train.py args``
 (``python train.py`` likewise), so each rank writes its trace; the run is stopped at
-``max_seconds`` or when no rank has recorded a call for ``stall_seconds`` (a hang), and the
-traces and the captured output are diagnosed together.
+``max_seconds`` or when no rank has recorded a call for ``stall_seconds`` (a hang), every process
+it started is ended, and the traces and the captured output (``LOG``) are diagnosed together.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -16,13 +17,17 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 import validator
 from validator.errors import UserError
 from validator.facts.command import TORCHRUN, identify, parse_options
+from validator.procs import Tree
+
+LOG = "rehearsal.log"  # the command's output (stdout and stderr), in the trace directory
+GRACE_S = 5.0  # between SIGTERM and SIGKILL when the run is stopped
 
 
 def wrap(argv: list[str]) -> list[str]:
@@ -57,13 +62,19 @@ class RunResult:
     trace_dir: str
 
 
-def _tee(src: IO[bytes], dst: IO[bytes], echo: bool) -> None:
-    for chunk in iter(lambda: src.read1(1 << 16), b""):  # type: ignore[attr-defined]
-        dst.write(chunk)
-        dst.flush()
-        if echo:
-            sys.stderr.buffer.write(chunk)
-            sys.stderr.flush()
+def _tail(log: str, done: threading.Event) -> None:
+    """--verbose: the command's output, as the log file grows, to stderr."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # the main thread's to take
+    with open(log, "rb") as f:
+        while True:
+            ended = done.is_set()
+            if chunk := f.read(1 << 16):
+                sys.stderr.buffer.write(chunk)
+                sys.stderr.flush()
+            elif ended:
+                return
+            else:
+                time.sleep(0.1)
 
 
 def _trace_size(d: str) -> int:
@@ -73,56 +84,79 @@ def _trace_size(d: str) -> int:
         return 0
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def run(
     argv: list[str], trace_dir: str, max_seconds: float, stall_seconds: float, backend: str | None, echo: bool
 ) -> RunResult:
+    """Run the wrapped command; whatever way it ends (a hang, a timeout, Ctrl-C or SIGTERM of this
+    process), every process it started is ended before this returns (``procs.Tree``)."""
     cmd = wrap(argv)
     os.makedirs(trace_dir, exist_ok=True)
-    env = dict(os.environ, VALIDATOR_TRACE_DIR=os.path.abspath(trace_dir))
+    tree = Tree(adopt=True)  # this process starts nothing else until the tree ends
+    env = tree.env(dict(os.environ, VALIDATOR_TRACE_DIR=os.path.abspath(trace_dir)))
     root = str(Path(validator.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     if backend:
         env["VALIDATOR_TRACE_BACKEND"] = backend
-    log = os.path.join(trace_dir, "rehearsal.log")
+    log = os.path.join(trace_dir, LOG)
     t0 = time.monotonic()
-    try:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    except OSError as e:
-        raise UserError(f"cannot start {cmd[0]}: {e.strerror}", "rehearse") from None
     stopped: str | None = None
-    with open(log, "wb") as out:
-        assert proc.stdout is not None
-        tee = threading.Thread(target=_tee, args=(proc.stdout, out, echo), daemon=True)
-        tee.start()
-        size, changed = -1, time.monotonic()
-        while proc.poll() is None:
-            time.sleep(0.25)
-            now = time.monotonic()
-            if (s := _trace_size(trace_dir)) != size:
-                size, changed = s, now
-            if now - t0 > max_seconds:
-                stopped = f"still running after --max-seconds {max_seconds:g}"
-            elif stall_seconds and size > 0 and now - changed > stall_seconds:
-                stopped = f"no rank recorded a call for {stall_seconds:g} s (hung)"
-            if stopped:
-                _stop(proc)
-                break
-        proc.wait()
-        tee.join(5)
+    with open(log, "wb") as out, _terminated_raises():
+        try:
+            # its own session: Ctrl-C at a terminal reaches us alone, and we end the run
+            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as e:
+            tree.end(0)
+            raise UserError(f"cannot start {cmd[0]}: {e.strerror}", "rehearse") from None
+        done = threading.Event()
+        try:
+            tree.add(proc.pid)
+            if echo:
+                threading.Thread(target=_tail, args=(log, done), daemon=True).start()
+            size, changed = -1, time.monotonic()
+            while proc.poll() is None:
+                time.sleep(0.25)
+                now = time.monotonic()
+                if (s := _trace_size(trace_dir)) != size:
+                    size, changed = s, now
+                if now - t0 > max_seconds:
+                    stopped = f"still running after --max-seconds {max_seconds:g}"
+                elif stall_seconds and size > 0 and now - changed > stall_seconds:
+                    stopped = f"no rank recorded a call for {stall_seconds:g} s (hung)"
+                if stopped:
+                    break
+        finally:
+            with _deferred(signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C lands after the cleanup
+                tree.end(GRACE_S)  # also what outlived the command: ranks in their own sessions, orphans
+                proc.wait()
+            done.set()
     return RunResult(None if stopped else proc.returncode, stopped, time.monotonic() - t0, log, trace_dir)
+
+
+@contextlib.contextmanager
+def _terminated_raises() -> Iterator[None]:
+    """SIGTERM of rehearse ends the run as Ctrl-C does (exit 143 instead of 130)."""
+
+    def handler(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def _deferred(*signals: signal.Signals) -> Iterator[None]:
+    """Hold these signals (this thread takes them; others block them) until the block ends."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, set(signals))
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def temp_dir() -> str:

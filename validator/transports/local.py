@@ -3,7 +3,11 @@
 machines by putting a command in front (``kubectl exec -i POD --``: validator.transports.kubectl).
 
 Each subprocess starts in its own session: Ctrl-C reaches the scan, which kills them by process
-group; a run that overruns its timeout or its output caps is killed the same way.
+group; a run that overruns its timeout or its output caps is killed the same way. What escaped its
+session (a descendant that started its own) is ended when ``run`` returns, and for ``start``'s
+programs at ``stop``: every subprocess belongs to a ``procs.Tree``. Inside ``async with``, this
+process adopts the orphans of its descendants (``Tree(adopt=True)``), and leaving it ends them:
+also one that cleared its environment, left its session and lost its parent.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import socket
 
 from validator.errors import UserError
 from validator.model import Outcome
+from validator.procs import Tree
 from validator.transports import (
     Gathered,
     Job,
@@ -48,6 +53,8 @@ class Local:
         self.sem = asyncio.Semaphore(fanout)
         self.warnings: list[str] = []
         self.started: dict[str, Proc] = {}
+        self.listening = Tree()  # what start() started, ended at stop()
+        self.orphans: Tree | None = None
 
     # ------------------------------------------------------------------ what a subclass changes
 
@@ -72,12 +79,15 @@ class Local:
     # ------------------------------------------------------------------ the Transport protocol
 
     async def __aenter__(self) -> Local:
+        self.orphans = Tree(adopt=True)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+        if self.orphans is not None:
+            self.orphans.end(grace=0)
 
-    async def _spawn(self, target: str, job: Job) -> Proc | Outcome:
+    async def _spawn(self, target: str, job: Job, tree: Tree) -> Proc | Outcome:
         argv = [*self.command(target), self.python, "-c", bootstrap(job.timeout)]
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -85,12 +95,16 @@ class Local:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                env=tree.env(),
                 start_new_session=True,  # Ctrl-C reaches the scan, which ends them by process group
             )
         except FileNotFoundError:
             if self.command(target):
                 raise UserError(f"{argv[0]} not found on this machine") from None
             return Outcome(target, "no-python", f"{self.python} not found on this machine")
+        tree.add(proc.pid)
+        if self.orphans is not None:
+            self.orphans.add(proc.pid)  # asyncio's to reap
         assert proc.stdin is not None
         with contextlib.suppress(BrokenPipeError, ConnectionError):
             proc.stdin.write(payload(job, target).encode())
@@ -99,19 +113,23 @@ class Local:
 
     async def run(self, job: Job, targets: list[str], on_done: OnDone | None = None) -> Gathered:
         out: Gathered = {}
+        tree = Tree()
 
         async def one(target: str) -> None:
             async with self.sem:
-                result = self.skip(target) or await self._run_one(target, job)
+                result = self.skip(target) or await self._run_one(target, job, tree)
             out[target] = result
             if on_done is not None:
                 on_done(target, result)
 
-        await every(one(t) for t in targets)
+        try:
+            await every(one(t) for t in targets)
+        finally:
+            tree.end(grace=0)  # each was killed by its group: this ends what left its session
         return out
 
-    async def _run_one(self, target: str, job: Job) -> Result:
-        proc = await self._spawn(target, job)
+    async def _run_one(self, target: str, job: Job, tree: Tree) -> Result:
+        proc = await self._spawn(target, job, tree)
         if isinstance(proc, Outcome):
             return proc
         assert proc.stdin is not None
@@ -134,7 +152,7 @@ class Local:
             if skipped := self.skip(target):
                 return target, skipped
             async with self.sem:
-                proc = await self._spawn(target, job)
+                proc = await self._spawn(target, job, self.listening)
                 if isinstance(proc, Outcome):
                     return target, proc
                 try:
@@ -162,6 +180,7 @@ class Local:
             await asyncio.wait([asyncio.ensure_future(p.wait()) for p in procs], timeout=5)
         for proc in procs:
             await _kill(proc)
+        self.listening.end(grace=0)
 
 
 async def _kill(proc: Proc) -> None:

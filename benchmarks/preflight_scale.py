@@ -155,6 +155,9 @@ def sent(docs: list[dict[str, Any]]) -> bytes:
     return wire.encode(header) + wire.frame(body)
 
 
+READY = b'\x00\x00\x00\x10{"type":"ready"}'  # protocol.encode({"type": "ready"}), framed
+
+
 def clients(port: int, spec: tuple[Any, ...], q: Any, go: Any) -> None:
     """Simulated participants as asyncio Protocols (streams cost ~2x the CPU): the nodes are other
     machines in reality, so what they cost here is kept as small as TCPStore's C++ clients'. Their
@@ -180,8 +183,10 @@ def clients(port: int, spec: tuple[Any, ...], q: Any, go: Any) -> None:
                 if msg["type"] == "hello":  # header and body, framed already: "quiet", no ack
                     self.transport.write(self.body)
                     self.sent.release()
+                elif msg["type"] == "verdict" and frame.endswith(b'"pending":true}'):  # a pass proposed
+                    self.transport.write(READY)
                 elif msg["type"] != "ack":  # an older coordinator acks even so
-                    assert msg["type"] == "verdict", msg["type"]
+                    assert msg["type"] in ("verdict", "go"), msg["type"]
                     self.done.set_result(time.time())
                     self.transport.close()
 
@@ -285,7 +290,7 @@ def run_validator(
     from validator import pipeline
     from validator.preflight import coordinator as coord
     from validator.preflight import protocol as wire
-    from validator.preflight.plan import Options, Plan, expectation, key, missing
+    from validator.preflight.plan import Options, Plan, key, missing
     from validator.preflight.run import Gate
 
     class Quiet(Gate):
@@ -328,7 +333,7 @@ def run_validator(
     async def serve() -> int:
         expected = 8 * (n + 1) if per_rank else n + 1
         plan = Plan("127.0.0.1", [port], "rank" if per_rank else "node", True, expected, expected, 0.0, "bench", names)
-        c = coord.Coordinator(own, expectation(plan), key(plan), "bench", None, timeout=deadline)  # type: ignore[arg-type]
+        c = coord.Coordinator(own, coord.expectation(plan), key(plan), "bench", None, timeout=deadline)  # type: ignore[arg-type]
         phases["deadline_at"] = time.time() + deadline
         cpu0 = time.process_time()
         gate = Quiet(Options(), plan, None)
@@ -353,7 +358,14 @@ def run_validator(
             frames = verdicts(report, report.to_json(), report.exit_code(), text, port)
         phases["checks_s"] = time.time() - t0 - phases["gather_done_s"]
         seen["connections"] = c.links()[0]
-        await c.deliver(*frames, linger=False)
+        if report.exit_code() == 0 and hasattr(c, "confirm"):  # two phases: proposed, confirmed by all, go
+            t_confirm = time.time()
+            lost = await c.confirm(*verdicts(report, report.to_json(), 0, text, port, pending=True))
+            phases["confirm_s"] = time.time() - t_confirm
+            assert not lost, f"{len(lost)} simulated participants did not confirm"
+            await c.go()
+        else:
+            await c.deliver(*frames, linger=False)
         return len(gathered.arrivals)
 
     with coord.paused_gc():  # as validator.preflight.run.coordinate does

@@ -97,7 +97,8 @@ def check(
     report = pipeline.check_files(files, profile, codes)
     from validator.report import RenderOptions, render
 
-    options = RenderOptions(colour=output is None and sys.stdout.isatty(), codes=codes, fail_on=level)
+    ran = pipeline.ran_codes(codes)
+    options = RenderOptions(colour=output is None and sys.stdout.isatty(), codes=ran, fail_on=level)
     cliopts.write_report(render(report, fmt, options), output_path(output))
     for err in report.input_errors:
         print(f"validator: {err}", file=sys.stderr)
@@ -314,7 +315,8 @@ def scan(
         print(f"validator: warning: {warning}", file=sys.stderr)
     from validator.report import RenderOptions
 
-    options = RenderOptions(colour=output is None and sys.stdout.isatty(), codes=opts.codes or (), fail_on=level)
+    ran = pipeline.ran_codes(opts.codes, net_check=result.net_check is not None)
+    options = RenderOptions(colour=output is None and sys.stdout.isatty(), codes=ran, fail_on=level)
     cliopts.write_report(pipeline.render_scan(result, fmt, options), output_path(output))
     if drain_list is not None:
         scanning.write_drain_list(result, str(drain_list))

@@ -73,6 +73,21 @@ def lean_parser(prog: str, usage: str | None, description: str, epilog: str | No
     return ap
 
 
+def parse_lean(ap: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The options; a bad one is a UserError naming it (``--format/-f: invalid choice: ...``), one
+    line, not argparse's usage block and second error line. ``--help`` still exits 0."""
+    from validator.errors import UserError
+
+    ap.exit_on_error = False
+    try:
+        ns, extra = ap.parse_known_args(argv)
+    except argparse.ArgumentError as e:
+        raise UserError(e.message, e.argument_name or "") from None
+    if extra:
+        raise UserError(f"unrecognized argument{'s' if len(extra) > 1 else ''} (see --help)", " ".join(extra))
+    return ns
+
+
 def format_help(formats: Iterable[str]) -> str:
     return f"report format: {', '.join(formats)}"
 

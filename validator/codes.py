@@ -3,8 +3,9 @@
 A fact check is a ``Code`` with its function (``checks.base.Check``, declared with ``@check``);
 the codes of the other stages (preflight, the scan's net check, node-check, diagnose) and VAL900
 are plain ``Code``s whose findings those stages make. ``validator explain``, docs/checks/ and
---select/--ignore read ``registry()``, which imports every family module: an error there
-propagates, and a code declared twice or malformed fails at import.
+--select/--ignore read ``validator.registry.registry()``, which imports every family module: an
+error there propagates, and a code declared twice or malformed fails at import. This module is a
+leaf: the families import it, never the reverse.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
 from typing import TypeVar
 
 from validator.model import Finding, Severity
@@ -90,17 +90,3 @@ def table(*codes: C) -> dict[str, C]:
             raise ValueError(f"finding code {c.code} declared twice: {out[c.code].title!r} and {c.title!r}")
         out[c.code] = c
     return out
-
-
-@cache
-def registry() -> dict[str, Code]:
-    """Every finding code of every family, sorted by code. Each family module is imported here,
-    by name: one that fails to import fails this."""
-    from validator import checks, nodecheck
-    from validator.checks import netcheck
-    from validator.diagnose import codes as diagnose
-    from validator.preflight import findings as preflight
-
-    families = (checks.CODES, netcheck.CODES, preflight.CODES, diagnose.CODES, nodecheck.CODES)
-    every = table(*(c for family in families for c in family.values()))
-    return dict(sorted(every.items()))

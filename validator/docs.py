@@ -1,5 +1,5 @@
 """`validator explain` and the per-code pages in docs/checks/, generated from the code registry
-(``validator.codes.registry``: every family's table).
+(``validator.registry.registry``: every family's table).
 
 `python -m validator.docs docs/checks` rewrites the pages; a test fails when they drift.
 """
@@ -9,8 +9,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from validator.codes import Code, registry
+from validator.codes import Code
 from validator.errors import UserError
+from validator.registry import registry
 
 
 def explain_text(code: str) -> str:

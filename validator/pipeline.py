@@ -54,10 +54,22 @@ def resolve_codes(select_: list[str], ignore: list[str]) -> list[str]:
     """Every known code (checks, and the findings of preflight, scan and diagnose) kept by
     --select/--ignore; the checks not kept are not run, other findings not kept are dropped."""
     from validator.checks import select
-    from validator.codes import registry
+    from validator.registry import registry
 
     known = list(registry())
     return select(known, select_, ignore, known)
+
+
+def ran_codes(codes: list[str] | None, net_check: bool = False) -> list[str]:
+    """The codes a command ran, in registry order (junit's test cases): the fact checks kept by
+    --select/--ignore, and the net check's when it ran. Codes only preflight, node-check or
+    diagnose make are not among them."""
+    from validator.checks import CHECKS
+    from validator.checks.netcheck import CODES as NET
+
+    ran = [*CHECKS, *(NET if net_check else ())]
+    kept = set(ran if codes is None else codes)
+    return [c for c in ran if c in kept]
 
 
 def keep(findings: list[Finding], codes: list[str] | None) -> list[Finding]:
@@ -91,18 +103,12 @@ def check(
 
 
 def check_files(paths: list[str], profile_path: str | None, codes: list[str]) -> Report:
-    """Check every readable facts document; a bad profile is reported like a bad facts file
-    (exit 2) while the facts are still checked without it."""
+    """Check every readable facts document. A bad profile stops the command before any facts are
+    read (UserError: one line naming the file, exit 2), as in every other command."""
     from validator.profiles import load_profile
 
-    errors: list[str] = []
-    try:
-        profile = load_profile(profile_path) if profile_path else None
-    except UserError as e:
-        profile = None
-        errors.append(str(e))
-    facts, fact_errors = load_inputs(paths)
-    errors += fact_errors
+    profile = load_profile(profile_path) if profile_path else None
+    facts, errors = load_inputs(paths)
     if not facts and not errors:
         errors.append("no facts documents in the given files")
     return check(facts, profile, codes, input_errors=errors)

@@ -154,8 +154,16 @@ def test_profile_with_a_typo_names_file_and_line(duplicate: list[str], tmp_path:
     prof.write_text("name: p\nnodes: 2\nranks_per_nod: 2\n")
     p = run("check", *duplicate, "--profile", str(prof))
     assert p.returncode == 2
-    assert f"{prof}:3: unknown key 'ranks_per_nod' (did you mean 'ranks_per_node'?)" in p.stderr
-    assert "RNK001" in p.stdout  # the facts are still checked, without the profile
+    assert p.stderr == f"validator: error: {prof}:3: unknown key 'ranks_per_nod' (did you mean 'ranks_per_node'?)\n"
+    assert p.stdout == ""  # one line, as every other command: no report checked without the profile
+
+
+def test_missing_profile_is_one_line_naming_the_file(duplicate: list[str], tmp_path: Path) -> None:
+    missing = tmp_path / "missing.yaml"
+    for fmt in ("table", "json", "junit"):
+        p = run("check", *duplicate, "--profile", str(missing), "--format", fmt)
+        assert (p.returncode, p.stdout) == (2, ""), p.stdout
+        assert p.stderr == f"validator: error: {missing}: cannot read profile: No such file or directory\n"
 
 
 def test_unknown_select_code_and_unknown_format(healthy: list[str]) -> None:

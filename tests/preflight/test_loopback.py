@@ -34,6 +34,7 @@ def test_duplicate_rank_is_named_and_everyone_fails(tmp_path: Path, port: int) -
     dup = finding(runs[0], "RNK001")
     assert dup["ranks"] == "1"  # JSON folds ranks: "0-3,5"
     assert {o["target"] for o in runs[0].report["outcomes"]} == {"rank 2"}  # type: ignore[index]
+    assert "3/4 ranks (4 participants)" in runs[0].err, "rank 1 twice fills one place"
 
 
 def test_second_process_claiming_rank_zero(tmp_path: Path, port: int) -> None:
@@ -54,7 +55,19 @@ def test_world_size_outlier_named(tmp_path: Path, port: int) -> None:
     assert {r.rc for r in runs} == {1}
     ws = finding(runs[1], "RNK004")
     assert ws["ranks"] == "3" and ws["expected"] == "4" and ws["actual"] == "8"
-    assert "WORLD_SIZE" in runs[3].err, "the culprit prints the full report"
+    assert "WORLD_SIZE" in runs[0].err and "RNK004" not in runs[3].err, "one report a node: its local rank 0's"
+
+
+def test_one_report_a_node_printed_by_its_local_rank_zero(tmp_path: Path, port: int) -> None:
+    envs = ranks(8, port, LOCAL_WORLD_SIZE="4")
+    for r, e in enumerate(envs):  # two emulated nodes: node-local aggregation tells them apart by SLURMD_NODENAME
+        e.update(LOCAL_RANK=str(r % 4), SLURMD_NODENAME=f"node{r // 4 + 1}")
+    envs[6]["WORLD_SIZE"] = "9"
+    runs = preflight(tmp_path, envs, "--timeout", "60")
+    assert {r.rc for r in runs} == {1}, [r.err[-500:] for r in runs]
+    printed = [r for r, run in enumerate(runs) if "RNK004" in run.err]
+    assert printed == [0, 4], "the coordinator and the named node's local rank 0, once each"
+    assert [run.err.count("preflight FAILED") for run in runs] == [1, 0, 0, 0, 1, 0, 0, 0], "one verdict a node"
 
 
 def test_missing_rank_named_by_host_at_the_deadline(tmp_path: Path, port: int) -> None:
@@ -104,7 +117,9 @@ def test_port_held_by_another_process(tmp_path: Path, port: int) -> None:
     assert [r.rc for r in runs] == [1, 1]
     busy = finding(runs[0], "RDZ006")
     assert f"pid {os.getpid()}" in busy["message"], "the master names the process holding the port"
-    assert "PRE002" in codes(runs[1])
+    # a silent listener is never taken for another program: a stalled coordinator is silent too
+    assert "PRE002" not in codes(runs[1])
+    assert "never said hello" in finding(runs[1], "PRE001")["message"]
 
 
 def test_stranger_of_another_job_changes_nothing(tmp_path: Path, port: int) -> None:

@@ -367,7 +367,7 @@ def test_hostile_answers_name_only_their_sender(tmp_path: Path, port: int, answe
 def test_net201_defers_to_net003_for_the_same_hosts() -> None:
     """In a CPU job the facts already say Gloo would use loopback (NET003): NET201 for the same node
     is the same cause, said once; for a node NET003 does not name, NET201 stays."""
-    from validator.codes import registry
+    from validator.registry import registry
 
     net003 = registry()["NET003"].finding("gloo would use lo", hosts=["n1"])
     on_n1 = peers.CODES["NET201"].finding("n1 -> 127.0.1.1", hosts=["n1"])
@@ -385,5 +385,5 @@ def test_with_a_secret_the_names_round_and_the_net_check_are_sealed_and_run(
     secret = {i: {"VALIDATOR_SECRET": "peers-secret"} for i in range(3)}
     run_three(netns_hosts, tmp_path, "sec", {}, "--net-check", errs=errs, env=secret)
     line = errs[0].strip().splitlines()[-1]  # the coordinator's verdict line
-    assert "preflight PASSED" in line and "links ok" in line, errs[0][-2000:]
+    assert "preflight PASSED" in line and "net check: 3 links, all within 3x" in line, errs[0][-2000:]
     assert "names: 3 hosts resolved their peers in" in line, line

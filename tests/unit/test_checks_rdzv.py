@@ -153,3 +153,27 @@ def test_missing_master_addr_under_srun_is_only_a_warning() -> None:
 def test_single_process_and_torchrun_need_no_master() -> None:
     assert check([facts(launch={"rank": 0, "world_size": 1})], "RDZ008") == []
     assert check([facts(launch={"launcher": "torchrun", "rank": 0, "world_size": 2})], "RDZ008") == []
+
+
+@fires("RDZ010")
+def test_node_ranks_swapped_names_both_nodes() -> None:
+    job = node_job(2, 8)
+    job = tweak(tweak(job, 0, launch={"node_rank": 1}), 1, launch={"node_rank": 0})
+    f = only(check(job, "RDZ010"))
+    assert sorted(f.hosts) == ["node001", "node002"]
+    assert "node rank 0 runs on node002, but MASTER_ADDR node001 is an address of node001" in f.message
+    assert f.fix == "start node rank 0 on node001, or set MASTER_ADDR to node002"
+
+
+def test_master_on_rank_zero_or_unknown_is_silent() -> None:
+    assert check(node_job(2, 8), "RDZ010") == []
+    assert check(rank_job(2, 2), "RDZ010") == []
+    nobody = tweak(tweak(node_job(2, 8), 0, network={"master": master(local=False)}), 1, network={"master": master()})
+    assert check(nobody, "RDZ010") == [], "a master address no node holds (a VIP): nothing to say"
+
+
+def test_rank_zero_elsewhere_in_per_rank_mode() -> None:
+    job = on_node(rank_job(2, 2), "node001", network={"master": master(local=False)})
+    job = on_node(job, "node002", network={"master": master(local=True)})
+    f = only(check(job, "RDZ010"))
+    assert "rank 0 runs on node001, but MASTER_ADDR node001 is an address of node002 (rank 2)" in f.message

@@ -332,6 +332,50 @@ def missing_rendezvous(job: Job) -> Iterator[Hit]:
         )
 
 
+def _zero(launch: Any) -> bool:
+    """Rank 0 (per-rank mode) or node rank 0 of a static launch: who hosts the rendezvous store."""
+    if launch["mode"] == "rank":
+        return bool(launch["rank"] == 0)
+    return bool(launch["node_rank"] == 0 and launch["rdzv_backend"] in (None, "static"))
+
+
+@check("RDZ010", Severity.ERROR, "MASTER_ADDR is not rank 0's host")
+def master_elsewhere(job: Job) -> Iterator[Hit]:
+    """Rank 0 (node rank 0 of a static launch) runs on the host MASTER_ADDR names.
+
+    Rank 0 hosts the rendezvous store on its own node, and every other participant connects to
+    MASTER_ADDR. When MASTER_ADDR is an address of another node, the store is where nobody looks:
+    torchrun's static rendezvous and init_process_group wait until their timeout. Typical causes:
+    node ranks swapped between two nodes, the same --node-rank on every node, or
+    --node-rank=$SLURM_NODEID while MASTER_ADDR is not the first host of the nodelist.
+
+    Start node rank 0 on the MASTER_ADDR host, or set MASTER_ADDR to the host of node rank 0
+    (in Slurm: `scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1` with --node-rank=$SLURM_NODEID).
+    """
+    zero = [i for i, launch in enumerate(job.launches) if _zero(launch)]
+    if not zero or any((_master(job, i) or {}).get("local") for i in zero):
+        return
+    zero_hosts = {job.host(i) for i in zero}
+    holders = [
+        i for i in _where(job, lambda m: m and m["local"] and not m["loopback"]) if job.host(i) not in zero_hosts
+    ]
+    if not holders:
+        return
+    addr = job.launch(holders[0])["master_addr"]
+    holder = job.host(holders[0])
+    what = "rank 0" if job.launch(zero[0])["mode"] == "rank" else "node rank 0"
+    other = job.launch(holders[0])["rank" if what == "rank 0" else "node_rank"]
+    yield Hit(
+        f"{what} runs on {', '.join(sorted(zero_hosts))}, but MASTER_ADDR {addr} is an address of {holder}"
+        f"{f' ({what[:-2]} {other})' if other is not None else ''}: the store would be hosted where nobody connects",
+        zero + holders[:1],
+        expected=f"{what} on {holder}",
+        actual=f"{what} on {', '.join(sorted(zero_hosts))}",
+        fix=f"start {what} on {holder}, or set MASTER_ADDR to {sorted(zero_hosts)[0]}",
+        verify="hostname; getent ahosts $MASTER_ADDR   # on the node of node rank 0: one of its addresses",
+    )
+
+
 CODES: dict[str, Check] = table(
     master_addr,
     master_port,
@@ -341,4 +385,5 @@ CODES: dict[str, Check] = table(
     port_busy,
     port_range,
     missing_rendezvous,
+    master_elsewhere,
 )

@@ -13,6 +13,7 @@ import ipaddress
 from typing import TYPE_CHECKING, Any
 
 from validator.agent.probe import is_loopback as is_loopback  # one rule; the agent imports nothing of ours
+from validator.facts.gpu import gpu_evidence
 
 if TYPE_CHECKING:
     from validator.model import Facts, Interface, MasterFacts, Selection
@@ -189,22 +190,11 @@ def nccl_select(interfaces: list[Interface], env: dict[str, str], nccl_version: 
 
 
 def uses_nccl(facts: list[Facts], gpus_per_node: int | None = None) -> bool:
-    """The job communicates over NCCL (a GPU job): some node has GPUs, or the job asks for them
-    (NCCL settings, CUDA_VISIBLE_DEVICES, ``nccl`` on the command line, a profile's GPUs per node);
-    otherwise over Gloo. The one rule for the checks, the scan's and the preflight's net check."""
-    if gpus_per_node:
-        return True
-    for f in facts:
-        cvd = f["env"].get("CUDA_VISIBLE_DEVICES")
-        # "" or "-1" hides every GPU: that asks for a CPU job, not a GPU one
-        if f["gpus"]["devices"] or (cvd is not None and cvd.strip() and not cvd.strip().startswith("-")):
-            return True
-        if any(k.startswith("NCCL_") for k in f["env"]):
-            return True
-        cmd = f["launch"]["command"]
-        if cmd and any("nccl" in a.lower() for a in cmd["argv"]):
-            return True
-    return False
+    """The job communicates over NCCL (a GPU job) when there is evidence that it uses GPUs
+    (``facts.gpu.gpu_evidence``: a node's GPUs or driver, a profile's GPUs per node, a launch
+    command naming nccl), never by environment variables alone; otherwise over Gloo. The one rule
+    for the checks, the scan's and the preflight's net check."""
+    return gpu_evidence(facts, gpus_per_node) is not None
 
 
 def chosen(facts: Facts, nccl: bool) -> tuple[str | None, str | None]:

@@ -78,15 +78,7 @@ def error_line(message: str) -> None:
 def parse(argv: list[str]) -> argparse.Namespace:
     """The options; a bad one is a UserError naming it (``--mode: invalid choice: ...``), not
     argparse's usage block and second error line."""
-    ap = parser()
-    ap.exit_on_error = False
-    try:
-        ns, extra = ap.parse_known_args(argv)
-    except argparse.ArgumentError as e:
-        raise UserError(e.message, e.argument_name or "") from None
-    if extra:
-        raise UserError(f"unrecognized argument{'s' if len(extra) > 1 else ''} (see --help)", " ".join(extra))
-    return ns
+    return o.parse_lean(parser(), argv)
 
 
 def main(argv: list[str]) -> int:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from validator.preflight.coordinator import Coordinator
 
 BODY_RATE = 1 << 20  # bytes/s a facts body must at least arrive at, after the header
+READING = ("header", "body", "probing", "resolving", "proposed")  # states that expect a frame
 
 
 @dataclass(slots=True)
@@ -44,10 +45,11 @@ class Connection(asyncio.Protocol):
     def __init__(self, coord: Coordinator) -> None:
         self.coord = coord
         self.buf = bytearray()
-        self.state = "header"  # header | body | registered | probing | closed
+        self.state = "header"  # header | body | registered | probing | resolving | proposed | ready | closed
         self.header: dict[str, Any] = {}
         self.size = 0  # the facts body's size, reserved in the coordinator's budget while it arrives
         self.token = ""
+        self.job_id = coord.job_id
         self.parts: list[sections.Rank] = []
         self.spans: list[tuple[int, int]] = []  # where each of the facts' texts lies in the body
         self.unix = False
@@ -57,6 +59,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.results: asyncio.Future[Any] | None = None
+        self.lost: frozenset[str] = frozenset()  # a node leader's ranks that did not confirm a proposed pass
         self.hello_at = 0.0  # monotonic time our hello left: the clock offset's round trip starts here
         self.clock: tuple[float, float] | None = None
         self.closed = asyncio.get_running_loop().create_future()
@@ -93,6 +96,7 @@ class Connection(asyncio.Protocol):
             self.coord.rejected.add(rf.SILENT if self.state == "header" and not self.buf else rf.CUT, self.peer)
         self.leave()
         self.state = "closed"
+        self.coord.changed.set()  # a proposed pass waits for this participant's confirmation: it will not come
         if self.results is not None and not self.results.done():
             self.results.set_result([])
         if not self.closed.done():
@@ -105,11 +109,11 @@ class Connection(asyncio.Protocol):
             self.refuse(rf.SLOW, detail=f"{len(self.buf)} bytes of a {self.state} frame")
 
     def data_received(self, data: bytes) -> None:
-        if self.state not in ("header", "body", "probing", "resolving"):
+        if self.state not in READING:
             return  # nothing is expected now: ignored, never buffered
         self.buf += data
         try:
-            while self.state in ("header", "body", "probing", "resolving") and len(self.buf) >= 4:
+            while self.state in READING and len(self.buf) >= 4:
                 (size,) = wire.LEN.unpack_from(self.buf)
                 limits = {"header": wire.MAX_FACTS_HEADER, "body": self.size, "resolving": wire.MAX_HEADER}
                 limit = limits.get(self.state, wire.MAX_HEADER * 16)
@@ -135,6 +139,16 @@ class Connection(asyncio.Protocol):
             if self.results is not None and not self.results.done():
                 self.results.set_result(rows)
             self.state = "registered"
+        elif self.state == "proposed":  # coordinator.confirm: still here, and (a leader) which ranks are not
+            msg = wire.decode(body)
+            if msg["type"] != "ready":
+                raise wire.ProtocolError(f"unexpected {wire.short(msg['type'])} message")
+            lost = msg.get("lost")
+            if lost is not None and not (isinstance(lost, list) and len(lost) <= sections.LOCAL_MAX):
+                raise wire.ProtocolError("malformed list of lost ranks")
+            self.lost = frozenset(t for t in lost or () if isinstance(t, str))
+            self.state = "ready"
+            self.coord.changed.set()
         elif self.state == "resolving":  # peers.round_: what this node resolves its peers' names to
             msg = wire.decode(body)
             if msg["type"] == "resolved" and self.results is not None and not self.results.done():
@@ -146,10 +160,11 @@ class Connection(asyncio.Protocol):
         if header.get("type") != "facts" or header.get("proto") != wire.PROTO:
             raise wire.ProtocolError(f"unexpected {wire.short(header.get('type'))} message")
         job_id = header.get("job_id")
-        if job_id != c.job_id:
+        if job_id != c.job_id and not c.same_launch(job_id, header.get("rdzv_job") is True):
             detail = f"job id {wire.short(job_id)}; this coordinator serves {wire.short(c.job_id)}"
             self.refuse(rf.OTHER_JOB, detail=detail)
             return
+        self.job_id = str(job_id)  # what its MACs and seals are made with
         size = header.get("size")
         most = sections.MAX_GROUP if "ranks" in header else wire.MAX_FACTS
         if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= most:
@@ -179,7 +194,7 @@ class Connection(asyncio.Protocol):
         for token, tag, refs in self.parts:
             texts = [(name, chunks[i]) for name, i in refs]
             signed = b"".join(t for _, t in texts) if c.secret else b""  # what its MAC covers
-            if not wire.verify(c.secret, self.nonce, c.job_id, signed, tag, token):
+            if not wire.verify(c.secret, self.nonce, self.job_id, signed, tag, token):
                 self.refuse(rf.AUTH)
                 return
             ranks.append((texts, token, sum(len(t) for _, t in texts)))
@@ -245,7 +260,7 @@ class Connection(asyncio.Protocol):
             self.transport.write(frame)
             return
         signed = signed or wire.sealed(frame[wire.LEN.size :])
-        mac = wire.mac(c.secret, self.nonce, c.job_id, signed, self.token)
+        mac = wire.mac(c.secret, self.nonce, self.job_id, signed, self.token)
         self.transport.writelines([frame, wire.encode({"type": "seal", "mac": mac})])
 
     def send(self, msg: dict[str, Any]) -> None:

@@ -14,10 +14,11 @@ import asyncio
 import contextlib
 import gc
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from validator.facts.share import Shared
 from validator.model import Facts
@@ -28,12 +29,21 @@ from validator.preflight.connection import Arrival, Connection
 from validator.preflight.ports import bind as bind  # where callers have always found them
 from validator.preflight.ports import bind_first as bind_first
 
+if TYPE_CHECKING:
+    from validator.preflight.plan import Plan
+
 CLOSE_WAIT_S = 3.0  # how long we let clients close first after the verdict (TIME_WAIT on their side)
 NET_ROUND_S = 15.0  # --net-check: how long one round of probes may take in all
 FACTS_BUDGET = 16 << 20  # accepted facts bytes kept, plus FACTS_EACH per expected participant
 FACTS_EACH = 64 << 10
 QUIET_S = 0.5  # after arrivals stop this long, look for a failure no late arrival can fix
 WAIT_LINE_S = 10.0  # how often the coordinator says what it is waiting for
+CONFIRM_S = 10.0  # a proposed pass: every participant confirms within this long (a node leader's ranks in 3 s)
+LINGER_S = 10.0  # a failure: late arrivals get it this long after the decision, at most
+GO = wire.encode({"type": "go"})
+
+
+LIVE = ("registered", "probing", "resolving", "proposed", "ready")  # a participant's connection, still open
 
 
 @dataclass
@@ -46,6 +56,11 @@ class Expect:
     maximum: int
     minimum: int
     last_call: float = 0.0
+
+
+def expectation(p: Plan) -> Expect:
+    """Who must arrive, from the plan: every rank or node rank (keyed), or a count (c10d)."""
+    return Expect(set(range(p.expected)) if p.keyed else None, p.expected, p.minimum, p.last_call)
 
 
 class Policy(Protocol):
@@ -106,8 +121,10 @@ class Coordinator:
         max_connections: int | None = None,
         own_listen: dict[str, Any] | None = None,
         net_check: bool = False,
+        rdzv_job: bool = False,
     ) -> None:
         self.expect = expect
+        self.rdzv_job = rdzv_job  # our job id is our launcher's rendezvous id alone (plan.rdzv_job)
         self.key = key
         self.job_id = job_id
         self.secret = secret
@@ -143,6 +160,12 @@ class Coordinator:
         self.local_server: asyncio.AbstractServer | None = None
         self.port = 0
         self.register(Arrival(self.shared.add(own), None, own_listen))
+
+    def same_launch(self, job_id: object, rdzv_job: bool) -> bool:
+        """A job id that differs only because one side's is its rendezvous id (torchrun --rdzv-id,
+        c10d) and the other has none (a static node): one job whose launches drift, which the
+        checks name (RNK009) at once, not a stranger to refuse."""
+        return isinstance(job_id, str) and ((rdzv_job and not self.job_id) or (self.rdzv_job and not job_id))
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -193,7 +216,7 @@ class Coordinator:
     def registered(self) -> list[Connection]:
         """Connections of participants whose facts count and that are still open."""
         conns = (a.conn for a in self.arrivals.values() if a.conn is not None)  # a node leader's ranks share one
-        return [c for c in dict.fromkeys(conns) if c.state in ("registered", "probing", "resolving")]
+        return [c for c in dict.fromkeys(conns) if c.state in LIVE]
 
     def links(self) -> tuple[int, int]:
         """Connections the arrivals came over: (TCP, node-local Unix socket). With node-local
@@ -326,8 +349,54 @@ class Coordinator:
                 conn.state = "registered"  # late results are dropped; the verdict still reaches it
         return results
 
+    def decide(self, verdict: bytes, brief: bytes | None, named: Callable[[Facts], bool] | None) -> None:
+        """What every participant gets from now on, late arrivals too (Connection.got_facts)."""
+        self.verdict, self.brief, self.named = verdict, brief, named or (lambda _facts: True)
+        if self.secret:
+            self.signed = {v: wire.sealed(v[wire.LEN.size :]) for v in (verdict, brief) if v is not None}
+
+    async def confirm(
+        self, verdict: bytes, brief: bytes | None = None, named: Callable[[Facts], bool] | None = None
+    ) -> list[Arrival]:
+        """The first of two phases of a pass: propose it (``verdict`` says ``"pending": true``) to
+        every participant and wait, at most CONFIRM_S, until each has confirmed that it is still
+        there (a node leader for each of its ranks). Returns the arrivals that did not: a rank that
+        died or stopped after sending its facts. Nobody acts on the proposal: ``go`` follows when
+        this returns nothing, a failing verdict (``deliver``) otherwise. No participant is
+        accepted after the proposal."""
+        self.decide(verdict, brief, named)
+        named_conns = {
+            a.conn for a in self.arrivals.values() if a.conn is not None and a.conn.brief and self.named(a.facts)
+        }
+        for conn in self.registered():
+            conn.state = "proposed"
+            self.send_verdict(conn, conn in named_conns)
+        self.stop_accepting()
+        until = time.monotonic() + CONFIRM_S
+        for _ in range(100_000):  # bounded: each turn waits for a confirmation, a close or the window's end
+            unconfirmed = [a for a in self.arrivals.values() if not confirmed(a)]
+            undecided = any(a.conn is not None and a.conn.state == "proposed" for a in unconfirmed)
+            if not undecided or time.monotonic() >= until:  # the rest answered, or closed, or were lost
+                return unconfirmed
+            self.changed.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), until - time.monotonic())
+        return [a for a in self.arrivals.values() if not confirmed(a)]
+
+    async def go(self) -> None:
+        """Every participant confirmed: the second phase, then let the port go (``deliver``)."""
+        signed = wire.sealed(GO[wire.LEN.size :]) if self.secret else None
+        for conn in self.registered():
+            conn.tell(GO, signed)
+        await self.deliver(None, linger=False)
+
     async def deliver(
-        self, verdict: bytes, brief: bytes | None = None, named: Callable[[Facts], bool] | None = None, *, linger: bool
+        self,
+        verdict: bytes | None,
+        brief: bytes | None = None,
+        named: Callable[[Facts], bool] | None = None,
+        *,
+        linger: bool,
     ) -> None:
         """Send the verdict to every participant still connected: ``brief`` (its line alone) to
         those that asked for no more and whose ranks ``named`` does not name, the whole of it to
@@ -335,22 +404,27 @@ class Coordinator:
         until the deadline or until every expected participant has it, so every node exits with
         the same code. Then wait (bounded) until the clients close their side first, so TIME_WAIT
         lands on them, not on the job's port."""
-        self.verdict, self.brief, self.named = verdict, brief, named or (lambda _facts: True)
-        if self.secret:
-            self.signed = {v: wire.sealed(v[wire.LEN.size :]) for v in (verdict, brief) if v is not None}
-        arrivals = self.arrivals.values()
-        named_conns = {a.conn for a in arrivals if a.conn is not None and a.conn.brief and self.named(a.facts)}
-        for conn in self.registered():
-            self.send_verdict(conn, conn in named_conns)
-        self.served.update(self.key(a.facts) for a in self.arrivals.values())
-        self.served_n = len(self.arrivals)
-        if linger:
-            while self.remaining() > 0 and not self.all_served():
+        if verdict is not None:
+            self.decide(verdict, brief, named)
+            arrivals = self.arrivals.values()
+            named_conns = {a.conn for a in arrivals if a.conn is not None and a.conn.brief and self.named(a.facts)}
+            for conn in self.registered():
+                self.send_verdict(conn, conn in named_conns)
+            self.served.update(self.key(a.facts) for a in self.arrivals.values())
+            self.served_n = len(self.arrivals)
+        if linger and not self.closing:
+            until = min(self.deadline, time.monotonic() + LINGER_S)
+            if not self.all_served():
+                missing = self.expect.maximum - min(self.served_n, self.expect.maximum)
+                sys.stderr.write(f"validator: the verdict is decided; {missing} participant(s) do not have it yet: "
+                                 f"answering late arrivals for {max(0.0, until - time.monotonic()):.0f} s\n")  # fmt: skip
+                sys.stderr.flush()
+            while time.monotonic() < until and not self.all_served():
                 self.changed.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self.changed.wait(), self.remaining())
+                    await asyncio.wait_for(self.changed.wait(), max(0.0, until - time.monotonic()))
         self.stop_accepting()
-        conns = [c for c in self.open if c.state == "registered"]
+        conns = [c for c in self.open if c.state in ("registered", "ready")]
         if conns:
             await asyncio.wait([c.closed for c in conns], timeout=CLOSE_WAIT_S)
         for conn in list(self.open):
@@ -368,3 +442,10 @@ class Coordinator:
         expected key has it."""
         e = self.expect
         return self.served_n >= e.maximum or (e.keys is not None and e.keys <= self.served)
+
+
+def confirmed(a: Arrival) -> bool:
+    """Whether a participant confirmed a proposed pass: ours always; over a connection that said
+    "ready", unless its node leader listed it as lost."""
+    c = a.conn
+    return c is None or (c.state == "ready" and a.token not in c.lost)

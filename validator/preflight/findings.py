@@ -223,6 +223,26 @@ flood = code(
 )
 
 
+vanished = code(
+    "PRE010",
+    Severity.ERROR,
+    "Participant vanished before the go",
+    """Every participant counted in a passing verdict confirmed it before anyone started the job.
+    A pass is decided in two phases: the coordinator proposes it, every participant (a node
+    leader for each of its ranks) answers that it is still there, and only then does the
+    coordinator say go; no participant execs its command, or exits 0, without the go.
+
+    A rank that sent its facts and then died (killed, out of memory, its node lost) or stopped
+    (SIGSTOP, a hung node) would be counted as present, and the others would start the job and
+    hang in `init_process_group` waiting for it. The finding names its rank and host, and whether
+    its connection closed (it died) or it only stayed silent for the confirmation window (10 s).
+
+    Look at what happened to that rank on its host (`dmesg`, the launcher's log, `sacct` or
+    `kubectl describe pod`), fix or exclude the node, and start the job again.
+    """,
+)
+
+
 CODES: dict[str, Code] = table(
     unreachable,
     foreign,
@@ -236,6 +256,7 @@ CODES: dict[str, Code] = table(
     unresolved,
     clock_skew,
     flood,
+    vanished,
 )
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from validator.preflight import protocol as wire
 from validator.preflight import sections
-from validator.preflight.plan import Options, Plan
+from validator.preflight.plan import Options, Plan, rdzv_job
 from validator.preflight.sections import LOCAL_MAX, MAX_GROUP
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 LEADER_WAIT_S = 2.0  # a member tries its leader this long, then goes to the coordinator directly
 GATHER_S = 5.0  # a leader waits this long (at most) for its members before going upstream
 LOCAL_IO_S = 1.0  # a member answers its leader's hello within this long, or is left out
+CONFIRM_S = 3.0  # a node's members confirm a proposed pass within this long, all together
 
 
 def grouped(facts: Facts, mode: str) -> bool:
@@ -104,6 +105,7 @@ class Group:
         self.expected = expected  # members: the local world size less the leader
         self.socks: list[socket.socket] = []
         self.brief = True  # every member said the verdict's line is enough (participant.brief)
+        self.tokens: dict[socket.socket, str] = {}  # each member's token, as its facts went upstream
 
     def gather(self, until: float) -> None:
         """Accept members until all have connected or ``until``; then stop listening (a later
@@ -146,11 +148,36 @@ class Group:
                 if total + signs <= MAX_GROUP and sections.good_token(token):
                     total += signs
                     out.append((header.get("mac"), str(token), parts))
+                    self.tokens[s] = str(token)
                 kept.append(s)
             except (OSError, wire.ProtocolError):
                 s.close()
         self.socks = kept
         return out
+
+    def propose(self, body: bytes) -> list[str]:
+        """A proposed pass (two phases, protocol.py) to every member; the tokens of those that do
+        not confirm within CONFIRM_S, all together: the coordinator names their ranks."""
+        frame, lost = wire.frame(body), []
+        until = time.monotonic() + CONFIRM_S
+        for s in self.socks:
+            try:
+                s.settimeout(LOCAL_IO_S)
+                s.sendall(frame)
+            except OSError:
+                pass
+        for s in list(self.socks):
+            try:
+                s.settimeout(max(0.01, until - time.monotonic()))
+                if wire.recv_msg(s).get("type") == "ready":
+                    continue
+            except (OSError, wire.ProtocolError):
+                pass
+            if s in self.tokens:
+                lost.append(self.tokens[s])
+            self.socks.remove(s)
+            s.close()
+        return lost
 
     def finish(self, verdict: dict[str, Any] | None) -> None:
         """The verdict to every member (None: close, so each goes to the coordinator itself)."""
@@ -170,20 +197,20 @@ class Group:
             self.listener = None
 
 
-def join(opts: Options, p: Plan, facts: Facts, listen: dict[str, Any] | None) -> Result:
+def join(opts: Options, p: Plan, facts: Facts, listen: dict[str, Any] | None, timeout: float | None = None) -> Result:
     """Reach the coordinator. Per-rank mode with several ranks here: local rank 0 leads the node
     (carries its ranks' facts in one frame); the others go through it, or directly when it is not
     there (this module)."""
     from validator.preflight import k8s
     from validator.preflight.finish import brief
-    from validator.preflight.participant import Attempts, Result, participate, via_leader
+    from validator.preflight.participant import LOST, Attempts, Result, participate
 
     secret = wire.load_secret(opts.secret_file)
     patient, token, t0 = k8s.in_pod(facts), wire.new_nonce(), time.monotonic()
-    fields = {"listen": listen, "brief": brief(opts)}
+    fields = {"listen": listen, "brief": brief(opts), "rdzv_job": rdzv_job(opts, facts)}
     lrank = facts["launch"]["local_rank"]
     if not grouped(facts, p.mode) or lrank is None:
-        return participate(facts, p.host, p.ports, p.job_id, secret, opts.timeout, fields, patient)
+        return participate(facts, p.host, p.ports, p.job_id, secret, timeout or opts.timeout, fields, patient)
     if lrank == 0 and (sock := bind_node(job_key(p), facts["host"])) is not None:
         group = Group(sock, int(facts["launch"]["local_world_size"] or 1) - 1)
         result = None
@@ -194,13 +221,43 @@ def join(opts: Options, p: Plan, facts: Facts, listen: dict[str, Any] | None) ->
         finally:
             group.finish(result.verdict if result else None)
         return result
-    if (
-        lrank != 0
-        and (verdict := via_leader(facts, p.job_id, secret, opts.timeout, fields, token, job_key(p))) is not None
-    ):
-        return Result(verdict, Attempts())
+    if lrank != 0 and (got := via_leader(facts, p.job_id, secret, opts.timeout, fields, token, job_key(p))):
+        if isinstance(got, str):  # our leader lost the coordinator after a proposed pass
+            att = Attempts()
+            att.gave_up = f"the coordinator {got[len(LOST) :]} (through the node's leader)"
+            return Result(None, att)
+        return Result(got, Attempts())
     left = opts.timeout - (time.monotonic() - t0)
     return participate(facts, p.host, p.ports, p.job_id, secret, left, fields, patient, token)
+
+
+def via_leader(
+    facts: Facts,
+    job_id: str,
+    secret: bytes | None,
+    timeout: float,
+    fields: dict[str, Any],
+    token: str,
+    key: str,
+) -> dict[str, Any] | str | None:
+    """A member of a node (per-rank mode, local rank > 0): the verdict through the node's leader,
+    or None (no leader within LEADER_WAIT_S, or it closed without a verdict): then the caller
+    goes to the coordinator directly, before the deadline; or why a proposed pass was lost
+    (``LOST``), which no retry can mend."""
+    from validator.preflight.participant import LOST, _exchange
+
+    deadline = time.monotonic() + timeout
+    s = connect(key, facts["host"], deadline)
+    if s is None:
+        return None
+    parts = sections.pieces(facts)
+    try:  # the leader's hello waits for its members and the coordinator: up to the deadline
+        got = _exchange(s, parts, job_id, secret, fields, deadline, token, hello_s=timeout, sealed=False)
+    except (OSError, wire.ProtocolError):
+        got = None
+    finally:
+        s.close()
+    return got if isinstance(got, dict) or (isinstance(got, str) and got.startswith(LOST)) else None
 
 
 def same_node(group: list[Facts]) -> str | None:

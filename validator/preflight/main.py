@@ -56,8 +56,8 @@ def main(argv: list[str]) -> int:
     from validator.preflight.run import execute
 
     args, command = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
-    ns = parser().parse_args(args)
     try:
+        ns = o.parse_lean(parser(), args)
         opts = Options(
             command=command, timeout=ns.timeout, coordinator=ns.coordinator, job_id=ns.job_id,
             secret_file=ns.secret_file, expect=ns.expect, hosts=ns.hosts, profile=ns.profile, fmt=ns.fmt,

@@ -18,14 +18,16 @@ from validator.agent.probe import resolve, route_src
 from validator.facts.network import master_facts
 from validator.preflight import protocol as wire
 from validator.preflight import sections
-from validator.preflight.local import Group
 from validator.preflight.sections import Pieces
 
 if TYPE_CHECKING:
     from validator.model import Facts
+    from validator.preflight.local import Group
 
 VERDICT_GRACE_S = 30.0  # the coordinator's checks run after its deadline; allow for them at scale
-ACTED_ON = ("verdict", "probe", "resolve")  # what a rank does something with: sealed, with a secret (protocol.py)
+ACTED_ON = ("verdict", "go", "probe", "resolve")  # what a rank does something with: sealed, with a secret (protocol.py)
+GO_S = 15.0  # after confirming a proposed pass, the go (or the failure) comes within the coordinator's CONFIRM_S
+LOST = "LOST: "  # the coordinator proposed a pass, then stopped answering: no retry can make it a pass
 HELLO_S = 1.0  # our coordinator says hello as it accepts; silence this long is something else
 FOREIGN_TRIES = 3  # something else answers on the port this many times in a row: it is not going away
 # ... each time waiting twice as long for the hello (1, 2, 4 s): a coordinator on a loaded node (CI with
@@ -50,6 +52,9 @@ class Attempts:
         self.foreign: str | None = None  # something that is not our coordinator answers on the port
         self.rejected: str | None = None
         self.gave_up: str | None = None  # why we stopped before the deadline
+        self.refused = 0  # connections refused: nothing listens there (yet)
+        self.silent = 0  # connections accepted without a hello: our coordinator stalled, or another program
+        self.stalled = False  # the coordinator took our facts, then went silent until the deadline
 
     def note(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -113,8 +118,8 @@ def _exchange(
         if isinstance(e, ConnectionError) or str(e) == "connection closed":
             return f"closed before the hello ({e})"  # a coordinator at capacity, or closing: retry
         return f"FOREIGN: no preflight hello ({e})"
-    except OSError as e:  # silence until the timeout: a listener that is not ours
-        return f"FOREIGN: no preflight hello ({e})"
+    except OSError as e:  # silence: another program, or our coordinator stalled (stopped, overloaded)
+        return f"SILENT: no hello within {s.gettimeout() or 0:.0f} s ({e})"
     if hello.get("type") == "reject":  # e.g. at its connection limit: it is our coordinator, busy
         return _rejected(hello)
     if hello.get("type") != "hello" or hello.get("proto") != wire.PROTO:
@@ -123,10 +128,18 @@ def _exchange(
     nonce = str(hello.get("nonce", ""))
     deadline_in = hello.get("deadline_in")
     s.settimeout(min(3600.0, max(0.0, deadline_in if isinstance(deadline_in, (int, float)) else 0.0)) + VERDICT_GRACE_S)
+    pending: dict[str, Any] | None = None  # a pass proposed: it counts only with the go (two phases)
     for _ in range(
         12
     ):  # ack (a coordinator that ignores "quiet"), probe rounds, resolve, a leader's re-hellos, verdict
-        body = wire.recv_frame(s, wire.MAX_VERDICT)
+        try:
+            body = wire.recv_frame(s, wire.MAX_VERDICT)
+        except (OSError, wire.ProtocolError) as e:
+            if pending is not None:
+                return f"{LOST}proposed a pass, then stopped answering before the go ({e})"
+            if isinstance(e, TimeoutError):
+                return f"STALLED: the coordinator took our facts, then stopped answering ({e})"
+            raise
         msg = wire.decode(body)
         kind = msg.get("type")
         if kind == "reject":
@@ -141,7 +154,17 @@ def _exchange(
             ):
                 return f"FOREIGN: a {kind} without a valid seal (a coordinator that does not know the secret)"
         if kind == "verdict":
-            return msg if well_formed(msg) else "FOREIGN: a malformed verdict"
+            if not well_formed(msg):
+                return "FOREIGN: a malformed verdict"
+            if msg.get("pending") is not True or pending is not None:
+                return msg  # final: a failure, or (after a proposal) the failure that replaced it
+            pending = msg  # a pass proposed: say we are still here (a leader: all its ranks), wait for the go
+            lost = group.propose(body) if group is not None else []
+            s.sendall(wire.encode({"type": "ready", "lost": lost}))
+            s.settimeout(GO_S)
+            continue
+        if kind == "go" and pending is not None:
+            return {**pending, "pending": False}
         if kind == "hello" and msg.get("proto") == wire.PROTO:  # our node leader retries upstream
             _send_facts(s, msg, parts, job_id, secret, fields, token, None)
             continue
@@ -202,34 +225,6 @@ def _send_facts(
     s.sendall(wire.encode(header) + wire.frame(body))
 
 
-def via_leader(
-    facts: Facts,
-    job_id: str,
-    secret: bytes | None,
-    timeout: float,
-    fields: dict[str, Any],
-    token: str,
-    key: str,
-) -> dict[str, Any] | None:
-    """A member of a node (per-rank mode, local rank > 0): the verdict through the node's leader,
-    or None (no leader within LEADER_WAIT_S, or it closed without a verdict): then the caller
-    goes to the coordinator directly, before the deadline."""
-    from validator.preflight import local
-
-    deadline = time.monotonic() + timeout
-    s = local.connect(key, facts["host"], deadline)
-    if s is None:
-        return None
-    parts = sections.pieces(facts)
-    try:  # the leader's hello waits for its members and the coordinator: up to the deadline
-        got = _exchange(s, parts, job_id, secret, fields, deadline, token, hello_s=timeout, sealed=False)
-    except (OSError, wire.ProtocolError):
-        got = None
-    finally:
-        s.close()
-    return got if isinstance(got, dict) else None
-
-
 def resolved(msg: dict[str, Any]) -> dict[str, Any]:
     """The answer to {"type": "resolve", "names": [...]} (peers.py): what each name resolves to
     here, within RESOLVE_S for all of them together. Only hostname-like names are looked up."""
@@ -283,7 +278,7 @@ def participate(
     token = token or wire.new_nonce()  # ours alone: only a connection presenting it may replace our registration
     att = Attempts()
     delay = 0.05
-    foreign_streak = 0
+    foreign_streak = spoke_streak = 0
     while time.monotonic() < deadline:
         att.tries += 1
         res = resolve([host], timeout=min(2.0, max(0.1, deadline - time.monotonic())))[host]
@@ -297,7 +292,7 @@ def participate(
             if not patient and not att.resolved_once and time.monotonic() - start >= UNRESOLVED_S:
                 att.gave_up = f"{host} did not resolve for {UNRESOLVED_S:.0f} s"
                 break
-        foreign = 0
+        foreign = silent = 0
         for addr in addrs[:2]:
             reached = False
             for port in ports:
@@ -307,15 +302,22 @@ def participate(
                     outcome.setdefault("port", port)
                     return Result(outcome, att)
                 reached = reached or outcome != "refused"
+                if outcome.startswith(LOST):
+                    att.gave_up = f"the coordinator {outcome[len(LOST) :]}"
+                    return Result(None, att)
                 if outcome.startswith("FOREIGN") or (outcome.startswith("REJECTED") and len(ports) > 1):
                     foreign += 1  # inside torchrun: maybe another job's, try the next candidate
+                elif outcome.startswith("SILENT"):
+                    silent += 1  # never conclusive: our own coordinator, stopped or overloaded, is silent too
                 elif outcome.startswith("REJECTED"):
                     att.gave_up = "rejected by the coordinator"
                     return Result(None, att)
             if reached:
                 break
-        foreign_streak = foreign_streak + 1 if addrs and foreign >= len(ports) else 0
-        if foreign_streak >= FOREIGN_TRIES:
+        strange = foreign + silent >= len(ports) and bool(addrs)
+        foreign_streak = foreign_streak + 1 if strange else 0  # each time waiting longer for a hello
+        spoke_streak = spoke_streak + 1 if strange and not silent else 0
+        if spoke_streak >= FOREIGN_TRIES:
             att.gave_up = "something other than the preflight coordinator answers on the port"
             break
         import random  # only a participant that retries needs it
@@ -344,6 +346,7 @@ def _attempt(
         s = _connect(addr, port, min(2.0, max(0.1, deadline - time.monotonic())))
     except OSError as e:
         att.note(f"{where}: {e.strerror or e}")
+        att.refused += isinstance(e, ConnectionRefusedError)
         return "refused"
     try:
         outcome = _exchange(s, parts, job_id, secret, fields, deadline, token, group, hello_s)
@@ -355,6 +358,10 @@ def _attempt(
         return outcome
     if outcome.startswith("FOREIGN"):
         att.foreign = f"{where}: {outcome.split(': ', 1)[1]}"
+    elif outcome.startswith("SILENT"):
+        att.silent += 1
+    elif outcome.startswith("STALLED"):
+        att.stalled = True
     elif outcome.startswith(("REJECTED", "BUSY")):
         att.rejected = f"{where}: {outcome.split(': ', 1)[1]}"
     att.note(f"{where}: {outcome}")

@@ -129,6 +129,14 @@ def plan(opts: Options, facts: Facts, profile: Profile | None) -> Plan:
     return Plan(host, ports, mode, keyed, int(expected), min(minimum or expected, expected), last_call, job, names)
 
 
+def rdzv_job(opts: Options, facts: Facts) -> bool:
+    """Whether this participant's job id is only its launcher's rendezvous id (torchrun --rdzv-id),
+    which a static node of the same job does not have: a coordinator then compares the two
+    launches instead of refusing "another job" (connection.got_header)."""
+    launch = facts["launch"]
+    return not opts.job_id and bool(launch["job_id"]) and launch["job_id"] == launch["rdzv_id"]
+
+
 def key(p: Plan) -> Callable[[Facts], Any]:
     def by(f: Facts) -> Any:
         launch = f["launch"]
@@ -136,12 +144,6 @@ def key(p: Plan) -> Callable[[Facts], Any]:
         return value if p.keyed and isinstance(value, int) else (f["host"], f["pid"])
 
     return by
-
-
-def expectation(p: Plan) -> Any:
-    from validator.preflight.coordinator import Expect
-
-    return Expect(set(range(p.expected)) if p.keyed else None, p.expected, p.minimum, p.last_call)
 
 
 MISSING_HOSTS = 8  # beyond this many hosts with missing participants, one outcome names them all, folded
@@ -153,7 +155,9 @@ def missing(p: Plan, arrived: list[Facts], facts: Facts, waited: float, early: b
     from validator.model import Outcome
     from validator.targets import fold_hosts, fold_ranks
 
-    when = f"{'had not arrived when the verdict was decided' if early else 'never reached the coordinator'} in {waited:.0f} s"
+    when = (f"had not arrived when the verdict was decided in {waited:.0f} s" if early else
+            f"never reached the coordinator in {waited:.0f} s: not started, or launched with another master "
+            "address or port (compare the launch lines), or it cannot reach this host")  # fmt: skip
     if not p.keyed:  # c10d: nodes have no rank until the rendezvous; name the hosts not seen
         short = p.minimum - len(set(map(key(p), arrived)))
         if short <= 0:
@@ -187,6 +191,20 @@ def is_candidate(facts: Facts, p: Plan) -> bool:
     mine = launch["rank"] if p.mode == "rank" else launch["node_rank"]
     if p.keyed and mine not in (0, None):
         return False
+    return holds_endpoint(facts, p)
+
+
+def is_deputy(facts: Facts, p: Plan) -> bool:
+    """A static node whose node rank is not 0 on the host the endpoint names: if no node rank 0
+    hosts the rendezvous there, nobody will (the same --node-rank everywhere, node ranks swapped).
+    It coordinates in node rank 0's place after a short wait (run.rendezvous), so the drift is
+    named in seconds instead of every node reporting "Connection refused" at the deadline."""
+    mine = facts["launch"]["node_rank"]
+    return p.mode == "node" and p.keyed and isinstance(mine, int) and mine != 0 and holds_endpoint(facts, p)
+
+
+def holds_endpoint(facts: Facts, p: Plan) -> bool:
+    """Whether the endpoint's host is an address of this node (or loopback)."""
     from validator.agent.probe import resolve
     from validator.facts.network import is_loopback
 

@@ -10,8 +10,15 @@
     participant -> coordinator  result  {"type": "netcheck", "results": [...]}         (--net-check only)
     coordinator -> participant  resolve  {"type": "resolve", "names": [...]}           (2+ hosts; peers.py)
     participant -> coordinator  resolved {"type": "resolved", "results": {name: {"addrs", "error"}}}
-    coordinator -> participant  verdict {"type": "verdict", "exit_code", "report", "text", "named", "port"}
-                                seal    {"type": "seal", "mac"}   (with a secret: after a verdict, probe or resolve)
+    coordinator -> participant  verdict {"type": "verdict", "exit_code", "report", "text", "named", "port"[, "pending": true]}
+    participant -> coordinator  ready   {"type": "ready", "lost": [token, ...]}       (a pending verdict: a proposed pass)
+    coordinator -> participant  go      {"type": "go"}    (every participant said ready), or a final failing verdict
+                                seal    {"type": "seal", "mac"}   (with a secret: after a verdict, go, probe or resolve)
+
+A pass comes in two phases: a verdict with "pending": true is a proposal; each participant answers
+"ready" (a node leader after its own ranks did, listing the tokens of those that did not), and acts
+only on the "go" that follows. A participant that vanished in between turns it into a failing
+verdict for everyone (coordinator.confirm, PRE010).
 
 With a secret, what a rank acts on (the verdict, a probe or resolve request) is followed by its
 seal: the MAC (below) of ``verdict`` 0 and the SHA-256 of the frame's body under the participant's

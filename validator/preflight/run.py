@@ -26,11 +26,12 @@ from validator.preflight.plan import (
     NOT_IN_PREFLIGHT,
     Options,
     Plan,
-    expectation,
     is_candidate,
+    is_deputy,
     key,
     missing,
     plan,
+    rdzv_job,
 )
 
 # Only the coordinator needs asyncio, the checks, the model's reports and profiles: participants
@@ -38,9 +39,13 @@ from validator.preflight.plan import (
 # standard library, the agent and the facts parser.
 if TYPE_CHECKING:
     from validator.model import Facts, Finding, Report
+    from validator.preflight.connection import Arrival
     from validator.preflight.coordinator import Gathered
     from validator.preflight.participant import Result
     from validator.profiles import Profile
+
+
+DEPUTY_S = 2.0  # a node holding the endpoint that is not node rank 0 waits this long for node rank 0 to host
 
 
 def codes(opts: Options) -> list[str]:
@@ -144,9 +149,10 @@ def coordinate(
     secret = wire.load_secret(opts.secret_file)
 
     async def main() -> int:
-        c = coord.Coordinator(facts, expectation(p), key(p), p.job_id, secret, opts.timeout,
-                              own_listen=listen, net_check=opts.net_check)  # fmt: skip
+        c = coord.Coordinator(facts, coord.expectation(p), key(p), p.job_id, secret, opts.timeout,
+                              own_listen=listen, net_check=opts.net_check, rdzv_job=rdzv_job(opts, facts))  # fmt: skip
         gate = Gate(opts, p, profile)
+        t_start = time.monotonic()
         gathered = await c.gather(sock, gate, node)
         tcp, unix = c.links()
         notes = [f"over {tcp} TCP connection(s) and {unix} node-local"] if p.mode == "rank" else []
@@ -170,8 +176,22 @@ def coordinate(
         exit_code = report.exit_code(opts.fail_on, opts.allow_incomplete)
         if c.early:
             notes.append(f"decided at {gathered.seconds:.1f} s: no late arrival can make this a pass")
-        text = render(report, exit_code, len(gathered.arrivals), p, gathered.seconds, notes)
+        arrived = [a.facts for a in gathered.arrivals]
+        text = render(report, exit_code, arrived, p, gathered.seconds, notes)
         doc = report.to_json()  # once: every participant gets it, and it is printed here
+        if exit_code == 0:  # two phases: nobody acts on a pass until everyone counted confirms it
+            lost = await c.confirm(*verdicts(report, doc, exit_code, text, c.port, pending=True))
+            if not lost:
+                emit(opts, doc, text, True, exit_code)
+                await c.go()
+                return exit_code
+            report.findings = sorted([vanished(lost, p), *report.findings], key=lambda f: (-f.severity, f.code))
+            exit_code = report.exit_code(opts.fail_on, opts.allow_incomplete)
+            gone = {id(a.facts) for a in lost}
+            text = render(
+                report, exit_code, [f for f in arrived if id(f) not in gone], p, time.monotonic() - t_start, notes
+            )
+            doc = report.to_json()
         emit(opts, doc, text, True, exit_code)  # now: the coordinator may linger for late arrivals
         await c.deliver(*verdicts(report, doc, exit_code, text, c.port), linger=exit_code != 0)
         return exit_code
@@ -186,12 +206,20 @@ def coordinate(
             node.close()
 
 
-def render(report: Report, exit_code: int, arrived: int, p: Plan, seconds: float, notes: list[str]) -> str:
+def render(report: Report, exit_code: int, arrived: list[Facts], p: Plan, seconds: float, notes: list[str]) -> str:
+    """The report with its verdict line: the expected participants present (a rank or node rank
+    claimed twice fills one place: "1/2 nodes (2 participants)" beside the one missing)."""
     from validator.report.options import RenderOptions
     from validator.report.text import render_table
 
     state = "PASSED" if exit_code == 0 else f"FAILED (exit {exit_code})"
-    line = f"preflight {state}: {arrived}/{p.expected} {'ranks' if p.mode == 'rank' else 'nodes'} in {seconds:.1f} s"
+    by = key(p)
+    present = (
+        len({k for f in arrived if isinstance(k := by(f), int) and 0 <= k < p.expected}) if p.keyed else len(arrived)
+    )
+    extra = f" ({len(arrived)} participants)" if present != len(arrived) else ""
+    unit = "ranks" if p.mode == "rank" else "nodes"
+    line = f"preflight {state}: {present}/{p.expected} {unit}{extra} in {seconds:.1f} s"
     return render_table(report, RenderOptions(verdict="; ".join([line, *notes])))
 
 
@@ -213,6 +241,17 @@ def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, ex
             me = launch["rank"] if p.mode == "rank" else launch["node_rank"]
             rank0 = att.resolved_once and me in (0, None)
             hint = " (this is rank 0, but the endpoint is not an address of this node)" if rank0 else ""
+            if att.stalled:
+                hint += ": the coordinator took our facts, then stopped answering (stopped, stalled or overloaded)"
+            elif att.refused and not att.silent and att.tries > 1:
+                hint += (f": nothing listened on {p.host}:{p.port} for {opts.timeout:.0f} s: the master's preflight did "
+                         "not start, or it waits on another port or address (--master-port, MASTER_PORT or "
+                         "--rdzv-endpoint differ between the nodes: compare their launch lines), or a firewall "
+                         "rejects the port")  # fmt: skip
+            elif att.silent:
+                hint += (f": the listener there accepted {att.silent} connection(s) but never said hello: the "
+                         "coordinator stopped answering (stopped, stalled or overloaded), or another program "
+                         "holds the port (a stale TCPStore: the master's own report names it)")  # fmt: skip
             dns = "" if att.resolved_once else k8s.unresolved_hint(p.host, facts)  # names the Service in a pod
             why = f"gave up: {att.gave_up}" if att.gave_up else f"within {opts.timeout:.0f} s"
             findings.append(finding("PRE001", f"no verdict from {p.host}:{p.port} ({why}){hint}: "
@@ -225,8 +264,30 @@ def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, ex
 NAMED_HOSTS_MAX = 256  # beyond this many culprit hosts, only the coordinator prints the whole report
 
 
+def vanished(lost: list[Arrival], p: Plan) -> Finding:
+    """PRE010: participants that sent their facts but did not confirm the proposed pass."""
+    from validator.preflight.findings import finding
+    from validator.targets import fold_hosts, fold_ranks
+
+    what = "rank" if p.mode == "rank" else "node rank"
+
+    def who(group: list[Arrival]) -> str:
+        ks = [k for a in group if isinstance(k := key(p)(a.facts), int)]
+        return f"{what} {fold_ranks(ks)}" if ks else f"{len(group)} participant(s)"
+
+    closed = [a for a in lost if a.conn is not None and a.conn.state == "closed"]
+    silent = [a for a in lost if a not in closed]
+    how = [f"{who(closed)}: connection closed"] if closed else []
+    how += [f"{who(silent)}: no confirmation within the window"] if silent else []
+    hosts = sorted({a.facts["host"] for a in lost})
+    ranks = [r for a in lost if isinstance(r := a.facts["launch"]["rank"], int)]
+    return finding("PRE010", f"{who(lost)} on {fold_hosts(hosts)} sent facts, then vanished before the go "
+                   f"({'; '.join(how)}): the job would wait in init_process_group", hosts, ranks,
+                   expected="every participant confirms the pass", actual=f"{len(lost)} did not")  # fmt: skip
+
+
 def verdicts(
-    report: Report, doc: dict[str, Any], exit_code: int, text: str, port: int
+    report: Report, doc: dict[str, Any], exit_code: int, text: str, port: int, pending: bool = False
 ) -> tuple[bytes, bytes, Callable[[Facts], bool]]:
     """What the coordinator sends (coordinator.deliver): the verdict whole; its line alone, for a
     participant that prints or writes no more (finish.brief); and whether the report names a
@@ -241,6 +302,8 @@ def verdicts(
     verdict = {"type": "verdict", "exit_code": exit_code, "report": doc, "named": named, "text": text, "port": port}
     line = text.rstrip("\n").rsplit("\n", 1)[-1] + "\n"
     brief = {"type": "verdict", "exit_code": exit_code, "named": {}, "text": line, "port": port}
+    if pending:  # a proposed pass: acted on only after the go (coordinator.confirm)
+        verdict["pending"] = brief["pending"] = True
     return (
         wire.encode(verdict),
         wire.encode(brief),
@@ -312,10 +375,35 @@ def rendezvous(
             return act(opts, code, smoke_for(opts, p, facts, port))
     from validator.preflight.local import join
 
-    result = join(opts, p, facts, listen)
+    if is_deputy(facts, p):  # node rank 0 should be here: if nobody hosts within DEPUTY_S, we do
+        result = join(opts, p, facts, listen, timeout=DEPUTY_S)
+        att = result.attempts
+        if result.verdict is None and att.refused and not (att.foreign or att.silent or att.rejected or att.gave_up):
+            from validator.preflight.ports import bind_first
+
+            try:
+                sock, port = bind_first(p.ports)
+            except OSError:
+                pass
+            else:
+                rank = facts["launch"]["node_rank"]
+                sys.stderr.write(f"validator: nothing hosts the rendezvous on {p.host}:{p.port} after {DEPUTY_S:g} s "
+                                 f"and this node (node rank {rank}) holds that address: coordinating in node rank "
+                                 "0's place\n")  # fmt: skip
+                code = coordinate(opts, p, facts, sock, profile, listen)
+                return act(opts, code, smoke_for(opts, p, facts, port))
+        owner = port_owner(p.port) if result.verdict is None and (att.silent or att.foreign) else None
+        if owner and "validator" not in owner:  # silent or strange, and on our node: we can see who it is
+            return finish_local(opts, local_report(opts, mark_busy(facts, p.port), p, None, []))
+        if result.verdict is None:
+            result = join(opts, p, facts, listen, timeout=max(0.1, opts.timeout - (time.monotonic() - t0)))
+    else:
+        result = join(opts, p, facts, listen)
     if result.verdict is not None:
         v = result.verdict
-        full = opts.verbose or named(v, facts)
+        # one report a node: in per-rank mode a named host's report is printed by its local rank 0 alone
+        host_named = facts["host"] in ((v.get("named") or {}).get("hosts") or [])
+        full = opts.verbose or (named(v, facts) and (speaks(facts, p) or not host_named))
         text = str(v["text"]) if full or speaks(facts, p) else ""
         emit(opts, v.get("report") or {}, text, full, int(v["exit_code"]))  # participant.well_formed
         port = v["port"] if isinstance(v.get("port"), int) else p.port

@@ -52,7 +52,7 @@ def render_junit(report: Report, options: RenderOptions) -> str:
 
 def _title(code: str) -> str:
     """The code's title for a code that found nothing (it still shows as a passing test)."""
-    from validator.codes import registry
+    from validator.registry import registry
 
     known = registry().get(code)
     return known.title if known else code

@@ -75,10 +75,8 @@ def summary(report: Report) -> str:
     if report.input_errors:
         parts.append(_plural(len(report.input_errors), "input error"))
     hosts = len(report.hosts)
-    return (
-        f"{', '.join(parts) or 'no findings'} — {report.participants} participant"
-        f"{'s' if report.participants != 1 else ''} on {hosts} host{'s' if hosts != 1 else ''}"
-    )
+    where = f" on {hosts} host{'s' if hosts != 1 else ''}" if hosts else ""  # logs may name no host
+    return f"{', '.join(parts) or 'no findings'} — {_plural(report.participants, 'participant')}{where}"
 
 
 def render_table(report: Report, options: RenderOptions) -> str:

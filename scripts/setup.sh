@@ -2,7 +2,8 @@
 # Set up the development environment, idempotently.
 #   scripts/setup.sh          .venv with the package and its test tools (no torch, no services)
 #   scripts/setup.sh --full   also what the whole test suite needs: Debian packages (OpenSSH server,
-#                             Slurm, munge, iproute2, Chromium), torch==2.13.0 (CPU) + numpy, accelerate, deepspeed (no ops)
+#                             Slurm, munge, iproute2, Chromium, buildah and debootstrap for the container
+#                             image), torch==2.13.0 (CPU) + numpy, accelerate, deepspeed (no ops)
 # Runs as root for --full (apt-get); pip caches are not needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,8 @@ PY=${PYTHON:-python3}
 if [ "$FULL" = 1 ]; then
   need=()
   for pair in sshd:openssh-server ssh:openssh-client slurmctld:slurmctld slurmd:slurmd srun:slurm-client \
-              munge:munge ip:iproute2 iptables:iptables chromium:chromium unshare:util-linux ps:procps bc:bc; do
+              munge:munge ip:iproute2 iptables:iptables chromium:chromium unshare:util-linux ps:procps bc:bc \
+              buildah:buildah debootstrap:debootstrap; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || [ -x "/usr/sbin/${pair%%:*}" ] || need+=("${pair#*:}")
   done
   if [ ${#need[@]} -gt 0 ]; then

@@ -47,7 +47,7 @@ def one(n: int) -> dict[str, Any]:
         "hosts": n,
         "seconds": round(seconds, 2),
         "within_5s": seconds <= 5.0,
-        **outcome.counts,
+        **outcome.doc,
         "findings": [f"{f.code} {f.message[:120]}" for f in outcome.findings],
         "line": outcome.line,
     }

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from validator.documents import ScanDoc
+from validator.documents import NetCheckDoc, ScanDoc
 from validator.errors import UserError
 from validator.model import Facts, Finding, Outcome, Report, Severity
 from validator.pipeline import check, keep, to_facts
@@ -52,7 +52,7 @@ class ScanResult:
     targets: list[str]
     interrupted: bool
     elapsed_s: float
-    net_check: dict[str, int] | None = None  # nodes listened on, probes made, probes failed
+    net_check: NetCheckDoc | None = None  # counts, the links' figures, suspects measured alone
     warnings: list[str] = field(default_factory=list)
     failed: str | None = None  # the scan itself failed (scanner-side): exit 2, nothing to drain
 
@@ -122,7 +122,7 @@ def open_transport(opts: ScanOptions) -> tuple[Transport, list[str]]:
 
 async def _gather(
     transport: Transport, opts: ScanOptions, profile: Profile | None, hosts: list[str], on_done: OnDone, note: Any
-) -> tuple[dict[str, int] | None, list[Finding]]:
+) -> tuple[NetCheckDoc | None, list[Finding]]:
     """The agent on every target, then (optionally) the net check through the same transport.
     Returns (net-check summary, net-check findings)."""
     from validator.transports import agent_source
@@ -138,7 +138,7 @@ async def _gather(
 
 async def _net_check(
     transport: Transport, hosts: list[str], gathered: Gathered, opts: ScanOptions, profile: Profile | None, note: Any
-) -> tuple[dict[str, int] | None, list[Finding]]:
+) -> tuple[NetCheckDoc | None, list[Finding]]:
     """Listen on every node's chosen address, probe and measure along the rings (validator/
     netcheck/) through the same transport: (summary, NET1xx findings). The rings follow the
     target order (node rank order)."""
@@ -187,7 +187,7 @@ async def _net_check(
         outcome = await rounds.run(nodes, probe_round)
     finally:
         await transport.stop()
-    return outcome.counts, outcome.findings
+    return outcome.doc, outcome.findings
 
 
 def scan(opts: ScanOptions) -> ScanResult:
@@ -202,7 +202,7 @@ def scan(opts: ScanOptions) -> ScanResult:
     profile = load_profile(opts.profile) if opts.profile else None  # bad profile: exit 2 before connecting
     transport, hosts = open_transport(opts)
     gathered: dict[str, Any] = {}
-    net_check: dict[str, int] | None = None
+    net_check: NetCheckDoc | None = None
     net_findings: list[Finding] = []
     interrupted = False
     with Progress(len(hosts), bar=opts.progress, verbose=opts.verbose) as progress:

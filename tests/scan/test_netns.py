@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.scan.conftest import DOCKER_BRIDGE, DOCKERISH, JUMP_ONLY, ODD_ENV, ODD_IFNAME, OddHosts, ScanRun, run_scan
+from validator.model import Report
+from validator.report import render
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -22,6 +24,15 @@ def scan(hosts: OddHosts, odd: int, *extra: str) -> ScanRun:
     assert run.doc["outcomes"] == [], run.doc["outcomes"]
     assert sorted(run.hosts) == sorted(names)
     return run
+
+
+def gpu_job(tmp_path: Path) -> tuple[str, ...]:
+    """Options that make the scanned job a GPU job, NCCL's interface rules then apply: a profile
+    with GPUs (NCCL_* settings alone never make one). The hosts stand in for GPU nodes without
+    GPUs, which is not what these tests are about: GPU001 and PRF003 are ignored."""
+    p = tmp_path / "gpu.yaml"
+    p.write_text("name: gpu\ngpus_per_node: 8\n")
+    return ("--profile", str(p), "--ignore", "GPU001,PRF003")
 
 
 def test_plain_hosts_pass(odd_hosts: OddHosts) -> None:
@@ -39,11 +50,11 @@ def test_different_interface_name_names_that_host(odd_hosts: OddHosts) -> None:
     assert (finding["expected"], finding["actual"]) == ("eth0", "ens5")
 
 
-def test_docker_like_bridge_that_nccl_would_pick_names_that_host(odd_hosts: OddHosts) -> None:
+def test_docker_like_bridge_that_nccl_would_pick_names_that_host(odd_hosts: OddHosts, tmp_path: Path) -> None:
     """NCCL_SOCKET_IFNAME=^docker,lo (the job's setting, passed with --env) does not exclude a
     compose-style bridge: NCCL would use br-<id> on that host."""
     odd = odd_hosts.names[DOCKERISH]
-    run = scan(odd_hosts, DOCKERISH, "--env", "NCCL_SOCKET_IFNAME=^docker,lo")
+    run = scan(odd_hosts, DOCKERISH, "--env", "NCCL_SOCKET_IFNAME=^docker,lo", *gpu_job(tmp_path))
     assert run.named("NET004") == [odd]
     virtual = next(f for f in run.doc["findings"] if f["code"] == "NET004")  # type: ignore[index]
     assert virtual["actual"] == DOCKER_BRIDGE
@@ -60,10 +71,13 @@ def test_different_environment_names_that_host(odd_hosts: OddHosts) -> None:
     assert run.doc["drain"] == [odd]  # type: ignore[index]
 
 
-def test_net_check_names_the_host_whose_nccl_address_is_unreachable(odd_hosts: OddHosts) -> None:
+def test_net_check_names_the_host_whose_nccl_address_is_unreachable(odd_hosts: OddHosts, tmp_path: Path) -> None:
     odd = odd_hosts.names[DOCKERISH]
-    run = scan(odd_hosts, DOCKERISH, "--env", "NCCL_SOCKET_IFNAME=^docker,lo", "--net-check", "--net-timeout", "2")
-    assert run.doc is not None and run.doc["scan"]["net_check"] == {"nodes": 4, "probes": 6, "failed": 2}
+    net = ("--net-check", "--net-timeout", "2")
+    run = scan(odd_hosts, DOCKERISH, "--env", "NCCL_SOCKET_IFNAME=^docker,lo", *gpu_job(tmp_path), *net)
+    assert run.doc is not None
+    done = run.doc["scan"]["net_check"]
+    assert (done["nodes"], done["probes"], done["failed"]) == (4, 6, 2)
     assert run.named("NET101") == [odd]
     unreachable = next(f for f in run.doc["findings"] if f["code"] == "NET101")
     assert "172.18.0.1" in unreachable["message"]
@@ -76,7 +90,7 @@ def test_net_check_names_the_host_whose_nccl_address_is_unreachable(odd_hosts: O
 
 def test_net_check_names_a_throttled_host(odd_hosts: OddHosts) -> None:
     """The scan measures with the preflight's code (validator/netcheck/): host 1's eth0 sends at
-    1 Mbit/s (tbf; this kernel has no netem), so both its links are slow, measured twice: NET105
+    1 Mbit/s (tbf; this kernel has no netem), so all its links are slow, then alone twice: NET105
     names host 1 and no pair."""
     ns = odd_hosts.names[1]
     slow = ["tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "1mbit", "burst", "32kbit",
@@ -93,8 +107,17 @@ def test_net_check_names_a_throttled_host(odd_hosts: OddHosts) -> None:
 
 def test_net_check_passes_between_plain_hosts(odd_hosts: OddHosts) -> None:
     run = scan(odd_hosts, ODD_IFNAME, "--net-check")
-    assert run.doc is not None and run.doc["scan"]["net_check"] == {"nodes": 4, "probes": 6, "failed": 0}
+    assert run.doc is not None
+    net = run.doc["scan"]["net_check"]
+    assert (net["nodes"], net["probes"], net["failed"], net["measured"], net["confirmed"]) == (4, 6, 0, 6, 0)
     assert [f for f in run.doc["findings"] if f["code"].startswith("NET1")] == []
+    assert (
+        net["rtt_ms"]["median"] > 0 and 0 < net["up_mbps"]["p10"] <= net["up_mbps"]["median"] <= net["up_mbps"]["p90"]
+    )
+    assert net["line"].startswith("net check: 6 links, all within 3x of the median link; median ")
+    report = Report.from_json(run.doc)  # the table and the HTML page say that the net check ran, and passed
+    for fmt in ("table", "html"):
+        assert "net check: 6 links, all within 3x of the median link" in render(report, fmt), fmt
 
 
 def test_proxyjump_from_ssh_config(odd_hosts: OddHosts) -> None:

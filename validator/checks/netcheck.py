@@ -68,9 +68,11 @@ slow_link = code(
     Severity.WARNING,
     "Slow or lossy link between two nodes",
     """Each measured link (a node and its neighbours on two rings, over the address NCCL or Gloo
-    would use) is within 3x of the median link in latency (5 small round trips) and in
-    throughput each way (up to 4 MB, at most 0.5 s per direction), and retransmits no more than
-    2% of its segments. A link that is not is measured again before it is named.
+    would use) is within 3x of the median link in latency (a low percentile of 9 small round
+    trips; and within 1 ms of it) and in throughput each way (up to 4 MB, at most 0.5 s per
+    direction, the second-fastest quarter; or above 5,000 Mbit/s), and loses no more than 1% of
+    its segments. A link that is not is measured again alone, twice, with nothing else of the
+    check running, and named only when it is slow every time.
 
     A collective runs at the pace of its slowest link: one degraded cable, a port negotiated
     down, a congested uplink or a mis-set MTU slows every step of the job, with nothing in

@@ -12,8 +12,14 @@ step every task receives the same input and picks its own entry (SLURMD_NODENAME
 A connection to a listener first reads its token (a line): that proves the prober reached this
 listener, not whatever else holds the port. Then, on a measured link, the prober asks for
 ``p`` (one-byte echo: a round trip, PINGS times), ``u`` (it sends up to BULK_BYTES for at most
-BULK_S; the listener reports what it received and over how long) and, on a second connection,
-``d`` (the listener sends, the prober times what arrives). Every request is bounded in size and
+BULK_S; the listener reports what it received, over how long, and its high-percentile rate) and,
+on a second connection, ``d`` (the listener sends, the prober times what arrives).
+
+Every figure is a robust value of repeated samples, so that one stall of a busy node (a thread
+waiting for the CPU or the GIL) does not make a link look slow: the latency is a low percentile
+of PINGS round trips (RTT_AT: the 3rd-fastest of 9), a rate the second-fastest of the SEGMENTS
+quarters of the transfer (a receiver that stalled reads its buffer in one burst afterwards, so
+the single fastest quarter can flatter a throttled link). Every request is bounded in size and
 time: whatever connects is a stranger until it has the token, and even then it cannot ask for
 more than BULK_BYTES or BULK_S.
 """
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import binascii
 import contextlib
+import itertools
 import json
 import os
 import select
@@ -35,14 +42,16 @@ from typing import Any
 
 PROBE_THREADS = 64
 TIMEOUT_S = 3.0  # connect and answer timeout of one probe (scan: --net-timeout)
-PINGS = 5  # small round trips per measured link; the median is the link's latency
+PINGS = 9  # small round trips per measured link
+RTT_AT = PINGS // 4  # the link's latency: this many round trips were faster (a low percentile)
+SEGMENTS = 4  # a transfer's rate: the second-fastest of this many equal parts
 BULK_BYTES = 4 << 20  # per direction and link
 BULK_S = 0.5  # per direction and link, whatever BULK_BYTES would take
 CHUNK = 64 << 10
 IDLE_S = 5.0  # a connection that says nothing this long is dropped
 SERVING_MAX = 64  # connections served at once; more get the token only
 REQ = struct.Struct(">cII")  # request: kind, bytes wanted, milliseconds allowed
-REPORT = struct.Struct(">QI")  # upload report: bytes received, microseconds from first to last
+REPORT = struct.Struct(">QIQ")  # upload report: bytes received, microseconds first to last, bytes/s (high)
 NODE = os.environ.get("SLURMD_NODENAME", "")  # names the output in a SLURM step
 ZEROS = memoryview(bytes(CHUNK))
 
@@ -115,8 +124,8 @@ class Listener:
                 if kind == b"p":
                     conn.sendall(b"p")
                 elif kind == b"u":
-                    got, secs = _drain(conn, want, cap)
-                    conn.sendall(REPORT.pack(got, int(secs * 1e6)))
+                    got, secs, high = _drain(conn, want, cap)
+                    conn.sendall(REPORT.pack(got, int(secs * 1e6), int(high)))
                 elif kind == b"d":
                     _pour(conn, want, cap)
                     break
@@ -146,10 +155,14 @@ def _read(s: socket.socket, n: int) -> bytes | None:
     return buf
 
 
-def _drain(s: socket.socket, want: int, cap: float) -> tuple[int, float]:
-    """Receive up to ``want`` bytes for at most ``cap`` seconds after the first: (bytes, seconds)."""
+def _drain(s: socket.socket, want: int, cap: float) -> tuple[int, float, float]:
+    """Receive up to ``want`` bytes for at most ``cap`` seconds after the first: (bytes, seconds,
+    the second-fastest rate of the SEGMENTS equal parts in bytes/s, or 0 when fewer than two
+    parts arrived)."""
     got, first, last = 0, 0.0, 0.0
     buf = bytearray(CHUNK)
+    part = max(1, want // SEGMENTS)
+    marks: list[tuple[float, int]] = []  # (time, bytes so far): the first byte, then each part's end
     while got < want:
         s.settimeout(max(0.01, first + cap - time.monotonic()) if first else IDLE_S)
         try:
@@ -161,10 +174,18 @@ def _drain(s: socket.socket, want: int, cap: float) -> tuple[int, float]:
         last = time.monotonic()
         first = first or last
         got += n
+        if not marks or got >= part * len(marks):
+            marks.append((last, got))
         if last - first >= cap:
             break
     s.settimeout(IDLE_S)
-    return got, last - first
+    return got, last - first, _high(marks)
+
+
+def _high(marks: list[tuple[float, int]]) -> float:
+    """The second-fastest rate between consecutive marks (bytes/s), 0 with fewer than two."""
+    rates = sorted((b - a) / max(t - s, 1e-6) for (s, a), (t, b) in itertools.pairwise(marks))
+    return rates[-2] if len(rates) >= 2 else 0.0
 
 
 def _pour(s: socket.socket, want: int, cap: float) -> int:
@@ -188,6 +209,19 @@ def _retrans(s: socket.socket) -> tuple[int, int] | None:
     if len(info) < 140:
         return None
     return struct.unpack_from("I", info, 100)[0], struct.unpack_from("I", info, 136)[0]
+
+
+def _reordered(s: socket.socket) -> tuple[int, int] | None:
+    """(data segments that arrived out of order, data segments received) of a receiving
+    connection, from TCP_INFO (Linux 5.4+): a drop on the way in shows here, not at the sender's
+    end, which is the listener's."""
+    try:
+        info = s.getsockopt(socket.IPPROTO_TCP, getattr(socket, "TCP_INFO", 11), 256)
+    except OSError:
+        return None
+    if len(info) < 228:
+        return None
+    return struct.unpack_from("I", info, 224)[0], struct.unpack_from("I", info, 152)[0]
 
 
 def _abort(s: socket.socket) -> None:
@@ -245,23 +279,25 @@ def measure(host: str, port: int, token: str, timeout: float) -> dict[str, Any]:
                     s.settimeout(timeout)
         if len(report) < REPORT.size:
             raise TimeoutError(f"no transfer report within {BULK_S + timeout:g} s")
-        got, usecs = REPORT.unpack(report)
+        got, usecs, up_high = REPORT.unpack(report)
         loss = _retrans(s)
     finally:
         _abort(s)
     s = _connect(host, port, token, timeout)
     try:
         s.sendall(REQ.pack(b"d", BULK_BYTES, int(BULK_S * 1000)))
-        down, down_s = _drain(s, BULK_BYTES, BULK_S)
+        down, down_s, down_high = _drain(s, BULK_BYTES, BULK_S)
+        reordered = _reordered(s)
     finally:
         _abort(s)
     return {
-        "rtt_ms": round(sorted(rtts)[len(rtts) // 2] * 1000, 3),
-        "up_mbps": round(got * 8 / max(usecs / 1e6, 1e-4) / 1e6, 1),
-        "down_mbps": round(down * 8 / max(down_s, 1e-4) / 1e6, 1),
+        "rtt_ms": round(sorted(rtts)[RTT_AT] * 1000, 3),
+        "up_mbps": round((up_high or got / max(usecs / 1e6, 1e-4)) * 8 / 1e6, 1),
+        "down_mbps": round((down_high or down / max(down_s, 1e-4)) * 8 / 1e6, 1),
         "up_bytes": got,
         "down_bytes": down,
         "retrans": list(loss) if loss else None,
+        "reorder": list(reordered) if reordered else None,
     }
 
 

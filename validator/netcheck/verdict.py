@@ -1,14 +1,30 @@
 """From probe results to NET1xx findings.
 
 Reachability (NET101-103): a destination no prober reaches. Speed (NET104-105): each measured
-link is compared with the median link, never with a fixed figure (a 2-core VM and a 400 Gb/s
-fabric both have a median); a link is *suspect* when its latency or either direction's
-throughput is FACTOR times worse than the median and the difference is above the timing noise
-floor, or when it retransmits LOSS_RATIO of its segments (FACTOR times the median rate), or when
-its transfer broke off. Suspects are measured again, while the other links are quiet; only a
-link suspect both times is *slow*. A node all of whose measured links are slow (at least two,
-with two peers, or three of four) is named as the node (NET105); the other slow links are named
-as pairs (NET104). Below MIN_LINKS measured links there is no median to compare with.
+link is compared with the median link of the first round, never with a fixed figure (a 2-core
+VM and a 400 Gb/s fabric both have a median). The figures are already robust values of repeated
+samples (probe.py: latency a low percentile of 9 round trips, a rate the second-fastest of 4
+parts). A link is *suspect* when
+
+- its latency is FACTOR times the median *and* RTT_FLOOR_MS more (both: 0.05 against 0.01 ms is
+  5x but only scheduling noise; 1 ms more is what a mis-routed or congested path costs),
+- or a direction's rate is under the median / FACTOR *and* under RATE_FLOOR_MBPS (both: a link
+  still moving 5 Gbit/s through one Python TCP stream is not what this check can tell from a
+  busy node's noise, while a port negotiated down to 1 Gbit/s, a rate limit or a bad cable is),
+- or it retransmits LOSS_RATIO of its segments out, or receives that share out of order back (a
+  drop on the way in), *and* at least LOSS_FLOOR segments (and FACTOR times the median rate: a
+  healthy link here retransmits 0-1 of ~2,900; one drop in a hundred frames already cuts a TCP
+  stream's rate several times), or its transfer broke off.
+
+A first round measures every link at once, so on a busy node links compete with each other
+(and with whatever else runs there): that round only proposes. Each suspect is then measured
+again *alone* (rounds.py: one link at a time, nothing else of the check running) CONFIRM times
+(stopping at the first pass), beside CONTROLS links that were not suspect, measured alone the same
+way; each confirmation compares with the first round's medians or the slowest control, whichever is
+more lenient (``reference``). Only a link slow in all of them is *slow*. A node all of whose
+measured links are slow (at least two, with two peers, or three of four) is named as the node
+(NET105); the other slow links are named as pairs (NET104). Below MIN_LINKS measured links
+there is no median to compare with.
 """
 
 from __future__ import annotations
@@ -18,15 +34,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from validator.checks import netcheck as codes
+from validator.documents import NetCheckDoc, SpreadDoc
 from validator.model import Finding
-from validator.netcheck.probe import BULK_BYTES
 from validator.netcheck.ring import Node, Plans, Results, rows
 from validator.targets import fold_hosts
 
 FACTOR = 3.0  # this many times worse than the median link
 RTT_FLOOR_MS = 1.0  # ... and at least this much more latency
-BULK_FLOOR_MS = 5.0  # ... or this much longer to move BULK_BYTES (the timing noise of a busy node)
-LOSS_RATIO = 0.02  # retransmitted segments / segments sent
+RATE_FLOOR_MBPS = 5000.0  # ... or a rate below this (and below median / FACTOR)
+LOSS_RATIO = 0.01  # segments lost (retransmitted out, or out of order back) / segments
+LOSS_FLOOR = 10  # ... and at least this many segments retransmitted
+CONFIRM = 2  # alone measurements a suspect must fail too before it is named
+CONTROLS = 3  # links that were not suspect, measured alone in each confirmation too (``reference``)
 MIN_LINKS = 3
 Link = tuple[str, str]  # (prober label, destination label)
 
@@ -40,19 +59,21 @@ def medians(measured: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-def loss(row: dict[str, Any]) -> float:
-    got = row.get("retrans")
+def _ratio(row: dict[str, Any], key: str) -> tuple[float, int]:
+    got = row.get(key)
     if isinstance(got, list) and len(got) == 2 and all(isinstance(x, int) for x in got) and got[1] > 0:
-        return float(got[0]) / float(got[1])
-    return 0.0
+        return float(got[0]) / float(got[1]), int(got[0])
+    return 0.0, 0
+
+
+def loss(row: dict[str, Any]) -> float:
+    """The larger of the segments the prober retransmitted (out) and those that reached it out
+    of order (back: a drop before the prober shows as the segments after it arriving early)."""
+    return max(_ratio(row, "retrans")[0], _ratio(row, "reorder")[0])
 
 
 def mbps(x: float) -> str:
     return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
-
-
-def _bulk_ms(rate: float) -> float:
-    return BULK_BYTES * 8 / max(rate, 1e-3) / 1e3
 
 
 def why_slow(row: dict[str, Any], med: dict[str, float]) -> list[str]:
@@ -67,11 +88,14 @@ def why_slow(row: dict[str, Any], med: dict[str, float]) -> list[str]:
         rate = row.get(key)
         if not isinstance(rate, (int, float)) or not med[key]:
             continue
-        if rate * FACTOR <= med[key] and _bulk_ms(rate) - _bulk_ms(med[key]) >= BULK_FLOOR_MS:
+        if rate * FACTOR <= med[key] and rate < RATE_FLOOR_MBPS:
             out.append(f"{way} {mbps(rate)} Mbit/s (median {mbps(med[key])} Mbit/s)")
     lost = loss(row)
     if lost >= LOSS_RATIO and lost >= FACTOR * med["loss"]:
-        out.append(f"{lost:.1%} of segments retransmitted (median {med['loss']:.1%})")
+        for key, what in (("retrans", "retransmitted out"), ("reorder", "out of order back")):
+            ratio, count = _ratio(row, key)
+            if ratio >= LOSS_RATIO and count >= LOSS_FLOOR:
+                out.append(f"{ratio:.1%} of segments {what} (median {med['loss']:.1%})")
     return out
 
 
@@ -81,21 +105,55 @@ def measured(results: Results) -> dict[Link, dict[str, Any]]:
     }
 
 
-def suspects(results: Results) -> set[Link]:
+def suspects(results: Results, again: Results | None = None) -> set[Link]:
+    """The links of ``results`` (the first round) slow against its medians; with ``again`` (a
+    confirmation), those of them slow there too, against ``reference``."""
     links = measured(results)
     if len(links) < MIN_LINKS:
         return set()
     med = medians(list(links.values()))
-    return {link for link, r in links.items() if why_slow(r, med)}
+    first = {link for link, r in links.items() if why_slow(r, med)}
+    if again is None:
+        return first
+    redo = measured(again)
+    ref = reference(med, first, redo)
+    return {link for link, r in redo.items() if link in first and why_slow(r, ref)}
 
 
-def slow_findings(nodes: dict[str, Node], first: Results, again: Results) -> list[Finding]:
+def reference(med: dict[str, float], first: set[Link], redo: dict[Link, dict[str, Any]]) -> dict[str, float]:
+    """What a confirmation compares with: the first round's medians or the slowest of the control
+    links measured beside the suspects in it (links that were not suspect), whichever is more
+    lenient. The first round's figures were measured under its own contention (and the high
+    percentile of a contended transfer can be a burst); the controls under the suspects' own
+    conditions, so a suspect is confirmed only when it is FACTOR times worse than each of them."""
+    controls = [r for link, r in redo.items() if link not in first]
+    if not controls:
+        return med
+
+    def worst(key: str, pick: Any) -> float:
+        values = [float(r[key]) for r in controls if isinstance(r.get(key), (int, float))]
+        return float(pick([med[key], *values])) if values else med[key]
+
+    return {"rtt_ms": worst("rtt_ms", max), "up_mbps": worst("up_mbps", min), "down_mbps": worst("down_mbps", min),
+            "loss": max([med["loss"], *map(loss, controls)])}  # fmt: skip
+
+
+def slow_findings(nodes: dict[str, Node], first: Results, *again: Results) -> list[Finding]:
+    """NET104/105 for the links suspect in ``first`` and slow in every confirmation ``again``
+    (none given: nothing is confirmed, nothing named)."""
     links = measured(first)
-    if len(links) < MIN_LINKS:
+    if len(links) < MIN_LINKS or not again:
         return []
     med = medians(list(links.values()))
-    redo = measured(again)
-    slow = {link: why for link in redo if (why := why_slow(redo[link], med)) and why_slow(links[link], med)}
+    proposed = {link for link, r in links.items() if why_slow(r, med)}
+    redo = [(m, reference(med, proposed, m)) for m in map(measured, again)]
+    last, ref = redo[-1]
+    slow = {
+        link: why
+        for link in last
+        if link in proposed and (why := why_slow(last[link], ref))
+        and all(link in m and why_slow(m[link], r) for m, r in redo)
+    }  # fmt: skip
     peers: dict[str, set[str]] = {}
     bad: dict[str, set[str]] = {}
     for a, b in links:
@@ -109,7 +167,8 @@ def slow_findings(nodes: dict[str, Node], first: Results, again: Results) -> lis
     for n in sorted(named, key=list(nodes).index):
         whys = [f"{nodes[p].host}: {'; '.join(slow.get((n, p)) or slow[(p, n)])}" for p in sorted(bad[n])]
         out.append(codes.slow_node.finding(
-            f"{nodes[n].host} ({nodes[n].where()}): all {len(bad[n])} of its measured links are slow, measured twice: "
+            f"{nodes[n].host} ({nodes[n].where()}): all {len(bad[n])} of its measured links are slow, "
+            f"{_confirmed(len(again))}: "
             + " | ".join(whys),
             hosts=[nodes[n].host], expected=f"within {FACTOR:g}x of the median link", actual=f"{len(bad[n])} slow links",
             verify="validator scan NODES --net-check   # or preflight --net-check: no NET105"))  # fmt: skip
@@ -118,7 +177,7 @@ def slow_findings(nodes: dict[str, Node], first: Results, again: Results) -> lis
             continue
         pair = f"{nodes[a].host} ({nodes[a].where()}) <-> {nodes[b].host} ({nodes[b].where()})"
         out.append(codes.slow_link.finding(
-            f"{pair}: {'; '.join(why)}, measured twice; the other links of both nodes are fine",
+            f"{pair}: {'; '.join(why)}, {_confirmed(len(again))}; the other links of both nodes are fine",
             hosts=[nodes[a].host, nodes[b].host], expected=f"within {FACTOR:g}x of the median link",
             actual="; ".join(why), verify="validator scan A,B,C --net-check   # no NET104 for the pair"))  # fmt: skip
     return out
@@ -165,19 +224,63 @@ def reach_findings(nodes: dict[str, Node], plans: Plans, results: Results) -> li
     return out
 
 
-def line(results: Results) -> str:
-    """What the verdict line says: "net-check: 6 links ok; median 0.08 ms, 9000/9100 Mbit/s"."""
-    made = rows(results)
-    bad = sum(1 for _, r in made if not r.get("ok"))
-    if not made:
-        return "net-check: no links to test"
-    text = f"net-check: {len(made)} links ok" if not bad else f"net-check: {bad} of {len(made)} links failed"
-    links = measured(results)
-    if links:
-        med = medians(list(links.values()))
-        text += (
-            f"; median of {len(links)} measured: {med['rtt_ms']:.2f} ms, "
-            f"{mbps(med['up_mbps'])}/{mbps(med['down_mbps'])} Mbit/s"
+def _confirmed(times: int) -> str:
+    return "then alone " + ("once" if times == 1 else "twice" if times == 2 else f"{times} times")
+
+
+def spread(values: list[float]) -> SpreadDoc | None:
+    """Median, 10th and 90th percentile (nearest rank), lowest and highest; None when empty."""
+    if not values:
+        return None
+    v = sorted(values)
+
+    def at(q: float) -> float:
+        return round(v[min(len(v) - 1, int(q * len(v)))], 3)
+
+    return {"median": round(statistics.median(v), 3), "p10": at(0.1), "p90": at(0.9), "min": v[0], "max": v[-1]}
+
+
+def summary_doc(first: Results, nodes: int, suspected: int, confirmed: int, findings: list[Finding]) -> NetCheckDoc:
+    """What the scan's JSON carries: counts, the first round's figures (median and spread) and
+    how many suspects were measured alone and confirmed."""
+    made, links = rows(first), measured(first)
+    values = list(links.values())
+    figures = {k: [float(r[k]) for r in values if isinstance(r.get(k), (int, float))] for k in ("rtt_ms", "up_mbps", "down_mbps")}  # fmt: skip
+    doc: NetCheckDoc = {
+        "nodes": nodes,
+        "probes": len(made),
+        "failed": sum(1 for _, r in made if not r.get("ok")),
+        "measured": len(links),
+        "rtt_ms": spread(figures["rtt_ms"]),
+        "up_mbps": spread(figures["up_mbps"]),
+        "down_mbps": spread(figures["down_mbps"]),
+        "suspects": suspected,
+        "confirmed": confirmed,
+        "line": "",
+    }
+    doc["line"] = line(doc, findings)
+    return doc
+
+
+def line(doc: NetCheckDoc, findings: list[Finding]) -> str:
+    """One line for the table, the HTML and preflight's verdict: "net check: 16 links, all within
+    3x of the median link (3 more reached); median 0.05 ms, 9000/9100 Mbit/s" when it passed."""
+    if not doc["probes"]:
+        return "net check: no links to test"
+    named = sorted({f.code for f in findings})
+    if doc["failed"]:
+        text = f"net check: {doc['failed']} of {doc['probes']} links failed"
+    elif named:
+        text = f"net check: {doc['measured']} links, {len(findings)} named ({', '.join(named)})"
+    elif doc["measured"] < MIN_LINKS:
+        text = f"net check: {doc['probes']} links ok ({doc['measured']} measured: too few to compare)"
+    else:
+        text = f"net check: {doc['measured']} links, all within {FACTOR:g}x of the median link"
+        text += f" ({doc['probes'] - doc['measured']} more reached)" if doc["probes"] > doc["measured"] else ""
+    rtt, up, down = doc["rtt_ms"], doc["up_mbps"], doc["down_mbps"]
+    if rtt and up and down:
+        text += f"; median {rtt['median']:.2f} ms, {mbps(up['median'])}/{mbps(down['median'])} Mbit/s" + (
+            f"; {doc['suspects']} re-measured alone, {doc['confirmed']} confirmed" if doc["suspects"] else ""
         )
     return text
 

@@ -129,9 +129,9 @@ def _exchange(
     deadline_in = hello.get("deadline_in")
     s.settimeout(min(3600.0, max(0.0, deadline_in if isinstance(deadline_in, (int, float)) else 0.0)) + VERDICT_GRACE_S)
     pending: dict[str, Any] | None = None  # a pass proposed: it counts only with the go (two phases)
-    for _ in range(
-        12
-    ):  # ack (a coordinator that ignores "quiet"), probe rounds, resolve, a leader's re-hellos, verdict
+    # ack (a coordinator that ignores "quiet"), probe rounds (the first, then at most 3 alone in each of
+    # the net check's 2 confirmations: netcheck/rounds.py), resolve, a leader's re-hellos, verdict, go
+    for _ in range(16):
         try:
             body = wire.recv_frame(s, wire.MAX_VERDICT)
         except (OSError, wire.ProtocolError) as e:
@@ -171,7 +171,7 @@ def _exchange(
         if kind == "resolve":
             s.sendall(wire.encode(resolved(msg)))
             continue
-        if kind == "ack":
+        if kind == "ack" or kind == "seal":  # a seal we do not check: our node's coordinator, trusted as our leader
             continue
         if kind != "probe" or not isinstance(msg.get("targets"), list):
             return f"unexpected {msg.get('type')!r}"

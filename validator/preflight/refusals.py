@@ -204,9 +204,10 @@ def _row(r: object) -> dict[str, Any] | None:
             else isinstance(v, (int, float)) and type(v) is not bool and math.isfinite(v)
         ):
             out[k] = v
-    got = r.get("retrans")
-    if isinstance(got, list) and len(got) == 2 and all(type(x) is int and 0 <= x < 1 << 32 for x in got):
-        out["retrans"] = got
+    for key in ("retrans", "reorder"):  # (segments lost, segments): the net check's loss figures
+        got = r.get(key)
+        if isinstance(got, list) and len(got) == 2 and all(type(x) is int and 0 <= x < 1 << 32 for x in got):
+            out[key] = got
     return out
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
+from validator.documents import LayoutDoc
 from validator.model import Finding, Report, Severity
 from validator.report.options import RenderOptions
 from validator.targets import fold_hosts, fold_ranks
@@ -85,6 +86,8 @@ def render_table(report: Report, options: RenderOptions) -> str:
     out = [f"{v(report.title)}: {summary(report)}"]
     if report.scan is not None and report.scan["net_check"] is not None:
         out.append(report.scan["net_check"]["line"])  # ours: counts and figures, nothing a node wrote
+    if report.layout is not None:
+        out += layout_lines(report.layout)
     for err in report.input_errors:
         out.append(f"INPUT   {v(err)}")
     for o in report.outcomes:
@@ -103,6 +106,19 @@ def render_table(report: Report, options: RenderOptions) -> str:
     if verdict:
         out += [v(line) for line in verdict.split("\n")]
     return "\n".join(out) + "\n"
+
+
+def layout_lines(doc: LayoutDoc) -> list[str]:
+    """``layout: megatron (argv), 16 ranks: tp=8 cp=1 pp=2 dp=1``, then a line per kind of group."""
+    degrees = " ".join(f"{k}={n}" for k, n in doc["degrees"].items() if k in ("tp", "cp", "pp", "dp", "ep"))
+    out = [f"layout: {visible(doc['framework'])} ({bounded(visible(doc['source']))}), {doc['world']} ranks: {degrees}"]
+    for kind, g in doc["groups"].items():
+        span = f", {g['spanning']} on several hosts" if g["spanning"] else ""
+        more = f"; ... {g['count'] - 2} more" if g["count"] > 2 else ""
+        out.append(
+            f"        {kind}: {g['count']} groups of {g['size']}{span}: {'; '.join(map(visible, g['shown'][:2]))}{more}"
+        )
+    return out
 
 
 def render_json(report: Report, options: RenderOptions) -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+from benchmarks.usage import measured
 from validator.checks import run_checks
 from validator.facts.schema import validate_facts
 from validator.facts.share import Shared
@@ -244,9 +244,9 @@ def main() -> int:
     print("\n" + table if len(table) < 6000 else table[:6000] + "\n...")
     ok = expected <= found and not extra
     print("RESULT:", "found exactly the injected faults" if ok else "MISMATCH")
-    print(json.dumps({"seconds": round(t_checks + t_report, 2), "cpu_s": round(c_checks + c_report, 2),
-                      "peak_rss_mib": round(peak), "facts_rss_mib": round(rss_facts), "ranks": len(facts),
-                      "exact": ok, "held": how}))  # fmt: skip
+    measured({"seconds": round(t_checks + t_report, 2), "cpu_s": round(c_checks + c_report, 2),
+              "peak_rss_mib": round(peak), "facts_rss_mib": round(rss_facts), "ranks": len(facts),
+              "exact": ok, "held": how}, ratios=False)  # fmt: skip
     return 0 if ok else 1
 
 

@@ -11,7 +11,6 @@ largest, over N, of added time / python's own added time) and n32_s (time added 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -23,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks.usage import counts  # noqa: E402
+from benchmarks.usage import counts, measured  # noqa: E402
 
 VALIDATOR = shutil.which("validator", path=str(Path(sys.executable).parent)) or "validator"
 REPEAT = 5
@@ -84,8 +83,8 @@ def main(sizes: list[int]) -> None:
                      "added_s": round(p - b, 3), "ratio_to_python_startup": round(ratio, 2)})  # fmt: skip
         print(f"{n:>4} {b:>8.3f} {y:>9.3f} {p:>12.3f} {p - b:>8.3f} {ratio:>6.2f}", flush=True)
     last = {r["n"]: r for r in rows}
-    print(json.dumps({"ratio_to_python_startup": max(r["ratio_to_python_startup"] for r in rows),
-                      "n32_s": last[32]["added_s"] if 32 in last else None, "rows": rows}))  # fmt: skip
+    measured({"ratio_to_python_startup": max(r["ratio_to_python_startup"] for r in rows),
+              "n32_s": last[32]["added_s"] if 32 in last else None, "rows": rows})  # fmt: skip
 
 
 if __name__ == "__main__":

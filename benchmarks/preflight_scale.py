@@ -38,7 +38,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks.usage import counts  # noqa: E402
+from benchmarks.usage import counts, measured  # noqa: E402
 from validator.preflight.coordinator import raise_nofile as coord_raise_nofile  # noqa: E402
 
 CLIENT_PROCS = 2
@@ -477,7 +477,7 @@ def main(argv: list[str]) -> None:
         print(f"{8 * (n + 1)} ranks over {v.get('connections', '?')} connections: validator {v.get('seconds', v.get('error'))} s "
               f"(coordinator RSS {v.get('coordinator_peak_rss_mib', '-')} MiB), TCPStore of {n} clients "
               f"{t.get('seconds', t.get('error'))} s", flush=True)  # fmt: skip
-        print(json.dumps({"ratio": ratio, "runs": [v, t]}))
+        measured({"ratio": ratio, "runs": [v, t]})
         return
     if argv[:1] == ["--faults"]:  # issue 14 item 5: the findings at scale are exactly the injected faults
         n = int(argv[1]) if len(argv) > 1 else 12500
@@ -507,7 +507,7 @@ def main(argv: list[str]) -> None:
                   f"{f['cpu_us_per_node']} us CPU a node", flush=True)  # fmt: skip
         if "arrived" in v and v["arrived"] != n + 1:
             print(f"  validator: only {v['arrived']} of {n + 1} participants arrived", flush=True)
-    print(json.dumps({"ratios": ratios, "runs": runs}))
+    measured({"ratios": ratios, "runs": runs})
 
 
 if __name__ == "__main__":

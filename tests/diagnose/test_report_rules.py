@@ -10,7 +10,13 @@ from validator.model import Severity
 
 def _diag(others: list[Cause], collateral: list[int]) -> Diagnosis:
     primary = Cause(
-        "COL002", "rank 2 skipped all_reduce #3", [2], "high", "traces", expected="all_reduce", actual="all_reduce"
+        code="COL002",
+        summary="rank 2 skipped all_reduce #3",
+        culprits=[2],
+        confidence="high",
+        reason="traces",
+        expected="all_reduce",
+        actual="all_reduce",
     )
     return Diagnosis("rank skipped a collective", primary, others, collateral, [0, 1, 2, 3], {})
 
@@ -19,14 +25,26 @@ def test_expected_equal_to_actual_is_not_printed() -> None:
     report = to_report(_diag([], [0, 1, 3]), 4, [], [], "t")
     first = report.findings[0]
     assert first.expected is None and first.actual is None
-    other = Cause("COL001", "x", [1], "low", "r", expected="all_reduce", actual="all_gather")
+    other = Cause(
+        code="COL001",
+        summary="x",
+        culprits=[1],
+        confidence="low",
+        reason="r",
+        expected="all_reduce",
+        actual="all_gather",
+    )
     report = to_report(_diag([other], []), 4, [], [], "t")
     assert (report.findings[1].expected, report.findings[1].actual) == ("all_reduce", "all_gather")
 
 
 def test_other_causes_on_collateral_ranks_are_info() -> None:
-    on_collateral = Cause("COL003", "ranks 0,1 timed out", [0, 1], "high", "watchdog")
-    elsewhere = Cause("DGN009", "rank 2 ran out of memory", [2], "medium", "oom")
+    on_collateral = Cause(
+        code="COL003", summary="ranks 0,1 timed out", culprits=[0, 1], confidence="high", reason="watchdog"
+    )
+    elsewhere = Cause(
+        code="DGN009", summary="rank 2 ran out of memory", culprits=[2], confidence="medium", reason="oom"
+    )
     report = to_report(_diag([on_collateral, elsewhere], [0, 1, 3]), 4, [], [], "t")
     severities = {f.code: f.severity for f in report.findings}
     assert severities["COL003"] == Severity.INFO

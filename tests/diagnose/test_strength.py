@@ -17,6 +17,6 @@ def test_levels_are_listed_highest_first() -> None:
 
 
 def test_no_rule_sets_a_bare_number() -> None:
-    bare = [f"{p.name}:{i}" for p in sorted(DIAGNOSE.glob("*.py")) if p != Path(S.__file__)
+    bare = [f"{p.relative_to(DIAGNOSE)}:{i}" for p in sorted(DIAGNOSE.rglob("*.py")) if p != Path(S.__file__)
             for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"strength\s*[=<>]=?\s*\d", line)]  # fmt: skip
     assert bare == []

@@ -223,3 +223,22 @@ class Live:
         assert self.loop is not None and self.stop is not None
         self.loop.call_soon_threadsafe(self.stop.set)
         self.thread.join(10)
+
+
+def final_verdict(s: socket.socket) -> dict[str, Any]:
+    """The verdict as a participant acts on it: a proposed pass ("pending", the two-phase verdict)
+    is confirmed with "ready" and counts once the go comes; seals are skipped (this client checks
+    none). Bounded: 8 frames."""
+    pending: dict[str, Any] | None = None
+    for _ in range(8):
+        msg = wire.recv_msg(s, wire.MAX_VERDICT)
+        if msg["type"] == "seal":
+            continue
+        if msg["type"] == "verdict" and msg.get("pending") is True and pending is None:
+            pending = msg
+            s.sendall(wire.encode({"type": "ready"}))
+            continue
+        if msg["type"] == "go" and pending is not None:
+            return {k: v for k, v in pending.items() if k != "pending"}
+        return msg
+    raise AssertionError("no final verdict within 8 frames")

@@ -98,7 +98,7 @@ def test_replayed_frame_does_not_displace_a_rank(tmp_path: Path, port: int, secr
     verbatim = hostile.replay(port, sent) if secret else None  # an eavesdropper's copy of rank 2's bytes
     job.start(3)
     rank2.settimeout(60)
-    verdict = wire.recv_msg(rank2, wire.MAX_VERDICT)
+    verdict = hostile.final_verdict(rank2)
     rank2.close()
     report = agreed(job.finish())
     assert verdict["type"] == "verdict" and verdict["exit_code"] == 0 and verdict["report"] == report

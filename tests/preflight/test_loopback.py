@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import VALIDATOR
+from tests.harness import hostile
 from tests.preflight.conftest import base_env, codes, collect, finding, preflight, ranks, start
 from validator import pipeline
 from validator.preflight import protocol as wire
@@ -228,7 +229,7 @@ def test_same_participant_connecting_twice_counts_once(tmp_path: Path, port: int
         reply = _send_facts(impostor, body, token="other")
     assert reply["type"] == "reject" and "without its token" in str(reply["reason"]), reply
     last = start([*VALIDATOR, "preflight", "--timeout", "15"], base_env(**envs[2]), tmp_path / "r2.json")
-    verdict = wire.recv_msg(second, wire.MAX_VERDICT)
+    verdict = hostile.final_verdict(second)
     second.close()
     runs = collect([(coordinator, tmp_path / "r0.json", t0), (last, tmp_path / "r2.json", t0)])
     assert verdict["type"] == "verdict" and verdict["exit_code"] == 0, verdict

@@ -293,7 +293,7 @@ def test_clock_skew_from_the_header(tmp_path: Path, port: int, skew: float) -> N
     s, ack, _ = hostile.register(port, body, "", "token-1", None, clock=time.time() + skew)
     assert ack["type"] == "ack", ack
     s.settimeout(60)
-    verdict = wire.recv_msg(s, wire.MAX_VERDICT)
+    verdict = hostile.final_verdict(s)
     s.close()
     (run,) = collect([(proc, tmp_path / "r0.json", time.monotonic())])
     report = agreed([run])
@@ -343,7 +343,7 @@ def test_hostile_answers_name_only_their_sender(tmp_path: Path, port: int, answe
     elif answer == "oversized":
         s.sendall(wire.encode({"type": "resolved", "results": {master: {"addrs": ["10.0.0.1"] * 20_000}}}))
     try:
-        verdict: dict[str, Any] | None = wire.recv_msg(s, wire.MAX_VERDICT)
+        verdict: dict[str, Any] | None = hostile.final_verdict(s)
     except (OSError, wire.ProtocolError):
         verdict = None  # dropped for its frame
     s.close()

@@ -3,6 +3,6 @@ all ranks -> one verdict (failure class, initiating rank and host, collateral ra
 
 Stages: ``inputs`` (paths, .gz, sniffing) -> ``scan`` (streaming, anchor-filtered lines) ->
 ``logs`` (prefixes, timestamps) -> ``classify`` (events) -> ``ranks`` (who said it) ->
-``flightrec`` / ``tracefile`` + ``sequences`` (collective histories by majority) -> ``verdict``
--> ``report`` (findings). ``run.diagnose_paths`` is the one place where they meet.
+``flightrec`` / ``tracefile`` + ``sequences`` (collective histories by majority) -> ``causes`` (the
+rule table) -> ``verdict`` (gather, sort, corroborate) -> ``report`` (findings). ``run.diagnose_paths`` is the one place where they meet.
 """

@@ -19,7 +19,7 @@ from collections import Counter, defaultdict, deque
 from typing import Any
 
 from validator.diagnose import strength as S
-from validator.diagnose.events import Cause, Evidence
+from validator.diagnose.events import Cause, Quote
 from validator.targets import fold_ranks
 
 WINDOW = 2048
@@ -104,23 +104,38 @@ def _compare(ranks: dict[int, dict[int, tuple[tuple[Any, ...], str]]]) -> Cause 
             continue
         members = sorted(ranks)
         majority = sorted(r for r, x in present.items() if x[0] == top)
-        evidence = [Evidence(present[r][1], f"rank {r}: {_show(present[r][0])} (opCount {n:#x})", r) for r in odd[:2]]
+        evidence = [Quote(present[r][1], f"rank {r}: {_show(present[r][0])} (opCount {n:#x})", r) for r in odd[:2]]
         evidence.append(
-            Evidence(present[majority[0]][1], f"rank {majority[0]}: {_show(top)} (opCount {n:#x})", majority[0])
+            Quote(present[majority[0]][1], f"rank {majority[0]}: {_show(top)} (opCount {n:#x})", majority[0])
         )
         where = f"opCount {n:#x} of the {len(members)}-rank communicator"
         if odd:
             clear = not rest or k > rest[0][1]
             what = "; ".join(sorted({f"{_show(present[r][0])}" for r in odd}))
-            return Cause("COL001", f"rank{'s' if len(odd) > 1 else ''} {fold_ranks(odd)} called {what} at {where} where "
-                         f"ranks {fold_ranks(majority)} called {_show(top)}", odd if clear else [],
-                         "high" if clear and k >= 2 else "unknown",
-                         "NCCL_DEBUG_SUBSYS=COLL sequences compared per communicator at each opCount (majority)",
-                         evidence, expected=_show(top), actual=what, strength=S.HISTORY_MISMATCH)  # fmt: skip
+            return Cause(
+                code="COL001",
+                summary=f"rank{'s' if len(odd) > 1 else ''} {fold_ranks(odd)} called {what} at {where} where "
+                f"ranks {fold_ranks(majority)} called {_show(top)}",
+                culprits=odd if clear else [],
+                confidence="high" if clear and k >= 2 else "unknown",
+                reason="NCCL_DEBUG_SUBSYS=COLL sequences compared per communicator at each opCount (majority)",
+                evidence=evidence,
+                expected=_show(top),
+                actual=what,
+                strength=S.HISTORY_MISMATCH,
+            )
         if len(missing) * 2 < len(members):
-            return Cause("COL002", f"rank{'s' if len(missing) > 1 else ''} {fold_ranks(missing)} never called {_show(top)} "
-                         f"at {where}; ranks {fold_ranks(majority)} did", missing, "medium",
-                         "NCCL_DEBUG_SUBSYS=COLL sequences: the other ranks logged this collective, these never did",
-                         evidence, expected=_show(top), actual="no call", strength=S.HISTORY_MISSING)  # fmt: skip
+            return Cause(
+                code="COL002",
+                summary=f"rank{'s' if len(missing) > 1 else ''} {fold_ranks(missing)} never called {_show(top)} "
+                f"at {where}; ranks {fold_ranks(majority)} did",
+                culprits=missing,
+                confidence="medium",
+                reason="NCCL_DEBUG_SUBSYS=COLL sequences: the other ranks logged this collective, these never did",
+                evidence=evidence,
+                expected=_show(top),
+                actual="no call",
+                strength=S.HISTORY_MISSING,
+            )
         return None
     return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from validator.documents import DiagnosisDoc, EvidenceDoc
 
@@ -47,7 +47,9 @@ class Event:
 
 
 @dataclass(slots=True)
-class Evidence:
+class Quote:
+    """A line a cause quotes as its evidence."""
+
     source: str  # file:line, or a dump/trace file
     text: str
     rank: int | None = None
@@ -56,16 +58,19 @@ class Evidence:
         return {"source": self.source, "text": self.text, "rank": self.rank}
 
 
-@dataclass(slots=True)
+Confidence = Literal["high", "medium", "low", "unknown"]
+
+
+@dataclass(slots=True, kw_only=True)
 class Cause:
     """One candidate explanation; the verdict is the strongest of them."""
 
     code: str
     summary: str  # one line: "rank 3 skipped all_reduce #41 at train.py:88"
     culprits: list[int]
-    confidence: str  # high | medium | low | unknown
+    confidence: Confidence
     reason: str  # why these ranks: the evidence rule that decided
-    evidence: list[Evidence] = field(default_factory=list)
+    evidence: list[Quote] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     expected: str | None = None
     actual: str | None = None
@@ -76,7 +81,7 @@ class Cause:
     fix: str = ""  # a fix that fits this run (its backend); "" = the code's fix
 
 
-CONFIDENCE = {"high": 3, "medium": 2, "low": 1, "unknown": 0}
+CONFIDENCE: dict[Confidence, int] = {"high": 3, "medium": 2, "low": 1, "unknown": 0}
 
 
 @dataclass(slots=True)

@@ -7,6 +7,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from validator.diagnose import flightrec, tracefile
+from validator.diagnose.causes import Evidence
 from validator.diagnose.events import Diagnosis, Event, Ident, Role
 from validator.diagnose.filescan import FileResult, scan_file
 from validator.diagnose.inputs import (
@@ -163,7 +164,17 @@ def diagnose_paths(
         t.rank: got.names.get(t.path, t.path) for t in got.traces
     }
     coll = [f[1] for res in results for f in res.facts if f[0] == "coll_seq"]
-    diag = decide(events, dumps, traces, endings, hosts, files, sorted(file_ranks), coll)
+    evidence = Evidence(
+        events=events,
+        dumps=dumps,
+        traces=traces,
+        trace_endings=endings,
+        hosts=hosts,
+        files=files,
+        file_ranks=sorted(file_ranks),
+        coll=coll,
+    )
+    diag = decide(evidence)
     notes = (dumps.notes if dumps else []) + (traces.notes if traces else [])
     diag.notes += notes + [f"{p}: an empty directory, nothing read there" for p in got.empty]
     written = sorted({str(e.data["path"]) for e in events if e.kind == "rdzv.dump_written" and "path" in e.data})

@@ -14,15 +14,34 @@ from __future__ import annotations
 from collections import defaultdict
 
 from validator.diagnose import strength as S
-from validator.diagnose.causes import _who, ev
+from validator.diagnose.causes.base import Evidence, quote, who
 from validator.diagnose.events import Cause, Event, Role
 from validator.diagnose.sequences import user_frame
 
 # what ranks print when a collective they are in cannot complete (victims)
-WAIT_KINDS = frozenset({"coll.watchdog_timeout", "coll.gloo_timeout", "coll.blocking_wait", "coll.watchdog_status",
-                        "coll.watchdog_exception", "coll.async_error", "coll.aborted", "coll.watchdog_teardown",
-                        "gloo.peer_closed", "gloo.connect_refused", "net.conn_refused", "nccl.peer_closed",
-                        "nccl.peer_io", "nccl.error", "nccl.result", "nccl.ib_error", "py.comm_exception"})  # fmt: skip
+WAIT_KINDS = frozenset(
+    {
+        "coll.watchdog_timeout",
+        "coll.gloo_timeout",
+        "coll.blocking_wait",
+        "coll.watchdog_status",
+        "coll.watchdog_exception",
+        "coll.async_error",
+        "coll.aborted",
+        "coll.watchdog_teardown",
+        "gloo.peer_closed",
+        "gloo.connect_refused",
+        "net.conn_refused",
+        "nccl.peer_closed",
+        "nccl.peer_io",
+        "nccl.error",
+        "nccl.result",
+        "nccl.ib_error",
+        "py.comm_exception",
+    }
+)
+
+
 _C10D = ("distributed_c10d.py", "/torch/distributed/")
 
 
@@ -35,9 +54,10 @@ def waiting_in(e: Event) -> str | None:
     return None
 
 
-def different_waits(events: list[Event]) -> Cause | None:
+def different_waits(ev: Evidence) -> list[Cause]:
     """Ranks blocked in different collectives when they timed out: a mismatch. The side that is
     clearly smaller (at most half the other) is named, medium confidence; otherwise both sides."""
+    events = ev.events
     waits: dict[int, tuple[str, str | None, Event]] = {}
     for e in sorted(events, key=lambda e: (e.time is None, e.time or 0.0)):
         if e.kind in WAIT_KINDS and e.rank is not None and e.rank not in waits and (op := waiting_in(e)):
@@ -46,32 +66,46 @@ def different_waits(events: list[Event]) -> Cause | None:
     for r, (op, _site, _e) in sorted(waits.items()):
         sides[op].append(r)
     if len(sides) < 2:
-        return None
+        return []
     ordered = sorted(sides.items(), key=lambda kv: -len(kv[1]))
     (top, major), rest = ordered[0], ordered[1:]
     minor = sorted(r for _, rs in rest for r in rs)
 
     def side(op: str, ranks: list[int]) -> str:
         sites = sorted({s for r in ranks if (s := waits[r][1])})
-        return f"{_who(ranks)} in {op}{' (' + ', '.join(sites[:2]) + ')' if sites else ''}"
+        return f"{who(ranks)} in {op}{' (' + ', '.join(sites[:2]) + ')' if sites else ''}"
 
     what = "; ".join(side(op, rs) for op, rs in ordered)
-    evidence = [ev(waits[r][2]) for r in minor[:2]] + [ev(waits[major[0]][2])]
+    evidence = [quote(waits[r][2]) for r in minor[:2]] + [quote(waits[major[0]][2])]
     named = len(major) >= 2 * len(minor)
     sure = named and len(major) >= 3 and len(minor) == 1
     # the op a rank waits in says where it is, not that it diverged there (a rank ahead by one collective
     # waits in the next op): named with low confidence unless the minority's call site is its own too
     by_signature = sure and {waits[r][1] for r in minor}.isdisjoint({waits[r][1] for r in major})
     odd = sorted({op for op, _ in rest})
-    return Cause("COL001", f"ranks waited in different collectives when they timed out: {what}", minor if named else [],
-                 "medium" if sure and by_signature else "low" if named else "unknown",
-                 "the timeouts' stacks show the collective each rank was in; "
-                 + ("the smaller side is the one that diverged (majority)" if named else "no clear majority, both sides shown"),
-                 evidence, expected=top, actual=", ".join(odd), strength=S.DIFFERENT_WAITS)  # fmt: skip
+    return [
+        Cause(
+            code="COL001",
+            summary=f"ranks waited in different collectives when they timed out: {what}",
+            culprits=minor if named else [],
+            confidence="medium" if sure and by_signature else "low" if named else "unknown",
+            reason="the timeouts' stacks show the collective each rank was in; "
+            + (
+                "the smaller side is the one that diverged (majority)"
+                if named
+                else "no clear majority, both sides shown"
+            ),
+            evidence=evidence,
+            expected=top,
+            actual=", ".join(odd),
+            strength=S.DIFFERENT_WAITS,
+        )
+    ]
 
 
-def silent_ranks(events: list[Event], file_ranks: list[int]) -> Cause | None:
+def silent_ranks(ev: Evidence) -> list[Cause]:
     """The ranks of the job that neither timed out nor lost a peer while all the others did."""
+    events, file_ranks = ev.events, ev.file_ranks
     reporting = {e.rank for e in events if e.kind in WAIT_KINDS and e.rank is not None}
     own = {e.rank for e in events if e.role == Role.ORIGIN and e.rank is not None}
     summary = {
@@ -87,27 +121,42 @@ def silent_ranks(events: list[Event], file_ranks: list[int]) -> Cause | None:
     silent = killed or clean or silent
     # (a rank that exited 0 under the others' failures is the suspect however few reported before torchrun's SIGTERM)
     if not reporting or not silent or (len(silent) >= len(reporting) and not clean) or own:
-        return None
+        return []
     how = {
         r: summary[r].data.get("signal") or f"exit code {summary[r].data.get('exit')}" for r in silent if r in summary
     } | {r: "exit code 0, absent from torchrun's failure summary" for r in clean}
     if killed:
-        return Cause("DGN011", f"{_who(silent)} died of {', '.join(sorted(set(how.values())))} while {_who(sorted(reporting))} "
-                     "lost the connection to it", silent, "high",
-                     "torchrun reports the signal that ended it, and every rank that printed an error only lost its peer",
-                     [ev(summary[r]) for r in silent[:2]], strength=S.SILENT_DIED)  # fmt: skip
+        return [
+            Cause(
+                code="DGN011",
+                summary=f"{who(silent)} died of {', '.join(sorted(set(how.values())))} while {who(sorted(reporting))} "
+                "lost the connection to it",
+                culprits=silent,
+                confidence="high",
+                reason="torchrun reports the signal that ended it, and every rank that printed an error only lost its peer",
+                evidence=[quote(summary[r]) for r in silent[:2]],
+                strength=S.SILENT_DIED,
+            )
+        ]
     ended = "; ".join(f"rank {r} ended by {h}" for r, h in how.items())
     first_wait = next(e for e in events if e.kind in WAIT_KINDS and e.rank is not None)
-    evidence = [*[ev(summary[r]) for r in silent if r in summary][:2], ev(first_wait)]
+    evidence = [*[quote(summary[r]) for r in silent if r in summary][:2], quote(first_wait)]
     # its own log file without a timeout is evidence; known only from torchrun's summary, the rank's
     # lines may just be outside an excerpt
     own_file = all(r in file_ranks for r in silent)
-    return Cause("COL002", f"{_who(silent)} never reported the timeout or lost peer that {_who(sorted(reporting))} hit: "
-                 f"it hung, stopped or exited before the collective{' (' + ended + ')' if ended else ''}", silent,
-                 "medium" if own_file else "low",
-                 "every other rank of the job waited in a collective or lost its peer; the silent rank is the one they "
-                 "waited for" + ("" if own_file else " (its lines may also be outside these logs)"), evidence,
-                 strength=S.SILENT_NEVER_REPORTED)  # fmt: skip
+    return [
+        Cause(
+            code="COL002",
+            summary=f"{who(silent)} never reported the timeout or lost peer that {who(sorted(reporting))} hit: "
+            f"it hung, stopped or exited before the collective{' (' + ended + ')' if ended else ''}",
+            culprits=silent,
+            confidence="medium" if own_file else "low",
+            reason="every other rank of the job waited in a collective or lost its peer; the silent rank is the one they "
+            "waited for" + ("" if own_file else " (its lines may also be outside these logs)"),
+            evidence=evidence,
+            strength=S.SILENT_NEVER_REPORTED,
+        )
+    ]
 
 
 def backend(events: list[Event]) -> str | None:

@@ -1,0 +1,345 @@
+"""Rules over what the ranks report about a collective: DETAIL fingerprints, the desync report, the
+monitored barrier, NCCL's unique id, NCCL's own mismatch checks, Horovod's stall inspector, the NCCL
+watchdog."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from validator.diagnose import strength as S
+from validator.diagnose.causes.base import Evidence, by_kind, quote, ranks_of, who
+from validator.diagnose.classify import fingerprint, ranks_list
+from validator.diagnose.events import Cause
+from validator.targets import fold_ranks
+
+
+def detail_mismatch(ev: Evidence) -> list[Cause]:
+    """DETAIL fingerprints: every message names two ranks' fingerprints; vote per rank."""
+    events = ev.events
+    seen = by_kind(events, "coll.detail_mismatch", "coll.shape_verify")
+    if not seen:
+        return []
+    fp: dict[int, str] = {}
+    for e in seen:
+        if e.kind == "coll.detail_mismatch":
+            fp.setdefault(int(e.data["a"]), fingerprint(e.data["fa"]))
+            if "b" in e.data:
+                fp.setdefault(int(e.data["b"]), fingerprint(e.data["fb"]))
+    if not fp:
+        return [
+            Cause(
+                code="COL001",
+                summary="ranks called mismatched collectives (shape check)",
+                culprits=ranks_of(e.rank for e in seen),
+                confidence="low",
+                reason="older shape verification names only the reporting ranks",
+                evidence=[quote(e) for e in seen[:3]],
+                strength=S.PARTIAL,
+            )
+        ]
+    counts = Counter(fp.values())
+    (top, n), *rest = counts.most_common()
+    odd = sorted(r for r, f in fp.items() if f != top)
+    if len(fp) < 2:
+        return [
+            Cause(
+                code="COL001",
+                summary=f"a DETAIL mismatch report (cut short) names {who(sorted(fp))} running {top}",
+                culprits=[],
+                confidence="unknown",
+                reason="only one side of the DETAIL report is in the log",
+                evidence=[quote(e) for e in seen[:3]],
+                strength=S.PARTIAL,
+            )
+        ]
+    if not odd:  # same op and shapes at different sequence numbers: one side is a collective ahead
+        return [
+            Cause(
+                code="COL001",
+                summary=f"ranks {fold_ranks(sorted(fp))} ran {top} at different sequence numbers",
+                culprits=[],
+                confidence="unknown",
+                reason="the DETAIL fingerprints differ only in their sequence numbers: no majority names a side",
+                evidence=[quote(e) for e in seen[:3]],
+                strength=S.PARTIAL,
+            )
+        ]
+    majority = sorted(r for r, f in fp.items() if f == top)
+    evidence = [quote(e) for e in sorted(seen, key=lambda e: e.rank not in odd)[:3]]
+    if rest and rest[0][1] == n:
+        return [
+            Cause(
+                code="COL001",
+                summary=f"ranks disagree on the collective ({'; '.join(f'{who([r])}: {f}' for r, f in sorted(fp.items()))})",
+                culprits=[],
+                confidence="unknown",
+                reason="the DETAIL fingerprints split evenly: no majority to judge by",
+                evidence=evidence,
+                strength=S.PARTIAL,
+            )
+        ]
+    odd_fp = "; ".join(sorted({fp[r] for r in odd}))
+    return [
+        Cause(
+            code="COL001",
+            summary=f"{who(odd)} called {odd_fp} where {who(majority)} called {top}",
+            culprits=odd,
+            confidence="high" if n >= 2 else "medium",
+            reason=f"TORCH_DISTRIBUTED_DEBUG=DETAIL fingerprints: {n} of {len(fp)} ranks agree, {who(odd)} differ (majority vote)",
+            evidence=evidence,
+            expected=top,
+            actual=odd_fp,
+            strength=S.DETAIL_MAJORITY,
+        )
+    ]
+
+
+def desync(ev: Evidence) -> list[Cause]:
+    """Desync report / monitored barrier. "Didn't join" outranks "joined but didn't finish"; a
+    report that names every rank it knows names nobody."""
+    events = ev.events
+    strong = by_kind(events, "coll.desync_never_joined", "coll.desync_not_joined", "coll.monitored_barrier")
+    weak = by_kind(events, "coll.desync_not_finished")
+    seen = strong or weak
+    if not seen:
+        return []
+    culprits = ranks_of(r for e in seen for r in ranks_list(e.data.get("ranks", "")))
+    known = ranks_of(e.rank for e in events)
+    kinds = {e.kind for e in seen}
+    why = "monitored barrier" if kinds == {"coll.monitored_barrier"} else "desync report (TORCH_NCCL_DESYNC_DEBUG)"
+    seqs = sorted({int(e.data.get("next", e.data.get("seq", 0))) for e in seen if "seq" in e.data})
+    at = f" collective #{seqs[0]}" if seqs else " the collective"
+    if not strong and set(known) <= set(culprits):
+        return [
+            Cause(
+                code="COL003",
+                summary=f"every rank joined{at} and none finished it (mismatched or hung collective)",
+                culprits=[],
+                confidence="unknown",
+                reason=f"the {why} names all ranks, which names nobody",
+                evidence=[quote(e) for e in seen[:3]],
+                strength=S.ALL_NAMED,
+            )
+        ]
+    verb = "never joined" if strong else "joined but never finished"
+    return [
+        Cause(
+            code="COL002",
+            summary=f"{who(culprits)} {verb}{at} that the other ranks entered",
+            culprits=culprits,
+            confidence="high" if strong else "medium",
+            reason=f"the {why} names them",
+            evidence=[quote(e) for e in seen[:3]],
+            strength=S.DESYNC_NEVER_JOINED if strong else S.DESYNC_NOT_FINISHED,
+            family="missing_rank" if why == "monitored barrier" else "",
+        )
+    ]
+
+
+def uniqueid(ev: Evidence) -> list[Cause]:
+    """Ranks waiting for the NCCL unique id of a root that never published it."""
+    events = ev.events
+    seen = by_kind(events, "nccl.uniqueid_wait")
+    roots = Counter(int(e.data["root"]) for e in seen)
+    if not roots:
+        return []
+    root = roots.most_common(1)[0][0]
+    waiting = ranks_of(int(e.data["rank"]) for e in seen)
+    return [
+        Cause(
+            code="COL002",
+            summary=f"rank {root} never published its NCCL unique id; {who(waiting)} waited for it",
+            culprits=[root],
+            confidence="low",
+            reason="the ranks setting up the communicator waited for this rank's store key (it may have failed elsewhere or "
+            "be slow to reach the collective)",
+            evidence=[quote(e) for e in seen[:3]],
+            strength=S.UNIQUE_ID,
+            family="rendezvous_timeout",
+        )
+    ]
+
+
+def mismatch_pointer(ev: Evidence) -> list[Cause]:
+    """NCCL <= 2.7 init.cc: "Mismatched collective detected ... at and around rank N": the class
+    is certain, the rank is where NCCL's ring noticed it (low confidence, never the initiator)."""
+    events = ev.events
+    seen = by_kind(events, "nccl.mismatch_around")
+    if not seen:
+        return []
+    around = sorted({int(e.data["around"]) for e in seen})
+    where = ", ".join(str(r) for r in around)
+    return [
+        Cause(
+            code="COL001",
+            summary=f"NCCL detected mismatched collectives; it points at and around rank {where} "
+            "(a pointer into the ring, not the rank that diverged)",
+            culprits=[],
+            confidence="low",
+            reason="NCCL's own mismatch check names only the neighbourhood where it noticed the mismatch; rerun with "
+            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL to see every rank's collectives",
+            evidence=[quote(e) for e in seen[:3]],
+            strength=S.NCCL_MISMATCH_AROUND,
+        )
+    ]
+
+
+def horovod(ev: Evidence) -> list[Cause]:
+    """Horovod's stall inspector names the ranks that have not submitted a tensor (the initiators,
+    like a monitored barrier); with only "ready ranks", disjoint ready sets mean different ranks
+    submitted different collectives."""
+    events = ev.events
+    seen = by_kind(events, "hvd.stall", "hvd.missing_block")
+    if not seen:
+        return []
+    sets = {x for e in seen for x in str(e.data.get("sets", "")).split("|") if x}
+    missing = {
+        int(r) for e in seen if e.kind == "hvd.missing_block" for r in str(e.data.get("ranks", "")).split(",") if r
+    }
+    missing |= {int(r) for x in sets if x.startswith("missing:") for r in x[8:].split(",") if r}
+    evidence = [quote(e) for e in seen[:3]]
+    if missing:
+        culprits = sorted(missing)
+        return [
+            Cause(
+                code="COL002",
+                summary=f"{who(culprits)} never submitted the tensors the other ranks wait for (Horovod stall "
+                "inspector)",
+                culprits=culprits,
+                confidence="high",
+                reason="Horovod's stall inspector names the missing ranks",
+                evidence=evidence,
+                strength=S.HOROVOD_STALL,
+                family="missing_rank",
+            )
+        ]
+    ready = sorted({x[6:] for x in sets if x.startswith("ready:")})
+    groups = [set(r.split(",")) for r in ready]
+    if len(groups) > 1 and any(not (a & b) for a in groups for b in groups if a is not b):
+        return [
+            Cause(
+                code="COL001",
+                summary=f"different ranks wait on different tensors (ready ranks {'; '.join(ready[:4])}): they "
+                "submitted different collectives",
+                culprits=[],
+                confidence="unknown",
+                reason="disjoint ready sets in Horovod's stall report: no side is the majority by itself",
+                evidence=evidence,
+                strength=S.HOROVOD_READY,
+            )
+        ]
+    return [
+        Cause(
+            code="COL002",
+            summary=f"only ranks {'; '.join(ready[:2]) or '?'} submitted the stalled tensors; the others have not "
+            "(the world size is not in these lines)",
+            culprits=[],
+            confidence="unknown",
+            reason="Horovod lists the ready ranks; the missing ones follow only with the world size",
+            evidence=evidence,
+            strength=S.HOROVOD_READY,
+            family="missing_rank",
+        )
+    ]
+
+
+def size_mismatch(ev: Evidence) -> list[Cause]:
+    """NCCL's IB or socket transport: the sender and receiver of one transfer disagree on its size."""
+    events = ev.events
+    seen = by_kind(events, "nccl.size_mismatch")
+    if not seen:
+        return []
+    e = seen[0]
+    peer = f" with peer {e.data['peer']}" if e.data.get("peer") else ""
+    return [
+        Cause(
+            code="COL001",
+            summary=f"NCCL found a collective size mismatch{peer}: local size "
+            f"{e.data['local']}, remote size {e.data['remote']} (ranks called collectives of different sizes or counts)",
+            culprits=[],
+            confidence="unknown",
+            reason="the transfer's two ends disagree; which rank diverged is not in the message",
+            evidence=[quote(x) for x in seen[:3]],
+            expected=f"size {e.data['remote']}",
+            actual=f"size {e.data['local']}",
+            strength=S.NCCL_SIZE_MISMATCH,
+        )
+    ]
+
+
+def monitored_peer(ev: Evidence) -> list[Cause]:
+    """monitoredBarrier on a rank other than 0: it reached the barrier and defers to rank 0's log."""
+    events = ev.events
+    seen = by_kind(events, "coll.monitored_peer")
+    if not seen:
+        return []
+    return [
+        Cause(
+            code="COL002",
+            summary=f"{who(sorted({e.rank for e in seen if e.rank is not None}))} reached the monitored barrier but "
+            "could not hear from rank 0; rank 0's log names the ranks that never arrived",
+            culprits=[],
+            confidence="unknown",
+            reason="PyTorch's monitored barrier reports the faulty ranks only on rank 0; this log is a reporter's",
+            evidence=[quote(e) for e in seen[:3]],
+            strength=S.MONITORED_BARRIER,
+            family="missing_rank",
+        )
+    ]
+
+
+def watchdog(ev: Evidence) -> list[Cause]:
+    """NCCL watchdog timeouts: a different op at the same sequence number, or silent ranks."""
+    events, world = ev.events, ev.file_ranks
+    out: list[Cause] = []
+    seen = by_kind(events, "coll.watchdog_timeout")
+    if not seen:
+        return out
+    at: dict[tuple[str, str], dict[int, str]] = defaultdict(dict)
+    for e in seen:
+        if e.rank is not None and "seq" in e.data:
+            at[(e.data.get("pg", "?"), e.data["seq"])].setdefault(e.rank, e.data.get("op", "?"))
+    for (_pg, seq), ops in at.items():
+        counts = Counter(ops.values()).most_common()
+        if len(counts) > 1 and counts[0][1] == counts[1][1]:
+            parts = "; ".join(f"rank {r}: {o}" for r, o in sorted(ops.items()))
+            out.append(
+                Cause(
+                    code="COL001",
+                    summary=f"ranks ran different collectives as #{seq} ({parts})",
+                    culprits=[],
+                    confidence="unknown",
+                    reason="the watchdog reports different OpTypes at one sequence number and no majority",
+                    evidence=[quote(e) for e in seen[:3]],
+                    strength=S.NO_MAJORITY,
+                )
+            )
+        if len(counts) > 1 and counts[0][1] > counts[1][1]:
+            odd = sorted(r for r, o in ops.items() if o != counts[0][0])
+            out.append(
+                Cause(
+                    code="COL001",
+                    summary=f"{who(odd)} timed out in {ops[odd[0]]} #{seq} where {counts[0][1]} ranks ran {counts[0][0]}",
+                    culprits=odd,
+                    confidence="medium",
+                    reason="the watchdog reports a different OpType at the same sequence number (majority vote)",
+                    evidence=[quote(e) for e in seen if e.rank in odd][:3],
+                    strength=S.TIMED_OUT_ELSEWHERE,
+                )
+            )
+    reporting = ranks_of(e.rank for e in seen)
+    silent = [r for r in world if r not in reporting]
+    if reporting and silent and len(silent) * 2 < len(world):
+        seqs = sorted({e.data["seq"] for e in seen if "seq" in e.data}, key=int)
+        out.append(
+            Cause(
+                code="COL002",
+                summary=f"{who(silent)} did not report the timeout of collective #{seqs[0] if seqs else '?'} that {who(reporting)} waited in",
+                culprits=silent,
+                confidence="medium",
+                reason="every other rank with a log timed out in the collective; these ranks never reached it",
+                evidence=[quote(seen[0])],
+                strength=S.SILENT_IN_TIMEOUT,
+            )
+        )
+    return out

@@ -1,0 +1,108 @@
+"""Rules over ranks that failed on their own (an exception, a CUDA error, OOM, a crash) and runs
+stopped from outside."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from validator.diagnose import strength as S
+from validator.diagnose.causes.base import Evidence, by_kind, quote, who
+from validator.diagnose.events import Cause, Confidence, Event
+from validator.targets import fold_ranks
+
+ORIGIN_CODE = {
+    "py.exception": "DGN010",
+    "cuda.error": "DGN008",
+    "cuda.oom": "DGN009",
+    "host.oom": "DGN009",
+    "proc.crash": "DGN011",
+}
+
+
+def stopped(ev: Evidence) -> list[Cause]:
+    """The scheduler or an outer timeout ended the job (maybe while it hung)."""
+    events = ev.events
+    seen = by_kind(events, "agent.death_signal", "slurm.cancelled")
+    if not seen:
+        return []
+    why = next((e.data["why"].strip().lower() for e in seen if e.data.get("why")), None)
+    return [
+        Cause(
+            code="DGN014",
+            summary=f"the job was stopped from outside{' (' + why + ')' if why else ''}: {seen[0].text[:160]}",
+            culprits=[],
+            confidence="medium",
+            reason="the launcher or scheduler received a stop signal; no rank reported an error before it",
+            evidence=[quote(e) for e in seen[:3]],
+            strength=S.STOPPED_OUTSIDE,
+        )
+    ]
+
+
+def origins(ev: Evidence) -> list[Cause]:
+    """Ranks that failed on their own (exception, CUDA error, OOM) before the others timed out."""
+    events = ev.events
+    seen = [e for e in events if e.kind in ORIGIN_CODE]
+    if not seen:
+        return []
+    ranked = [e for e in seen if e.rank is not None]
+    per: dict[int, list[Event]] = defaultdict(list)
+    for e in ranked:
+        per[int(e.rank)].append(e)  # type: ignore[arg-type]
+    pool = ranked or seen
+    first = min(pool, key=lambda e: (e.time is None, e.time or 0.0))
+    code = ORIGIN_CODE[first.kind]
+    msg = first.text[:200]
+    stack = first.stack
+    conf: Confidence
+    if len(per) <= 1:
+        culprits = sorted(per)
+        # victims: ranks that only timed out or lost a peer, or that torchrun stopped (SIGTERM) after it
+        stopped = [e.data.get("rank") for e in by_kind(events, "summary.failure") if e.data.get("signal") == "SIGTERM"]
+        others = [r for r in [*ev.symptoms, *stopped] if isinstance(r, int) and r not in per]
+        # alone in the log, it is only the first visible failure: nothing shows the others waited for it
+        conf = "high" if culprits and others else "low"
+        reason = (
+            "the only rank that failed on its own; the others only report timeouts or lost peers, or were stopped"
+            if others
+            else "the only rank with an error of its own in these lines; no other rank shows it waited for this one"
+        )
+    else:
+        texts = {e.data.get("msg") or e.text for e in ranked}
+        timed = [e for e in ranked if e.time is not None]
+        if len(texts) == 1 and len(per) > 2:
+            # a bug (or a shortage) on every rank, not a divergence: no rank is the one that started it
+            culprits, conf, reason = [], "unknown", f"ranks {fold_ranks(sorted(per))} all raised the same error"
+        elif timed:
+            first = min(timed, key=lambda e: e.time or 0.0)
+            code, msg, stack = ORIGIN_CODE[first.kind], first.text[:200], first.stack
+            tied = sorted({int(e.rank) for e in timed if e.time == first.time})  # type: ignore[arg-type]
+            if len(tied) > 1:  # same stamp (often whole seconds): the log does not say which came first
+                culprits, conf = tied, "low"
+                reason = f"ranks {fold_ranks(tied)} raised errors of their own at the same time stamp"
+            else:
+                culprits, conf = [int(first.rank)], "medium"  # type: ignore[arg-type]
+                reason = f"the earliest of {len(per)} ranks with errors of their own (by timestamp)"
+        else:
+            culprits, conf, reason = (
+                sorted(per),
+                "low",
+                "several ranks failed on their own and nothing orders them in time",
+            )
+    site = f" at {stack[-1].split(' in ')[0]}" if stack else ""
+    head = (
+        f"{who(culprits)} failed first" if culprits or len(per) <= 1 else f"ranks {fold_ranks(sorted(per))} all failed"
+    )
+    return [
+        Cause(
+            code=code,
+            summary=f"{head}: {msg}{site}",
+            culprits=culprits,
+            confidence=conf,
+            reason=reason,
+            evidence=[quote(e) for e in sorted(pool, key=lambda e: e.rank not in culprits)[:3]],
+            stack=stack,
+            time=first.time,
+            strength=S.EXCEPTION[conf],
+        )
+    ]

@@ -1,0 +1,151 @@
+"""Causes from what launchers report about their workers: torchrun's failure summary (one or
+several agents), the agent's ``failed (exitcode: N)`` lines, launcher wrappers.
+Second-hand evidence: it names the rank whose exit the launcher saw first, which is the initiator
+only when that rank did not merely time out, and never when every rank was aborted at once."""
+
+from __future__ import annotations
+
+from validator.diagnose import strength as S
+from validator.diagnose.causes.base import Evidence, by_kind, quote, ranks_of, who
+from validator.diagnose.causes.failures import ORIGIN_CODE
+from validator.diagnose.classify import classify
+from validator.diagnose.events import Cause, Event, Role
+
+
+def _aborted(e: Event) -> bool:
+    return e.data.get("signal") == "SIGABRT" or e.data.get("exit") == -6
+
+
+def _teardown(events: list[Event]) -> bool:
+    """Collective timeouts or NCCL errors in the log: a SIGABRT is then the watchdog tearing
+    ranks down (TORCH_NCCL_ASYNC_ERROR_HANDLING), a consequence."""
+    return any(e.kind.startswith(("coll.", "nccl.")) and e.role != Role.FACT for e in events)
+
+
+def summaries(ev: Evidence) -> list[Cause]:
+    """torchrun's failure summary: the root cause per node; across nodes the earliest non-SIGTERM.
+    A root cause whose own log shows only timeouts is a tie broken by dict order, not a cause;
+    SIGABRT on every failing rank at the same second is the watchdog's teardown, not a first failure."""
+    events = ev.events
+    seen = [e for e in by_kind(events, "summary.failure") if e.data.get("signal") not in ("SIGTERM", "SIGINT")]
+    if not seen:
+        return _agent_signal(ev)
+    if all(_aborted(e) for e in seen):
+        if _teardown(events):
+            return []
+        times = {int(e.time) for e in seen if e.time is not None}
+        if len(seen) > 1 and len(times) <= 1:
+            return [
+                Cause(
+                    code="DGN011",
+                    summary=f"{who(ranks_of(e.data.get('rank') for e in seen))} were all aborted (SIGABRT) at the "
+                    "same second: the NCCL watchdog tearing every rank down, not a first failure",
+                    culprits=[],
+                    confidence="unknown",
+                    reason="torchrun's Root Cause among simultaneous SIGABRTs is a tie broken by order, not by time",
+                    evidence=[quote(e) for e in seen[:3]],
+                    strength=S.ALL_ABORTED,
+                )
+            ]
+    roots = [e for e in seen if e.data.get("root")] or seen
+    first = min(roots, key=lambda e: (e.time is None, e.time or 0.0))
+    tied = [e for e in seen if e.time is not None and first.time is not None and int(e.time) == int(first.time)]
+    if not any(e.data.get("root") for e in seen) and len(tied) > 1:
+        # no Root Cause entry (cut off) and several failures in the same second: nothing orders them
+        return [
+            Cause(
+                code="DGN011" if all(int(e.data.get("exit", 0)) < 0 for e in tied) else "DGN010",
+                summary=f"{who(ranks_of(e.data.get('rank') for e in tied))} failed in the same second "
+                f"(exit code {first.data.get('exit')}); the summary's Root Cause entry is not in the log",
+                culprits=[],
+                confidence="unknown",
+                reason="several failures at the same second and no Root Cause entry: no first failure",
+                evidence=[quote(e) for e in tied[:3]],
+                strength=S.TIED_FAILURES,
+            )
+        ]
+    own = {e.rank for e in events if e.role == Role.ORIGIN}
+    if ev.symptoms and first.data.get("rank") in ev.symptoms and first.data.get("rank") not in own:
+        return []
+    exit_code = first.data.get("exit")
+    message = first.data.get("message", "")
+    if message.startswith(("To enable traceback", "Signal ")):
+        message = ""
+    got = classify(message) if message else None
+    code = "DGN010"
+    if got and got[0] in ("coll.detail_mismatch", "coll.shape_verify"):
+        return [
+            Cause(
+                code="COL001",
+                summary=f"the summary's traceback reports mismatched collectives: {message[:200]}",
+                culprits=[],
+                confidence="low",
+                reason="the failing rank reports a DETAIL mismatch between two ranks; two fingerprints give no majority",
+                evidence=[quote(first)],
+                strength=S.SUMMARY_MISMATCH,
+            )
+        ]
+    if got and got[1] == Role.ORIGIN:
+        code = ORIGIN_CODE.get(got[0], "DGN010")
+    elif isinstance(exit_code, int) and exit_code < 0:
+        code = "DGN011"
+    rank = first.data.get("rank")
+    culprits = [rank] if isinstance(rank, int) else []
+    what = message or f"exit code {exit_code}{' (' + first.data['signal'] + ')' if first.data.get('signal') else ''}"
+    return [
+        Cause(
+            code=code,
+            summary=f"{who(culprits)} failed first: {what[:200]}",
+            culprits=culprits,
+            confidence="medium",
+            reason="torchrun's Root Cause (first observed failure)"
+            + (" across nodes, by time" if len(roots) > 1 else ""),
+            evidence=[quote(first)],
+            hosts=[first.data["host"]] if first.data.get("host") else [],
+            stack=first.stack,
+            time=first.time,
+            strength=S.ROOT_CAUSE,
+        )
+    ]
+
+
+_SIGNALS = {-9: "SIGKILL", -11: "SIGSEGV", -7: "SIGBUS", -6: "SIGABRT", -15: "SIGTERM", -2: "SIGINT"}
+
+
+def _agent_signal(ev: Evidence) -> list[Cause]:
+    """Without a summary block: the agent's ``failed (exitcode: -9) local_rank: N`` line."""
+    events = ev.events
+    seen = [e for e in by_kind(events, "agent.child_failed") if int(e.data.get("exit", 0)) not in (0, -15, -2)]
+    if not seen or (all(int(e.data["exit"]) == -6 for e in seen) and _teardown(events)):
+        return []
+    if all(int(e.data["exit"]) > 0 for e in seen):
+        e = min(seen, key=lambda e: (e.time is None, e.time or 0.0))
+        worker = f"local rank {e.data['local']} (pid {e.data.get('pid')})" if "local" in e.data else "a worker"
+        return [
+            Cause(
+                code="DGN010",
+                summary=f"{worker} exited with code {e.data['exit']}; its own error is not in these lines",
+                culprits=[],
+                confidence="low",
+                reason="the launcher reports the worker failed first; its global rank and its error are not in this log",
+                evidence=[quote(x) for x in seen[:3]],
+                time=e.time,
+                strength=S.EXIT_CODE_ONLY,
+            )
+        ]
+    e = min(seen, key=lambda e: (e.time is None, e.time or 0.0))
+    sig = _SIGNALS.get(int(e.data["exit"]), f"signal {-int(e.data['exit'])}")
+    hint = " (SIGKILL without an exception: often the OOM killer)" if sig == "SIGKILL" else ""
+    worker = f"local rank {e.data['local']} (pid {e.data.get('pid')})" if "local" in e.data else "a worker"
+    return [
+        Cause(
+            code="DGN011",
+            summary=f"{worker} was killed by {sig}{hint}",
+            culprits=[],
+            confidence="medium",
+            reason="the launcher reports the worker died from a signal; its global rank is not in this log",
+            evidence=[quote(e)],
+            time=e.time,
+            strength=S.AGENT_SIGNAL,
+        )
+    ]

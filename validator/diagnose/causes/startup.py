@@ -1,0 +1,328 @@
+"""Rules over a communicator or store that never formed: NCCL's init checks (two ranks on one GPU,
+versions, interfaces, a port in use, a broken launch contract), the TCPStore and its barriers."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from validator.diagnose import strength as S
+from validator.diagnose.causes.base import Evidence, by_kind, host_of, quote, ranks_of, who
+from validator.diagnose.events import Cause, Event
+
+
+def store_barrier(ev: Evidence) -> list[Cause]:
+    """distributed_c10d._store_based_barrier: worker_count of world_size arrived. Fewer: ranks
+    never reached the group creation (which ones the store does not say); more: two jobs or a
+    duplicate launch share one store and key."""
+    events = ev.events
+    seen = by_kind(events, "rdzv.store_barrier")
+    if not seen:
+        return []
+    last = max(seen, key=lambda e: (int(e.data["count"]) > int(e.data["world"]), e.time or 0.0))
+    world, count = int(last.data["world"]), int(last.data["count"])
+    reporters = sorted({int(e.data["reporter"]) for e in seen})
+    evidence = [quote(e) for e in seen[:3]]
+    reported = f"reported by rank{'s' if len(reporters) > 1 else ''} {', '.join(map(str, reporters[:8]))}"
+    if count > world:
+        return [
+            Cause(
+                code="DGN001",
+                summary=f"{count} workers checked into a store barrier for a group of {world} ({last.data['key']}): "
+                "two jobs or a duplicate launch share one store (MASTER_ADDR:MASTER_PORT)",
+                culprits=[],
+                confidence="unknown",
+                reason="more workers than the world size arrived: nobody is missing, the store is shared",
+                evidence=evidence,
+                expected=f"{world} workers",
+                actual=f"{count} workers",
+                strength=S.STORE_BARRIER_COUNT,
+                family="rendezvous_timeout",
+            )
+        ]
+    # the default group's barrier (key ...:1) counts global ranks 0..world-1: when every arrival
+    # reported, the missing ranks are the rest (by elimination)
+    arrived = {int(e.data["reporter"]) for e in seen if e.data["key"] == last.data["key"]}
+    if last.data["key"].endswith(":1") and len(arrived) == count and arrived <= set(range(world)):
+        missing = sorted(set(range(world)) - arrived)
+        return [
+            Cause(
+                code="DGN001",
+                summary=f"{who(missing)} never reached the store-based barrier of the default group: the {count} "
+                f"of {world} ranks that did all reported ({reported})",
+                culprits=missing,
+                confidence="high" if len(missing) == 1 else "medium",
+                reason="by elimination: every rank that arrived printed its rank, the barrier counts global ranks "
+                f"0-{world - 1}",
+                evidence=evidence,
+                expected=f"{world} ranks",
+                actual=f"{count} ranks",
+                strength=S.STORE_BARRIER_MISSING,
+                family="missing_rank",
+            )
+        ]
+    return [
+        Cause(
+            code="DGN001",
+            summary=f"only {count} of {world} ranks reached the store-based barrier for {last.data['key']} "
+            f"({reported}); the missing ranks are not named",
+            culprits=[],
+            confidence="unknown",
+            reason="the store counts arrivals; the reporting ranks are the ones that did arrive",
+            evidence=evidence,
+            expected=f"{world} ranks",
+            actual=f"{count} ranks",
+            strength=S.STORE_BARRIER_COUNT,
+            family="missing_rank",
+        )
+    ]
+
+
+def _pairs(seen: list[Event]) -> list[int]:
+    out = []
+    for e in seen:
+        out += [int(e.data[k]) for k in ("a", "b") if k in e.data]
+        if e.rank is not None:
+            out.append(e.rank)
+    return ranks_of(out)
+
+
+def duplicate_gpu(ev: Evidence) -> list[Cause]:
+    """NCCL's init check: two ranks of one communicator on one GPU."""
+    seen = by_kind(ev.events, "nccl.duplicate_gpu")
+    if not seen:
+        return []
+    # NCCL init.cc checks its own rank against every peer, so the reporter is one of the pair; a
+    # reporter outside the pair it prints means the ranks are a sub-communicator's, not global
+    local = [
+        e for e in seen if e.rank is not None and "a" in e.data and e.rank not in (int(e.data["a"]), int(e.data["b"]))
+    ]
+    ranks = [] if local else _pairs(seen)
+    dev = next((e.data["dev"] for e in seen if "dev" in e.data), None)
+    pairs = sorted({f"{e.data['a']} and {e.data['b']}" for e in local})
+    what = f"communicator ranks {', '.join(pairs)} (of a sub-communicator)" if local else who(ranks)
+    return [
+        Cause(
+            code="DGN004",
+            summary=f"{what} share one GPU{f' (CUDA device {dev})' if dev else ''}",
+            culprits=ranks,
+            confidence="high" if ranks else "unknown",
+            reason="NCCL names the ranks that share the device"
+            if ranks
+            else "the reporting rank is not in the "
+            "pair NCCL names, so those are communicator-local ranks; the global ones are not in the log",
+            evidence=[quote(e) for e in seen[:3]],
+            strength=S.DUPLICATE_GPU,
+        )
+    ]
+
+
+def nccl_versions(ev: Evidence) -> list[Cause]:
+    """NCCL's init check: ranks run different NCCL versions; the odd version is the outlier."""
+    seen = by_kind(ev.events, "nccl.version_mismatch")
+    if not seen:
+        return []
+    vers: dict[int, str] = {}
+    for e in seen:
+        vers[int(e.data["a"])], vers[int(e.data["b"])] = e.data["va"], e.data["vb"]
+    (top, n), *rest = Counter(vers.values()).most_common()
+    if rest and rest[0][1] == n:  # rank A vs rank B and nothing else: no side is the odd one
+        return [
+            Cause(
+                code="DGN006",
+                summary=f"ranks run different NCCL versions ({'; '.join(f'rank {r}: {v}' for r, v in sorted(vers.items()))})",
+                culprits=[],
+                confidence="unknown",
+                reason="NCCL compares versions at init; without a majority neither side is the outlier",
+                evidence=[quote(e) for e in seen[:3]],
+                strength=S.NCCL_VERSIONS,
+            )
+        ]
+    odd = sorted(r for r, v in vers.items() if v != top)
+    return [
+        Cause(
+            code="DGN006",
+            summary=f"{who(odd)} run NCCL {', '.join(sorted({vers[r] for r in odd}))}, the others {top}",
+            culprits=odd,
+            confidence="high" if n >= 2 else "medium",
+            reason="NCCL compares versions at init; the odd version is the outlier",
+            evidence=[quote(e) for e in seen[:3]],
+            strength=S.NCCL_VERSIONS,
+        )
+    ]
+
+
+def no_interface(ev: Evidence) -> list[Cause]:
+    """NCCL or gloo found no interface to use on a host (a host-level setting)."""
+    seen = by_kind(ev.events, "nccl.no_interface")
+    if not seen:
+        return []
+    ranks = ranks_of(e.rank for e in seen)
+    hosts = sorted({e.ident.host for e in seen if e.ident.host})
+    iface = next((e.data["iface"] for e in seen if "iface" in e.data), None)
+    what = f"interface {iface} does not exist" if iface else "no usable network interface"
+    return [
+        Cause(
+            code="DGN005",
+            summary=f"{what} on {host_of(hosts, ranks)}",
+            culprits=[],
+            confidence="unknown",
+            reason="a host-level setting (NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, the host's interfaces): it points "
+            "at the host, not at a faulty rank",
+            evidence=[quote(e) for e in seen[:3]],
+            hosts=hosts,
+            strength=S.NO_INTERFACE,
+        )
+    ]
+
+
+def addr_in_use(ev: Evidence) -> list[Cause]:
+    """The store's or a rank's port is taken on its host."""
+    seen = by_kind(ev.events, "net.addr_in_use")
+    if not seen:
+        return []
+    ranks = ranks_of(e.rank for e in seen)
+    hosts = sorted({e.ident.host for e in seen if e.ident.host})
+    port = next((e.data["port"] for e in seen if e.data.get("port")), None)
+    return [
+        Cause(
+            code="DGN003",
+            summary=f"port {port or '?'} already in use on {host_of(hosts, ranks)}",
+            culprits=[],
+            confidence="unknown",
+            reason="the port is taken on the host where the store or the rank binds (another job, a leftover "
+            "process): a host-level conflict, not a faulty rank",
+            evidence=[quote(e) for e in seen[:3]],
+            hosts=hosts,
+            strength=S.ADDRESS_IN_USE,
+        )
+    ]
+
+
+def launch_contract(ev: Evidence) -> list[Cause]:
+    """Ranks report their own broken launch (env:// variables missing, a rank twice, a wrong size)."""
+    seen = by_kind(ev.events, "rdzv.env_missing", "nccl.dup_rank", "nccl.nranks_mismatch", "nccl.invalid_rank")
+    if not seen:
+        return []
+    ranks = ranks_of(e.rank for e in seen)
+    return [
+        Cause(
+            code="DGN012",
+            summary=f"launch contract broken on {who(ranks)}: {seen[0].text[:160]}",
+            culprits=ranks,
+            confidence="high",
+            reason="the ranks report it themselves",
+            evidence=[quote(e) for e in seen[:3]],
+            strength=S.LAUNCH_CONTRACT,
+        )
+    ]
+
+
+_KEY_RANK = re.compile(r"/(\d+)$")
+
+
+def store(ev: Evidence) -> list[Cause]:
+    """Ranks that could not reach the TCPStore, and the store keys the others waited for."""
+    events = ev.events
+    out: list[Cause] = []
+    conn = by_kind(events, "rdzv.connect_timeout", "rdzv.conn_error", "rdzv.connect_failed", "rdzv.store_timeout")
+    endpoints = Counter((e.data.get("port")) for e in by_kind(events, "rdzv.store_endpoint") if e.data.get("port"))
+    server_up = bool(endpoints) or bool(by_kind(events, "rdzv.clients_joined", "rdzv.wait_keys", "rdzv.store_barrier"))
+    if conn:
+        ranks = ranks_of(e.rank for e in conn)
+        target = next(
+            (f"{e.data['host']}:{e.data['port']}" for e in conn if "port" in e.data and "host" in e.data), None
+        )
+        tport = target.rsplit(":", 1)[1] if target else None
+        good = endpoints.most_common(1)[0][0] if endpoints else None
+        if good and tport and good != tport:
+            out.append(
+                Cause(
+                    code="DGN002",
+                    summary=f"{who(ranks)} connect to the store at {target}; the other ranks reached it at port {good}",
+                    culprits=ranks,
+                    confidence="high" if ranks else "medium",
+                    reason="its endpoint differs from the one the other ranks used",
+                    evidence=[quote(e) for e in conn[:2]],
+                    expected=f"port {good}",
+                    actual=f"port {tport}",
+                    strength=S.STORE_WRONG_PORT,
+                )
+            )
+        elif (
+            0 not in ranks
+            and not server_up
+            and {e.kind for e in conn} == {"rdzv.connect_timeout"}
+            and not any("/elastic/" in f for e in conn for f in e.stack)
+        ):
+            # TCPStore's server runs in rank 0 (env:// init_process_group: is_master = rank == 0) or in the
+            # torchrun agent of node 0: a client that cannot connect waited for that side to come up
+            out.append(
+                Cause(
+                    code="DGN002",
+                    summary=f"{who(ranks)} timed out connecting to the store at {target or 'MASTER_ADDR:MASTER_PORT'}, "
+                    "which rank 0 (or node 0's torchrun agent) hosts: rank 0 never reached init_process_group "
+                    "in time, or the address is wrong",
+                    culprits=[0],
+                    confidence="medium",
+                    reason="the TCPStore server is created by rank 0 (or node 0's agent); the rank that times out "
+                    "connecting is the victim",
+                    evidence=[quote(e) for e in conn[:2]],
+                    strength=S.STORE_UNREACHABLE,
+                )
+            )
+        else:
+            refused = all(e.data.get("errno") == "111" or "refused" in e.text for e in conn)
+            out.append(
+                Cause(
+                    code="DGN002",
+                    summary=f"{who(ranks)} could not reach the store at {target or 'MASTER_ADDR:MASTER_PORT'}"
+                    + (" (connection refused: nothing listened there)" if refused else ""),
+                    culprits=[],
+                    confidence="low",
+                    reason="the rank timed out connecting; either its address is wrong or the store host was not up",
+                    evidence=[quote(e) for e in conn[:2]],
+                    # c10d's per-retry warnings alone also appear in runs that then connect (Windows, macOS)
+                    strength=S.PARTIAL if {e.kind for e in conn} == {"rdzv.connect_failed"} else S.STORE_UNREACHABLE,
+                    family="connection_refused" if refused else "",
+                )
+            )
+    waits = by_kind(events, "rdzv.wait_keys")
+    missing = ranks_of(
+        int(m.group(1))
+        for e in waits
+        for k in re.split(r"[,\s]+", e.data.get("keys", ""))
+        if "/torchelastic/" not in k and (m := _KEY_RANK.search(k))
+    )
+    joined = by_kind(events, "rdzv.clients_joined", "rdzv.timeout", "rdzv.closed")
+    if missing or joined or waits:
+        counts = next((f" ({e.data['joined']}/{e.data['expected']} joined)" for e in joined if "joined" in e.data), "")
+        evidence = [quote(e) for e in (waits + joined)[:3]]
+        family = "missing_rank" if counts or waits else "rendezvous_timeout"
+        if missing:
+            out.append(
+                Cause(
+                    code="DGN001",
+                    summary=f"{who(missing)} never joined the process group{counts}",
+                    culprits=missing,
+                    confidence="high",
+                    reason="the store keys the others waited for belong to them (last number of the key)",
+                    evidence=evidence,
+                    strength=S.NEVER_JOINED,
+                    family="missing_rank",
+                )
+            )
+        else:
+            out.append(
+                Cause(
+                    code="DGN001",
+                    summary=f"ranks or nodes never joined the rendezvous{counts}",
+                    culprits=[],
+                    confidence="unknown",
+                    reason="the store only counts who arrived; nothing names who did not",
+                    evidence=evidence,
+                    strength=S.RDZV_COUNT,
+                    family=family,
+                )
+            )
+    return out

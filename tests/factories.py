@@ -122,6 +122,7 @@ LAUNCH_NONE: dict[str, Any] = {
     "sources": {},
     "invalid": {},
     "command": None,
+    "layout": None,
 }
 
 

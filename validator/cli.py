@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -48,7 +48,7 @@ def main_options(
 @app.command(cls=Command)
 def probe(
     command: Annotated[
-        Optional[list[str]],  # noqa: UP045
+        list[str] | None,
         typer.Argument(metavar="[-- COMMAND...]", help="the launch command, after --", show_default=False),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the facts as JSON")] = False,
@@ -90,11 +90,12 @@ def check(
     select: SELECT = None,
     ignore: IGNORE = None,
     output: OUTPUT = None,
+    layout: Annotated[str | None, typer.Option("--layout", metavar="tp=N,pp=N,...", help=cliopts.LAYOUT_HELP)] = None,
 ) -> None:
     """Check the facts of all ranks or nodes of a job against each other (and a profile)."""
     codes = pipeline.resolve_codes(cliopts.split_codes(select), cliopts.split_codes(ignore))
     level = cliopts.fail_level(fail_on)
-    report = pipeline.check_files(files, profile, codes)
+    report = pipeline.check_files(files, profile, codes, layout)
     from validator.report import RenderOptions, render
 
     ran = pipeline.ran_codes(codes)
@@ -108,7 +109,7 @@ def check(
 @app.command(cls=Command)
 def explain(
     code: Annotated[
-        Optional[str],  # noqa: UP045
+        str | None,
         typer.Argument(metavar="[CODE]", help="a finding code such as RNK001", show_default=False),
     ] = None,
     list_all: Annotated[bool, typer.Option("--list", help="list every code")] = False,
@@ -188,29 +189,29 @@ def profiles_validate(
 @app.command(cls=Command)
 def scan(
     targets: Annotated[
-        Optional[list[str]],  # noqa: UP045
+        list[str] | None,
         typer.Argument(
             metavar="[TARGET...]", help="hostlists (node[001-128], gpu-a[1-2]-b) and @FILE (one host per line)"
         ),
     ] = None,
     slurm: Annotated[bool, typer.Option("--slurm", help="scan the current allocation through one srun step")] = False,
     slurm_nodes: Annotated[
-        Optional[str],  # noqa: UP045
+        str | None,
         typer.Option("--slurm-nodes", metavar="HOSTLIST", help="with --slurm: only these nodes of the allocation"),
     ] = None,
     partition: Annotated[
-        Optional[str],  # noqa: UP045
+        str | None,
         typer.Option(
             "--partition", metavar="NAME", help="also scan every node of this SLURM partition (sinfo), over SSH"
         ),
     ] = None,
     k8s: Annotated[bool, typer.Option("--k8s", help="scan the pods -l selects, through kubectl exec")] = False,
     namespace: Annotated[
-        Optional[str],  # noqa: UP045
+        str | None,
         typer.Option("--namespace", "-n", metavar="NAMESPACE", help="with --k8s: the pods' namespace"),
     ] = None,
     context: Annotated[
-        Optional[str],  # noqa: UP045
+        str | None,
         typer.Option("--context", metavar="CONTEXT", help="with --k8s: this kubeconfig context"),
     ] = None,
     local: Annotated[bool, typer.Option("--local", help="scan this machine through a local python3")] = False,
@@ -223,7 +224,7 @@ def scan(
     fmt: FORMAT = "table",
     output: OUTPUT = None,
     drain_list: Annotated[
-        Optional[Path],  # noqa: UP045
+        Path | None,
         typer.Option("--drain-list", metavar="FILE", help="write the hosts to drain to FILE, one per line"),
     ] = None,
     net_check: Annotated[
@@ -234,6 +235,13 @@ def scan(
         ),
     ] = False,
     net_timeout: Annotated[float, typer.Option(metavar="SECONDS", help="seconds per net-check connection")] = 3.0,
+    probes: Annotated[
+        bool,
+        typer.Option(
+            "--probes",
+            help="measure compute and memory bandwidth on every node, judge against the peers, confirm suspects alone: names slow nodes",
+        ),
+    ] = False,
     allow_incomplete: Annotated[
         bool, typer.Option("--allow-incomplete", help="hosts without facts do not fail the scan (no exit 3)")
     ] = False,
@@ -242,7 +250,7 @@ def scan(
         typer.Option("--accept-new-host-keys", help="accept and record unknown host keys (changed ones stay refused)"),
     ] = False,
     ssh_config: Annotated[
-        Optional[list[str]],  # noqa: UP045
+        list[str] | None,
         typer.Option(
             "--ssh-config",
             "-F",
@@ -251,17 +259,17 @@ def scan(
         ),
     ] = None,
     user: Annotated[
-        Optional[str],  # noqa: UP045
+        str | None,
         typer.Option(
             "--user", "-l", metavar="USER", help="remote user (default: ssh config); with --k8s: the label selector"
         ),
     ] = None,
     selector: Annotated[
-        Optional[str],  # noqa: UP045
+        str | None,
         typer.Option("--selector", metavar="SELECTOR", help="with --k8s: the pods' label selector (also -l)"),
     ] = None,
     env: Annotated[
-        Optional[list[str]],  # noqa: UP045
+        list[str] | None,
         typer.Option(
             "--env",
             "-e",
@@ -307,6 +315,7 @@ def scan(
         python=python,
         net_check=net_check,
         net_timeout=net_timeout,
+        probes=probes,
         progress=sys.stderr.isatty(),
         verbose=verbose,
     )
@@ -315,7 +324,7 @@ def scan(
         print(f"validator: warning: {warning}", file=sys.stderr)
     from validator.report import RenderOptions
 
-    ran = pipeline.ran_codes(opts.codes, net_check=result.net_check is not None)
+    ran = pipeline.ran_codes(opts.codes, net_check=result.net_check is not None, probes=result.probes is not None)
     options = RenderOptions(colour=output is None and sys.stdout.isatty(), codes=ran, fail_on=level)
     cliopts.write_report(pipeline.render_scan(result, fmt, options), output_path(output))
     if drain_list is not None:

@@ -29,6 +29,7 @@ SELECT_HELP = "only these codes or prefixes (repeat or comma-separate)"
 IGNORE_HELP = "skip these codes or prefixes (repeat or comma-separate)"
 OUTPUT_HELP = "write the report to FILE instead of stdout"
 PROFILE_HELP = "launch profile YAML"
+LAYOUT_HELP = "the parallel layout, for jobs whose configuration names none: tp=2,pp=4,cp=1,ep=1,dp=2 (docs/layout.md)"
 PROM_HELP = "also write Prometheus textfile metrics to FILE"
 
 

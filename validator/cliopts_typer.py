@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperArgument, TyperCommand
@@ -62,23 +62,23 @@ FAIL_ON = Annotated[
     typer.Option(metavar=cliopts.LEVEL_METAVAR, parser=_level, help=cliopts.FAIL_ON_HELP),
 ]
 SELECT = Annotated[
-    Optional[list[str]],  # noqa: UP045
+    list[str] | None,
     typer.Option("--select", metavar=cliopts.CODES_METAVAR, help=cliopts.SELECT_HELP),
 ]
 IGNORE = Annotated[
-    Optional[list[str]],  # noqa: UP045
+    list[str] | None,
     typer.Option("--ignore", metavar=cliopts.CODES_METAVAR, help=cliopts.IGNORE_HELP),
 ]
 OUTPUT = Annotated[
-    Optional[Path],  # noqa: UP045
+    Path | None,
     typer.Option("--output", "-o", metavar=cliopts.FILE_METAVAR, help=cliopts.OUTPUT_HELP),
 ]
 PROFILE = Annotated[
-    Optional[str],  # noqa: UP045
+    str | None,
     typer.Option("--profile", "-p", metavar=cliopts.FILE_METAVAR, help=cliopts.PROFILE_HELP),
 ]
 PROM_FILE = Annotated[
-    Optional[Path],  # noqa: UP045
+    Path | None,
     typer.Option("--prom-file", metavar=cliopts.FILE_METAVAR, help=cliopts.PROM_HELP),
 ]
 

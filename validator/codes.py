@@ -13,11 +13,28 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from validator.model import Finding, Severity
 
-PREFIXES = ("RNK", "RDZ", "GPU", "NET", "IB", "SW", "ENV", "SYS", "PRF", "COL", "DGN", "PRE", "NOD", "VAL")
+PREFIXES = (
+    "RNK",
+    "RDZ",
+    "GPU",
+    "NET",
+    "IB",
+    "SW",
+    "ENV",
+    "SYS",
+    "PRF",
+    "LAY",
+    "COL",
+    "DGN",
+    "PRE",
+    "NOD",
+    "VAL",
+    "PRB",
+)
 CODE = re.compile(rf"(?:{'|'.join(PREFIXES)})\d{{3}}")
 PARAGRAPH = re.compile(r"\n[ \t]*\n")
 MAX_TEXT = 1000  # characters of a finding's message, expected and actual
@@ -25,6 +42,9 @@ MAX_TEXT = 1000  # characters of a finding's message, expected and actual
 
 def _cut(text: str) -> str:
     return text if len(text) <= MAX_TEXT else f"{text[: MAX_TEXT - 30]}... ({len(text):,} characters)"
+
+
+Status = Literal["stable", "retired"]
 
 
 @dataclass(frozen=True)
@@ -40,12 +60,18 @@ class Code:
     fix: str  # how to fix: the documentation's paragraph
     verify: str = ""  # how to check the fix, carried by findings that name no better one
     hint: str = ""  # one line: the fix carried by findings that name no better one
+    status: Status = "stable"  # retired: never emitted again, never reused (as ruff's rule lifecycle)
+    successor: str = ""  # a retired code's replacement, which `validator explain` names
 
     def __post_init__(self) -> None:
         if not CODE.fullmatch(self.code):
             raise ValueError(f"{self.code!r} is not a finding code (a prefix of {', '.join(PREFIXES)}, three digits)")
         if not (self.title and self.what and self.why and self.fix):
             raise ValueError(f"{self.code}: a code needs a title and what / why / fix paragraphs")
+        if (self.status == "retired") != bool(self.successor) or (
+            self.successor and not CODE.fullmatch(self.successor)
+        ):
+            raise ValueError(f"{self.code}: a retired code names its successor, and only a retired one does")
 
     def finding(
         self,
@@ -74,9 +100,13 @@ def paragraphs(code: str, text: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
-def code(code: str, severity: Severity, title: str, text: str, *, verify: str = "", hint: str = "") -> Code:
-    """A ``Code`` whose findings a stage makes, documented by a three-paragraph ``text``."""
-    return Code(code, severity, title, *paragraphs(code, text), verify, hint)
+def code(
+    code: str, severity: Severity, title: str, text: str, *, verify: str = "", hint: str = "", successor: str = ""
+) -> Code:
+    """A ``Code`` whose findings a stage makes, documented by a three-paragraph ``text``; with a
+    ``successor``, a retired one."""
+    return Code(code, severity, title, *paragraphs(code, text), verify, hint, "retired" if successor else "stable",
+                successor)  # fmt: skip
 
 
 C = TypeVar("C", bound=Code)

@@ -19,20 +19,27 @@ def explain_text(code: str) -> str:
     if c is None:
         raise UserError(f"unknown code {code!r} (see `validator explain --list`)")
     verify = f"\nHow to check the fix: {c.verify}\n" if c.verify else ""
+    retired = (
+        f"Retired: no longer reported; see {c.successor} (`validator explain {c.successor}`).\n\n"
+        if c.successor
+        else ""
+    )
     return (
-        f"{c.code} ({c.severity.label}): {c.title}\n\n"
+        f"{c.code} ({c.severity.label}{', retired' if c.successor else ''}): {c.title}\n\n{retired}"
         f"What it checks: {c.what}\n\nWhy it matters: {c.why}\n\nHow to fix: {c.fix}\n{verify}"
     )
 
 
 def list_codes() -> str:
-    return "".join(f"{c.code:<8}{c.severity.label:<8}{c.title}\n" for c in registry().values())
+    return "".join(f"{c.code:<8}{c.severity.label:<8}{c.title}{f' (retired: {c.successor})' if c.successor else ''}\n"
+                   for c in registry().values())  # fmt: skip
 
 
 def page(c: Code) -> str:
     verify = f"To check the fix: {c.verify}.\n\n" if c.verify else ""
+    status = f"Status: **retired**, no longer reported; its successor is [{c.successor}]({c.successor}.md).\n\n"
     return (
-        f"# {c.code}: {c.title}\n\nSeverity: **{c.severity.label}**\n\n"
+        f"# {c.code}: {c.title}\n\nSeverity: **{c.severity.label}**\n\n{status if c.successor else ''}"
         f"## What it checks\n\n{c.what}\n\n## Why it matters\n\n{c.why}\n\n## How to fix\n\n{c.fix}\n\n{verify}"
         f"Each finding also carries a command that verifies the fix; `validator explain {c.code}` prints this page.\n"
     )

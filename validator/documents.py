@@ -39,6 +39,88 @@ class SummaryDoc(TypedDict):
     error: int
 
 
+class SpreadDoc(TypedDict):
+    """One figure over the net check's measured links (first round): median and spread."""
+
+    median: float
+    p10: float
+    p90: float
+    min: float
+    max: float
+
+
+class NetCheckDoc(TypedDict):
+    """What `--net-check` measured: counts, the links' figures, the suspects measured alone."""
+
+    nodes: int  # nodes with a listener address
+    probes: int  # connections made in the first round
+    failed: int  # ... that failed
+    measured: int  # links measured (latency and rate both ways)
+    rtt_ms: SpreadDoc | None  # each link's latency: a low percentile of its round trips
+    up_mbps: SpreadDoc | None  # each link's rate out: the second-fastest of four parts
+    down_mbps: SpreadDoc | None  # ... and back
+    suspects: int  # links measured again alone, one at a time
+    confirmed: int  # ... and slow every time (named by NET104/NET105)
+    line: str  # "net check: 6 links, all within 3x of the median link (...)" or what it named
+
+
+class ProbeNodeDoc(TypedDict):
+    """One node's figures from the probes' first round ("DEVICE ENGINE" -> figure)."""
+
+    host: str
+    compute: dict[str, float]  # GFLOP/s: "cpu python", "cpu torch-cpu", "cuda:0 torch-cuda-fp16"
+    memory: dict[str, float]  # GB/s: "host copy", "cuda:0 device-copy", "cuda:0 host-to-device"
+    named: list[str]  # the probes that named it slow: compute, memory
+
+
+class ProbeStatDoc(TypedDict):
+    """One figure over the peers: median and MAD, the suspects, the nodes named after two rounds alone."""
+
+    kind: str  # compute | memory
+    key: str  # "DEVICE ENGINE"
+    unit: str  # GFLOP/s | GB/s
+    nodes: int
+    median: float
+    mad: float
+    suspects: list[str]
+    named: list[str]
+
+
+class ProbesDoc(TypedDict):
+    """What `--probes` measured: a row per node, the statistics, the rounds that convicted."""
+
+    nodes: list[ProbeNodeDoc]
+    stats: list[ProbeStatDoc]
+    rounds: int  # probe rounds run: each probe on every node, then suspects and controls alone
+    failed: list[str]  # nodes where a probe did not run (PRB003)
+    line: str  # "probes: 8 nodes, 7 rounds; ...; slow: h3" or "...; none slower than 1.5x the median"
+
+
+class SlurmExcludeDoc(TypedDict):
+    exclude: str  # "--exclude=gpu[003,007]" ("" when nothing is taken out)
+    nodelist: str  # the rest, folded
+    nodes: int  # ... how many
+    srun: str  # "srun --nodes=N --nodelist=REST COMMAND": the relaunch on the rest
+    sbatch: str  # "sbatch --exclude=NAMED JOB_SCRIPT"
+    drain: str  # the admins' scontrol command
+
+
+class KubernetesExcludeDoc(TypedDict):
+    cordon: list[str]  # kubectl cordon NODE, one a node
+    taint: list[str]  # kubectl taint nodes NODE validator.io/excluded=true:NoSchedule
+    affinity: str  # a pod spec's nodeAffinity (NotIn the named nodes), YAML
+
+
+class ExcludeDoc(TypedDict):
+    """The nodes to take out (the drain list and the slow nodes), in each launcher's form."""
+
+    hosts: list[str]
+    keep: list[str]  # the allocation's (or the scan's) other nodes
+    slurm: SlurmExcludeDoc
+    hostfile: list[str]  # deepspeed / mpirun hostfile of the rest: "HOST slots=N"
+    kubernetes: KubernetesExcludeDoc
+
+
 class ScanDoc(TypedDict):
     """What `validator scan` did: transport, targets reached, the net check's counts."""
 
@@ -47,7 +129,9 @@ class ScanDoc(TypedDict):
     reached: int
     interrupted: bool
     elapsed_s: float
-    net_check: dict[str, int] | None  # nodes, probes, failed
+    net_check: NetCheckDoc | None
+    probes: ProbesDoc | None  # `--probes`: the node probes' figures and verdicts
+    exclude: ExcludeDoc  # the nodes to take out, in each launcher's form
     warnings: list[str]
     failed: str | None  # the scan failed on the scanner's side (exit 2, nothing drained)
 
@@ -102,10 +186,32 @@ class ReportDoc(TypedDict):
     input_errors: list[str]
 
 
+class GroupsDoc(TypedDict):
+    """The groups of one kind (tp, cp, dp, pp, ep, ep_etp), each "ranks on hosts", folded."""
+
+    size: int  # ranks in each group
+    count: int  # groups of this kind
+    spanning: int  # groups whose ranks are on more than one host
+    shown: list[str]  # "ranks 0-7 on node[001-002]": spanning groups first, at most LAYOUT_SHOWN
+
+
+class LayoutDoc(TypedDict):
+    """The parallel layout the job's configuration names, its degrees for this world, and the
+    group map in the framework's rank order (docs/layout.md)."""
+
+    framework: str  # megatron | nemo | torchtitan | deepspeed | explicit
+    source: str  # where it was read: argv, --deepspeed_config PATH, --job.config_file PATH, --layout
+    world: int
+    order: str  # rank order, innermost first
+    degrees: dict[str, int]  # tp cp pp dp ep etp edp, with the framework's defaults and inferences
+    groups: dict[str, GroupsDoc]  # empty when the degrees do not tile the world or hosts are unknown
+
+
 class _ReportExtras(TypedDict, total=False):
     scan: ScanDoc  # `validator scan`
     drain: list[str]  # `validator scan`: the hosts to drain
     diagnosis: DiagnosisDoc  # `validator diagnose`
+    layout: LayoutDoc  # `check`, `preflight`, `scan`: when the job's configuration names a layout
 
 
 class AnyReportDoc(ReportDoc, _ReportExtras):

@@ -1,4 +1,4 @@
-"""The one user-facing error type, and the exit codes every command shares (DESIGN.md)."""
+"""The one user-facing error type, and the exit codes every command shares (README.md and docs/usage.md, "Exit codes")."""
 
 from __future__ import annotations
 

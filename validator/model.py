@@ -19,8 +19,8 @@ from validator.severity import Severity as Severity
 # How a participant was started (facts/launch.py detects it; profiles pin it). Add a launcher here,
 # then teach facts/launch.py to detect it (and facts/k8s.py if it starts pods).
 Launcher = Literal[
-    "torchrun", "slurm", "kubeflow", "trainer", "jobset", "lws", "indexed-job", "mpi", "mpich", "deepspeed", "env",
-    "none",
+    "torchrun", "slurm", "kubeflow", "trainer", "jobset", "lws", "indexed-job", "mpi", "mpich", "flux", "deepspeed",
+    "env", "none",
 ]  # fmt: skip
 LAUNCHERS: tuple[Launcher, ...] = typing.get_args(Launcher)
 
@@ -34,6 +34,17 @@ class CommandFacts(TypedDict):
     options: dict[str, str]  # normalised option name (torchrun dest, e.g. nproc_per_node) -> value
     script: str | None
     errors: list[str]
+
+
+class LayoutFacts(TypedDict):
+    """The parallel layout the job's own configuration asks for (facts/layout.py, docs/layout.md)."""
+
+    framework: str  # megatron | nemo | torchtitan | deepspeed | explicit
+    source: str  # where it was read ("argv", "--deepspeed_config ds.json", "VALIDATOR_LAYOUT")
+    degrees: dict[str, int]  # tp pp cp ep etp dp dp_shard dp_replicate vpp, as given (-1: inferred)
+    sizes: dict[str, int]  # layers layers_per_vstage global_batch micro_batch grad_acc zero_stage uneven
+    order: str  # rank order, innermost first ("tp-cp-ep-dp-pp")
+    errors: list[str]  # what could not be read: "--deepspeed_config ds.json: no such file"
 
 
 class LaunchFacts(TypedDict):
@@ -55,6 +66,7 @@ class LaunchFacts(TypedDict):
     sources: dict[str, str]  # field -> where it came from ("env:RANK", "torchrun:--nnodes", ...)
     invalid: dict[str, str]  # variable or option -> raw value that could not be parsed
     command: CommandFacts | None
+    layout: LayoutFacts | None  # null: the job's configuration names no parallel layout
 
 
 class GpuDevice(TypedDict):
@@ -267,6 +279,7 @@ class Report:
     scan: documents.ScanDoc | None = None  # `validator scan`: what it did
     drain: list[str] | None = None  # `validator scan`: the hosts to drain
     diagnosis: documents.DiagnosisDoc | None = None  # `validator diagnose` and `rehearse`: the verdict
+    layout: documents.LayoutDoc | None = None  # the parallel layout and its group map (docs/layout.md)
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
@@ -321,6 +334,8 @@ class Report:
             doc["drain"] = self.drain
         if self.diagnosis is not None:
             doc["diagnosis"] = self.diagnosis
+        if self.layout is not None:
+            doc["layout"] = self.layout
         return doc
 
     @classmethod
@@ -337,4 +352,5 @@ class Report:
             scan=d.get("scan"),
             drain=d.get("drain"),
             diagnosis=d.get("diagnosis"),
+            layout=d.get("layout"),
         )

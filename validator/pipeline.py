@@ -19,6 +19,7 @@ from validator.facts.launch import parse_launch
 # What only checking needs (the checks, the model's reports, profiles, facts files) is imported
 # where it is used: a preflight participant, once per rank at launch, only probes.
 if TYPE_CHECKING:
+    from validator.documents import LayoutDoc
     from validator.model import Facts, Finding, Outcome, Report
     from validator.profiles import Profile
     from validator.report.options import RenderOptions
@@ -60,14 +61,15 @@ def resolve_codes(select_: list[str], ignore: list[str]) -> list[str]:
     return select(known, select_, ignore, known)
 
 
-def ran_codes(codes: list[str] | None, net_check: bool = False) -> list[str]:
+def ran_codes(codes: list[str] | None, net_check: bool = False, probes: bool = False) -> list[str]:
     """The codes a command ran, in registry order (junit's test cases): the fact checks kept by
     --select/--ignore, and the net check's when it ran. Codes only preflight, node-check or
     diagnose make are not among them."""
     from validator.checks import CHECKS
     from validator.checks.netcheck import CODES as NET
+    from validator.probes.codes import CODES as PRB
 
-    ran = [*CHECKS, *(NET if net_check else ())]
+    ran = [*CHECKS, *(NET if net_check else ()), *(PRB if probes else ())]
     kept = set(ran if codes is None else codes)
     return [c for c in ran if c in kept]
 
@@ -99,16 +101,36 @@ def check(
         outcomes=outcomes or [],
         input_errors=input_errors or [],
         title=title,
+        layout=layout_section(facts, context),
     )
 
 
-def check_files(paths: list[str], profile_path: str | None, codes: list[str]) -> Report:
+def layout_section(facts: list[Facts], context: str) -> LayoutDoc | None:
+    """The report's layout section, when any participant's configuration names a layout."""
+    if not any(f["launch"].get("layout") for f in facts):
+        return None
+    from validator.checks.base import Job
+    from validator.checks.layout import summary
+
+    return summary(Job(facts, None, context))
+
+
+def check_files(paths: list[str], profile_path: str | None, codes: list[str], layout: str | None = None) -> Report:
     """Check every readable facts document. A bad profile stops the command before any facts are
-    read (UserError: one line naming the file, exit 2), as in every other command."""
+    read (UserError: one line naming the file, exit 2), as in every other command. ``layout``
+    (``--layout tp=2,...``) replaces the layout every document's configuration named."""
     from validator.profiles import load_profile
 
     profile = load_profile(profile_path) if profile_path else None
     facts, errors = load_inputs(paths)
+    if layout:
+        from validator.facts.layout import parse_explicit
+
+        given = parse_explicit(layout, "--layout")
+        if given["errors"]:
+            raise UserError(given["errors"][0])
+        for f in facts:
+            f["launch"]["layout"] = given
     if not facts and not errors:
         errors.append("no facts documents in the given files")
     return check(facts, profile, codes, input_errors=errors)
@@ -135,4 +157,9 @@ def render_scan(result: ScanResult, fmt: str, options: RenderOptions) -> str:
 
         n = len(result.drain)
         options = replace(options, verdict=f"drain: {fold_hosts(result.drain)} ({n} host{'s' if n != 1 else ''})")
+    if fmt == "table" and result.exclude and result.exclude["hosts"]:
+        from validator.probes.exclude import lines
+
+        more = "\n".join(lines(result.exclude))
+        options = replace(options, verdict=f"{options.verdict}\n{more}" if options.verdict else more)
     return render(replace(result.report, scan=result.scan_json(), drain=result.drain), fmt, options)

@@ -46,6 +46,7 @@ class Profile:
     min_nofile: int | None = None  # every node's open-file limit is at least this (SYS004)
     versions: dict[str, str] = field(default_factory=dict)  # VERSION_KEYS -> glob such as "2.13.*"
     env: dict[str, str] = field(default_factory=dict)  # variables every rank must have, with these values
+    layout_spanning: Literal["warning", "error"] | None = None  # LAY007/LAY008: TP groups over nodes (default warning)
 
     def pinned(self) -> list[str]:
         """What this profile pins, for `validator profiles validate`."""

@@ -18,7 +18,8 @@ def registry() -> dict[str, Code]:
     from validator.diagnose import codes as diagnose
     from validator.nodecheck import codes as nodecheck
     from validator.preflight import findings as preflight
+    from validator.probes import codes as probes
 
-    families = (checks.CODES, netcheck.CODES, preflight.CODES, diagnose.CODES, nodecheck.CODES)
+    families = (checks.CODES, netcheck.CODES, preflight.CODES, diagnose.CODES, nodecheck.CODES, probes.CODES)
     every = table(*(c for family in families for c in family.values()))
     return dict(sorted(every.items()))

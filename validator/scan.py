@@ -4,16 +4,21 @@ validator.pipeline; this module only chooses the transport and runs the scan's p
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from validator.documents import NetCheckDoc, ScanDoc
+from validator.documents import ExcludeDoc, NetCheckDoc, ProbesDoc, ScanDoc
 from validator.errors import UserError
 from validator.model import Facts, Finding, Outcome, Report, Severity
 from validator.pipeline import check, keep, to_facts
+from validator.probes.exclude import exclusion
 from validator.profiles import Profile, load_profile
 from validator.transports import Gathered, Job, OnDone, Transport
+
+if TYPE_CHECKING:
+    from validator.probes.rounds import Outcome as ProbesOutcome
 
 
 @dataclass
@@ -40,6 +45,7 @@ class ScanOptions:
     python: str = "python3"
     net_check: bool = False
     net_timeout: float = 3.0
+    probes: bool = False  # the node probes (compute, memory), judged against the peers
     progress: bool = False  # a progress bar on stderr
     verbose: bool = False  # one stderr line per host
 
@@ -53,6 +59,8 @@ class ScanResult:
     interrupted: bool
     elapsed_s: float
     net_check: NetCheckDoc | None = None  # counts, the links' figures, suspects measured alone
+    probes: ProbesDoc | None = None  # --probes: each node's figures, the statistics, the rounds
+    exclude: ExcludeDoc | None = None  # the drain list and the slow nodes, in each launcher's form
     warnings: list[str] = field(default_factory=list)
     failed: str | None = None  # the scan itself failed (scanner-side): exit 2, nothing to drain
 
@@ -64,6 +72,8 @@ class ScanResult:
             "interrupted": self.interrupted,
             "elapsed_s": round(self.elapsed_s, 2),
             "net_check": self.net_check,
+            "probes": self.probes,
+            "exclude": self.exclude or exclusion(self.targets, self.drain, {}),
             "warnings": self.warnings,
             "failed": self.failed,
         }
@@ -117,23 +127,47 @@ def open_transport(opts: ScanOptions) -> tuple[Transport, list[str]]:
         accept_new_host_keys=opts.accept_new_host_keys,
     )
     ssh.check()
-    return Fleet(ssh, opts.python, keep=opts.net_check), hosts
+    return Fleet(ssh, opts.python, keep=opts.net_check or opts.probes), hosts
 
 
 async def _gather(
     transport: Transport, opts: ScanOptions, profile: Profile | None, hosts: list[str], on_done: OnDone, note: Any
-) -> tuple[NetCheckDoc | None, list[Finding]]:
-    """The agent on every target, then (optionally) the net check through the same transport.
-    Returns (net-check summary, net-check findings)."""
+) -> tuple[NetCheckDoc | None, list[Finding], ProbesOutcome | None]:
+    """The agent on every target, then (optionally) the node probes and the net check through the
+    same transport, one after the other. Returns (net-check summary, net-check findings, probes)."""
     from validator.transports import agent_source
 
     # --env values travel on the agent's stdin, never on the command line
     job = Job(agent_source(), ["--no-port-probe"], env=opts.env, timeout=opts.timeout)
     async with transport:
         gathered = await transport.run(job, hosts, on_done)
+        probed = await _probes(transport, hosts, gathered, opts, note) if opts.probes else None
         if not opts.net_check:
-            return None, []
-        return await _net_check(transport, hosts, gathered, opts, profile, note)
+            return None, [], probed
+        return (*await _net_check(transport, hosts, gathered, opts, profile, note), probed)
+
+
+async def _probes(
+    transport: Transport, hosts: list[str], gathered: Gathered, opts: ScanOptions, note: Any
+) -> ProbesOutcome | None:
+    """The node probes (validator/probes/) on every node that answered, through the transport:
+    each probe everywhere at once, then suspects and controls alone (probes/rounds.py)."""
+    from pathlib import Path
+
+    from validator.probes import compute, memory, rounds
+
+    reached = [h for h in hosts if isinstance(gathered.get(h), dict)]
+    if not reached:
+        return None
+    note(f"probes: compute and memory on {len(reached)} nodes")
+    sources = {"compute": Path(compute.__file__).read_text(), "memory": Path(memory.__file__).read_text()}
+
+    async def probe_round(kind: rounds.Kind, nodes: list[str]) -> rounds.Answers:
+        job = Job(sources[kind], [], timeout=opts.timeout, answer=lambda d: d.get("probe") == kind)
+        ran = await transport.run(job, nodes)
+        return {h: r if isinstance(r, dict) else f"{r.status}: {r.detail}"[:300] for h, r in ran.items()}
+
+    return await rounds.run(reached, probe_round)
 
 
 async def _net_check(
@@ -204,6 +238,7 @@ def scan(opts: ScanOptions) -> ScanResult:
     gathered: dict[str, Any] = {}
     net_check: NetCheckDoc | None = None
     net_findings: list[Finding] = []
+    probed: ProbesOutcome | None = None
     interrupted = False
     with Progress(len(hosts), bar=opts.progress, verbose=opts.verbose) as progress:
 
@@ -212,7 +247,7 @@ def scan(opts: ScanOptions) -> ScanResult:
             progress(target, result)
 
         try:
-            net_check, net_findings = asyncio.run(_gather(transport, opts, profile, hosts, done, progress.note))
+            net_check, net_findings, probed = asyncio.run(_gather(transport, opts, profile, hosts, done, progress.note))
         except KeyboardInterrupt:
             interrupted = True
     facts: list[Facts] = []
@@ -228,20 +263,45 @@ def scan(opts: ScanOptions) -> ScanResult:
         else:
             facts.append(f)
     report = check(facts, profile, opts.codes, context="scan", outcomes=outcomes, title=f"scan of {fold_hosts(hosts)}")
-    if net_findings:
-        report.findings = sorted(report.findings + keep(net_findings, opts.codes), key=lambda f: (-f.severity, f.code))
+    measured = net_findings + (probed.findings if probed else [])
+    if measured:
+        report.findings = sorted(report.findings + keep(measured, opts.codes), key=lambda f: (-f.severity, f.code))
     failed = scan_failure(report, len(hosts), transport.name) if not interrupted else None
+    drain = [] if failed else drain_hosts(report, opts.fail_on)
     return ScanResult(
         report,
-        [] if failed else drain_hosts(report, opts.fail_on),
+        drain,
         transport.name,
         hosts,
         interrupted,
         time.monotonic() - started,
         net_check,
+        probed.doc if probed else None,
+        taken_out(hosts, drain, report.findings, facts, transport.name),
         transport.warnings,
         failed,
     )
+
+
+def taken_out(
+    hosts: list[str], drain: list[str], findings: list[Finding], facts: list[Facts], transport: str
+) -> ExcludeDoc:
+    """The drain list and the slow nodes (NET105, PRB001, PRB002), out of the allocation
+    (SLURM_JOB_NODELIST, when it holds them) or the scanned hosts."""
+    import os
+
+    from validator.probes.exclude import SLOW_CODES
+    from validator.targets import expand
+
+    slow = {h for f in findings if f.code in SLOW_CODES for h in f.hosts}
+    base = hosts
+    if os.environ.get("SLURM_JOB_NODELIST"):
+        with contextlib.suppress(UserError):
+            alloc = expand(os.environ["SLURM_JOB_NODELIST"])
+            base = alloc if set(hosts) <= set(alloc) else hosts
+    out = [h for h in base if h in drain or h in slow] + sorted((set(drain) | slow) - set(base))
+    slots = {f["host"]: len(f["gpus"]["devices"]) for f in facts if isinstance(f.get("gpus"), dict)}
+    return exclusion(base, out, slots, pods=transport == "kubectl")
 
 
 def write_drain_list(result: ScanResult, path: str) -> None:

@@ -138,7 +138,7 @@ def test_profiles_validate_reports_every_file(tmp_path: Path) -> None:
     assert p.stderr.splitlines() == [
         f"validator: error: {bad1}:2: unknown key 'nodez' (did you mean 'nodes'?)",
         f"validator: error: {bad2}:1: launcher must be one of torchrun, slurm, kubeflow, trainer, jobset, lws, "
-        "indexed-job, mpi, mpich, deepspeed, env, none, got 'pdsh'",
+        "indexed-job, mpi, mpich, flux, deepspeed, env, none, got 'pdsh'",
     ]
     assert run("profiles", "validate", str(good)).returncode == 0
 

@@ -164,7 +164,7 @@ def test_backend_drift_with_a_rendezvous_id_is_named_at_once(tmp_path: Path, por
 
 def test_node_rank_one_everywhere_is_named_at_once(tmp_path: Path, port: int) -> None:
     """Nobody will host the rendezvous: the node on MASTER_ADDR coordinates in node rank 0's place
-    after 2 s, and the node rank claimed twice is named on both (it was PRE001 at the deadline)."""
+    after 1.5 s, and the node rank claimed twice is named on both (it was PRE001 at the deadline)."""
     runs = broken(tmp_path, [static(1, 2, port), static(1, 2, port)])
     assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
     assert finding(runs[0], "RNK006")["ranks"] == "1" or "node rank 1" in finding(runs[0], "RNK006")["message"]
@@ -212,7 +212,7 @@ def test_master_port_held_is_named_by_every_node(tmp_path: Path, port: int, back
     busy = finding(runs[0], "RDZ006")
     assert f"pid {os.getpid()}" in str(busy["actual"]) + busy["message"]
     # static: node rank 1 meets a stranger on the port; c10d on one host: node 1 owns the endpoint too
-    # on one host node 1 owns the endpoint too: it sees the port's owner (static: after 2 s without a hello; a
+    # on one host node 1 owns the endpoint too: it sees the port's owner (static: after 1.5 s without a hello; a
     # remote node cannot tell a stranger from a stalled coordinator and says both at its deadline)
     assert "RDZ006" in codes(runs[1])
 

@@ -131,3 +131,17 @@ def test_every_code_a_family_module_declares_is_in_its_table() -> None:
     for family in (rank, k8s, rdzv, gpu, net, ib, software, system, profile, meta, netcheck, preflight, nodecheck):
         declared = {v.code for v in vars(family).values() if isinstance(v, Code)}
         assert declared == set(family.CODES), family.__name__
+
+
+def test_a_retired_code_names_its_successor_and_explain_shows_it() -> None:
+    from validator.docs import explain_text, list_codes, page
+
+    retired = {k: c for k, c in registry().items() if c.status == "retired"}
+    assert retired == {"PRE005": registry()["PRE005"]} and retired["PRE005"].successor == "NET101"
+    assert "see NET101 (`validator explain NET101`)" in explain_text("PRE005")
+    assert "(retired: NET101)" in list_codes()
+    assert "[NET101](NET101.md)" in page(retired["PRE005"])
+    with pytest.raises(ValueError, match="successor"):
+        code("PRE099", Severity.ERROR, "t", "a\n\nb\n\nc", successor="bogus")
+    with pytest.raises(ValueError, match="successor"):
+        Code("PRE098", Severity.ERROR, "t", "a", "b", "c", status="retired")

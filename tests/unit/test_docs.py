@@ -47,6 +47,7 @@ SECTIONS = {
     "IbFacts": model.IbFacts,
     "IbDevice": model.IbDevice,
     "IbPort": model.IbPort,
+    "LayoutFacts": model.LayoutFacts,
 }
 FACTS_DOC = (DOCS / "facts.md").read_text()
 

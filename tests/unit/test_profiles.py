@@ -120,4 +120,4 @@ def test_schema_is_read_from_the_profile_dataclass() -> None:
     assert list(SCHEMA) == [f.name for f in dataclasses.fields(Profile) if f.name != "path"]
     assert SCHEMA["nodes"] is int and SCHEMA["gpu_model"] is str and SCHEMA["env"] is dict
     assert SCHEMA["versions"] == dict.fromkeys(VERSION_KEYS, str)
-    assert CHOICES == {"launcher": LAUNCHERS}
+    assert CHOICES == {"launcher": LAUNCHERS, "layout_spanning": ("warning", "error")}

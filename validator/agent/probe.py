@@ -31,7 +31,7 @@ VERSION = "0.1.0"
 ALLOW_PREFIXES = (
     "NCCL_", "TORCH_", "TORCHELASTIC_", "PET_", "GLOO_", "CUDA_", "NVIDIA_", "SLURM_", "OMPI_", "PMI_",
     "PMIX_", "MPI_", "LWS_", "MASTER_", "ROLE_", "GROUP_", "DLTS_", "UCX_", "FI_", "JOBSET_", "KUBEFLOW_",
-    "VALIDATOR_", "DEEPSPEED_", "DS_"
+    "VALIDATOR_", "DEEPSPEED_", "DS_", "FLUX_"
 )  # fmt: skip
 ALLOW_NAMES = {
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "NNODES", "SLURMD_NODENAME",
@@ -50,7 +50,7 @@ PORT_ENV = ("MASTER_PORT", "PET_MASTER_PORT")
 PORT_OPTS = ("--master-port", "--master_port")
 RANK0_ENV = (
     "RANK", "NODE_RANK", "GROUP_RANK", "PET_NODE_RANK", "SLURM_NODEID", "SLURM_PROCID", "JOB_COMPLETION_INDEX",
-    "LWS_WORKER_INDEX", "OMPI_COMM_WORLD_RANK", "PMI_RANK"
+    "LWS_WORKER_INDEX", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "FLUX_TASK_RANK", "CROSS_RANK"
 )  # fmt: skip
 NODE_RANK_OPTS = ("--node-rank", "--node_rank")
 RESOLVE_TIMEOUT_S = 2.0
@@ -567,6 +567,85 @@ def ib_sysfs(root: str = IB_ROOT, budget_s: float = 1.0) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- driver
 
 
+# ----------------------------------------------------------------------------- job configuration
+
+# Files the job's command line names that say its parallel layout (docs/layout.md): read here, on
+# the node, where the job will read them. Only the layout's keys leave the node, never the file.
+CONFIG_OPTS = {
+    "--deepspeed_config": "deepspeed", "--deepspeed-config": "deepspeed", "--deepspeed": "deepspeed",
+    "--ds_config": "deepspeed", "--ds-config": "deepspeed", "--job.config_file": "torchtitan",
+    "--job.config-file": "torchtitan",
+}  # fmt: skip
+CONFIG_KEYS = {
+    "deepspeed": (
+        "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+        "zero_optimization.stage", "tensor_parallel.autotp_size", "tensor_parallel.tp_size",
+    ),
+    "torchtitan": (
+        "parallelism.data_parallel_replicate_degree", "parallelism.data_parallel_shard_degree",
+        "parallelism.tensor_parallel_degree", "parallelism.pipeline_parallel_degree",
+        "parallelism.context_parallel_degree", "parallelism.expert_parallel_degree",
+        "parallelism.expert_tensor_parallel_degree", "training.local_batch_size", "training.global_batch_size",
+    ),
+}  # fmt: skip
+CONFIG_MAX = 256 << 10  # bytes of one configuration file
+CONFIG_FILES = 4  # files read at most
+
+
+def job_configs(argv: list[str]) -> list[dict[str, Any]]:
+    """The layout keys of the configuration files named on the command line, each with its error."""
+    out: list[dict[str, Any]] = []
+    for i, word in enumerate(argv):
+        name, eq, inline = word.partition("=")
+        kind = CONFIG_OPTS.get(name)
+        path = inline if eq else argv[i + 1] if i + 1 < len(argv) else ""
+        if kind is None or not path or path.startswith("-") or len(out) >= CONFIG_FILES:
+            continue
+        if name == "--deepspeed" and not path.endswith(".json"):
+            continue  # DeepSpeed's own --deepspeed is a flag; HF's takes the config's path
+        entry: dict[str, Any] = {"option": name, "path": redact(path)[:200], "kind": kind, "values": {}, "error": None}
+        try:
+            entry["values"] = config_values(read_config(path), CONFIG_KEYS[kind])
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            entry["error"] = (e.strerror or str(e) if isinstance(e, OSError) else str(e))[:200]
+        out.append(entry)
+    return out
+
+
+def read_config(path: str) -> Any:
+    """One JSON or TOML document, at most CONFIG_MAX bytes."""
+    with open(path, "rb") as f:
+        data = f.read(CONFIG_MAX + 1)
+    if len(data) > CONFIG_MAX:
+        raise ValueError(f"larger than {CONFIG_MAX >> 10} KiB")
+    text = data.decode("utf-8")
+    if path.endswith(".toml"):
+        try:  # Python 3.11+; the agent runs on older interpreters too
+            tomllib: Any = __import__("tomllib")
+        except ImportError:
+            raise ValueError("unreadable: no tomllib (Python < 3.11)") from None
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"not TOML: {e}") from None
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"not JSON: {e}") from None
+
+
+def config_values(doc: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The dotted ``keys`` of ``doc`` whose values are numbers or short words ("auto")."""
+    out: dict[str, Any] = {}
+    for key in keys:
+        node = doc
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, (int, float)) or (isinstance(node, str) and len(node) <= 16):
+            out[key] = node
+    return out
+
+
 def option(argv: list[str], names: tuple[str, ...]) -> str | None:
     for i, a in enumerate(argv):
         for n in names:
@@ -667,6 +746,7 @@ def collect(
     attempt("sysctl", sysctl)
     attempt("ib_devices", ib_devices)
     attempt("ib", ib_sysfs)
+    attempt("configs", lambda: job_configs(argv))
     names = master_names(env, argv) + list(resolve_names)
     names.append(doc["hostname"])  # Gloo binds to what the hostname resolves to
     resolved = attempt("resolve", lambda: resolve(list(dict.fromkeys(names))))

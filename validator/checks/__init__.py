@@ -6,7 +6,7 @@ import gc
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from validator.checks import gpu, ib, k8s, meta, net, profile, rank, rdzv, software, system
+from validator.checks import gpu, ib, k8s, layout, meta, net, profile, rank, rdzv, software, system
 from validator.checks.base import Check, Hit, Job
 from validator.codes import Code, table
 from validator.errors import UserError
@@ -26,6 +26,7 @@ CODES: dict[str, Code] = table(
     *software.CODES.values(),
     *system.CODES.values(),
     *profile.CODES.values(),
+    *layout.CODES.values(),
     *meta.CODES.values(),
 )
 CHECKS: dict[str, Check] = {c.code: c for c in CODES.values() if isinstance(c, Check)}

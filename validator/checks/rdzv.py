@@ -12,7 +12,7 @@ from validator.codes import table
 from validator.facts.network import is_loopback
 from validator.model import Launcher, Severity
 
-DERIVING_LAUNCHERS: tuple[Launcher, ...] = ("slurm", "mpi", "mpich")
+DERIVING_LAUNCHERS: tuple[Launcher, ...] = ("slurm", "mpi", "mpich", "flux")
 RESOLVE = "getent ahosts {addr}   # on each named host: the same non-loopback address everywhere"
 
 

@@ -11,6 +11,7 @@ from validator.facts.command import parse_command
 from validator.facts.gpu import parse_gpus
 from validator.facts.ib import parse_ib
 from validator.facts.launch import parse_launch
+from validator.facts.layout import parse_layout
 from validator.facts.network import gloo_select, master_facts, nccl_select, parse_interfaces
 from validator.facts.node import parse_software, parse_system
 from validator.facts.schema import validate_facts
@@ -31,6 +32,7 @@ def parse(raw: dict[str, Any]) -> Facts:
     argv = raw.get("argv")
     command = parse_command(list(argv)) if argv else None
     launch = parse_launch(env, command)
+    launch["layout"] = parse_layout(list(argv or []), raw.get("configs"), env)
     software = parse_software(raw)
     ifaces_raw = raw.get("interfaces") or {}
     interfaces = parse_interfaces(ifaces_raw.get("ip_addr") or [], raw.get("sysfs_net") or {})

@@ -94,6 +94,8 @@ def detect_launcher(env: dict[str, str]) -> Launcher:
         return "torchrun"
     if "CROSS_RANK" in env and "RANK" in env:
         return "deepspeed"
+    if "FLUX_TASK_RANK" in env:  # before mpich: Flux's shell also serves PMI (PMI_RANK) to MPI tasks
+        return "flux"
     if "OMPI_COMM_WORLD_RANK" in env:
         return "mpi"
     if "PMI_RANK" in env or "MPI_LOCALRANKID" in env:
@@ -115,13 +117,50 @@ def detect_launcher(env: dict[str, str]) -> Launcher:
     return "none"
 
 
-def _slurm(c: Contract, env: dict[str, str]) -> None:
-    c.env("rank", env, "SLURM_PROCID")
-    c.env("local_rank", env, "SLURM_LOCALID")
-    c.env("world_size", env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS")
-    c.env("node_rank", env, "SLURM_NODEID")
-    c.env("nnodes", env, "SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES")
-    for name in ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"):
+# Which variables carry each field of the launch contract, per launcher that sets them (the first
+# one set wins), then the ones every launcher may set (torchrun's PET_* fallbacks as Kubeflow and
+# Trainer inject them into pods, and what init_process_group(env://) reads), read last so they
+# override. ``detect_launcher`` says which entry applies. The agent keeps only the variables its
+# filter passes (agent/probe.py ALLOW_PREFIXES, ALLOW_NAMES) and decides rank 0 by RANK0_ENV:
+# tests/unit/test_launch_table.py holds both against this table.
+Fields = tuple[tuple[str, tuple[str, ...]], ...]
+ENV_FIELDS: dict[Launcher, Fields] = {
+    "slurm": (("rank", ("SLURM_PROCID",)), ("local_rank", ("SLURM_LOCALID",)),
+              ("world_size", ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS")), ("node_rank", ("SLURM_NODEID",)),
+              ("nnodes", ("SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"))),
+    "mpi": (("rank", ("OMPI_COMM_WORLD_RANK",)), ("world_size", ("OMPI_COMM_WORLD_SIZE",)),
+            ("local_rank", ("OMPI_COMM_WORLD_LOCAL_RANK",)), ("local_world_size", ("OMPI_COMM_WORLD_LOCAL_SIZE",))),
+    "mpich": (("rank", ("PMI_RANK",)), ("world_size", ("PMI_SIZE",)), ("local_rank", ("MPI_LOCALRANKID",)),
+              ("local_world_size", ("MPI_LOCALNRANKS",))),
+    "flux": (("rank", ("FLUX_TASK_RANK",)), ("world_size", ("FLUX_JOB_SIZE",)), ("local_rank", ("FLUX_TASK_LOCAL_ID",)),
+             ("nnodes", ("FLUX_JOB_NNODES",))),
+    "deepspeed": (("node_rank", ("CROSS_RANK",)), ("nnodes", ("CROSS_SIZE",)), ("local_world_size", ("LOCAL_SIZE",))),
+    "lws": (("node_rank", ("LWS_WORKER_INDEX",)), ("nnodes", ("LWS_GROUP_SIZE",)), ("master_addr", ("LWS_LEADER_ADDRESS",))),
+    "indexed-job": (("node_rank", ("JOB_COMPLETION_INDEX",)),),
+    "jobset": (("node_rank", ("JOB_COMPLETION_INDEX",)),),
+}  # fmt: skip
+PET_FIELDS: Fields = (
+    ("node_rank", ("PET_NODE_RANK",)), ("nnodes", ("PET_NNODES",)), ("local_world_size", ("PET_NPROC_PER_NODE",)),
+    ("master_addr", ("PET_MASTER_ADDR",)), ("master_port", ("PET_MASTER_PORT",)),
+    ("rdzv_backend", ("PET_RDZV_BACKEND",)), ("rdzv_endpoint", ("PET_RDZV_ENDPOINT",)), ("rdzv_id", ("PET_RDZV_ID",)),
+)  # fmt: skip
+TORCH_FIELDS: Fields = (
+    ("rank", ("RANK",)), ("local_rank", ("LOCAL_RANK",)), ("world_size", ("WORLD_SIZE",)),
+    ("local_world_size", ("LOCAL_WORLD_SIZE",)), ("node_rank", ("GROUP_RANK", "NODE_RANK")),
+    ("nnodes", ("GROUP_WORLD_SIZE", "NNODES")), ("master_addr", ("MASTER_ADDR",)), ("master_port", ("MASTER_PORT",)),
+    ("rdzv_id", ("TORCHELASTIC_RUN_ID",)),
+)  # fmt: skip
+TASKS_PER_NODE = ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE")  # srun: local_world_size, from node_rank
+
+
+def _read(c: Contract, env: dict[str, str], fields: Fields, skip: tuple[str, ...] = ()) -> None:
+    for field, names in fields:
+        if field not in skip:
+            c.env(field, env, *names)
+
+
+def _slurm_tasks(c: Contract, env: dict[str, str]) -> None:
+    for name in TASKS_PER_NODE:
         if name in env and "node_rank" in c.values:
             try:
                 count = tasks_on_node(env[name], c.values["node_rank"]) if c.values["node_rank"] >= 0 else None
@@ -134,53 +173,19 @@ def _slurm(c: Contract, env: dict[str, str]) -> None:
 
 
 def _from_env(c: Contract, env: dict[str, str], launcher: Launcher) -> None:
-    """Launcher-specific variables first; the generic torch ones (read last) override them."""
-    if launcher == "slurm" or "SLURM_PROCID" in env:
-        _slurm(c, env)
-    if launcher == "mpi":
-        c.env("rank", env, "OMPI_COMM_WORLD_RANK")
-        c.env("world_size", env, "OMPI_COMM_WORLD_SIZE")
-        c.env("local_rank", env, "OMPI_COMM_WORLD_LOCAL_RANK")
-        c.env("local_world_size", env, "OMPI_COMM_WORLD_LOCAL_SIZE")
-    if launcher == "mpich":
-        c.env("rank", env, "PMI_RANK")
-        c.env("world_size", env, "PMI_SIZE")
-        c.env("local_rank", env, "MPI_LOCALRANKID")
-        c.env("local_world_size", env, "MPI_LOCALNRANKS")
-    if launcher == "deepspeed":
-        c.env("node_rank", env, "CROSS_RANK")
-        c.env("nnodes", env, "CROSS_SIZE")
-        c.env("local_world_size", env, "LOCAL_SIZE")
-    if launcher == "lws":
-        c.env("node_rank", env, "LWS_WORKER_INDEX")
-        c.env("nnodes", env, "LWS_GROUP_SIZE")
-        c.env("master_addr", env, "LWS_LEADER_ADDRESS")
-    if launcher in ("indexed-job", "jobset"):
-        c.env("node_rank", env, "JOB_COMPLETION_INDEX")
+    """Launcher-specific variables first (ENV_FIELDS); the generic torch ones (read last) override them."""
+    if launcher == "slurm" or "SLURM_PROCID" in env:  # srun's variables under another launcher too
+        _read(c, env, ENV_FIELDS["slurm"])
+        _slurm_tasks(c, env)
+    if launcher != "slurm":
+        _read(c, env, ENV_FIELDS.get(launcher, ()))
     for field, raw, source in pod_contract(launcher, env):  # pods: node rank from replica labels
         c.set(field, raw, source)
-    # torchrun's PET_* fallbacks, as Kubeflow and Trainer inject them into pods
-    c.env("node_rank", env, "PET_NODE_RANK")
-    c.env("nnodes", env, "PET_NNODES")
-    c.env("local_world_size", env, "PET_NPROC_PER_NODE")
-    c.env("master_addr", env, "PET_MASTER_ADDR")
-    c.env("master_port", env, "PET_MASTER_PORT")
-    c.env("rdzv_backend", env, "PET_RDZV_BACKEND")
-    c.env("rdzv_endpoint", env, "PET_RDZV_ENDPOINT")
-    c.env("rdzv_id", env, "PET_RDZV_ID")
-    # what init_process_group(env://) and the torchrun worker contract read
+    _read(c, env, PET_FIELDS)
     # Kubeflow v1 with nprocPerNode > 1: the pod's RANK is a node rank while WORLD_SIZE counts
     # processes; torchrun re-derives both from PET_*, so RANK is not this process's rank.
-    if not (launcher == "kubeflow" and _int(env.get("PET_NPROC_PER_NODE"), 1) > 1):
-        c.env("rank", env, "RANK")
-    c.env("local_rank", env, "LOCAL_RANK")
-    c.env("world_size", env, "WORLD_SIZE")
-    c.env("local_world_size", env, "LOCAL_WORLD_SIZE")
-    c.env("node_rank", env, "GROUP_RANK", "NODE_RANK")
-    c.env("nnodes", env, "GROUP_WORLD_SIZE", "NNODES")
-    c.env("master_addr", env, "MASTER_ADDR")
-    c.env("master_port", env, "MASTER_PORT")
-    c.env("rdzv_id", env, "TORCHELASTIC_RUN_ID")
+    kubeflow_nodes = launcher == "kubeflow" and _int(env.get("PET_NPROC_PER_NODE"), 1) > 1
+    _read(c, env, TORCH_FIELDS, skip=("rank",) if kubeflow_nodes else ())
     endpoint = c.values.get("rdzv_endpoint")
     if endpoint and "master_addr" not in c.values:  # elastic pods: every node must reach the c10d store
         host, port = split_endpoint(str(endpoint), C10D_DEFAULT_PORT)
@@ -307,7 +312,7 @@ def _from_accelerate(c: Contract, opts: dict[str, str]) -> None:
 
 
 def job_identity(env: dict[str, str], c: Contract) -> tuple[str | None, str]:
-    for name in ("VALIDATOR_JOB_ID", "SLURM_JOB_ID", "SLURM_JOBID"):
+    for name in ("VALIDATOR_JOB_ID", "SLURM_JOB_ID", "SLURM_JOBID", "FLUX_JOB_ID"):
         if env.get(name):
             return env[name], f"env:{name}"
     rid = c.values.get("rdzv_id")
@@ -359,4 +364,5 @@ def parse_launch(env: dict[str, str], command: CommandFacts | None) -> LaunchFac
         "sources": {k: c.sources[k] for k in v if k in c.sources},
         "invalid": c.invalid,
         "command": command,
+        "layout": None,  # facts/layout.py fills it in (validator.facts.parse)
     }

@@ -83,7 +83,7 @@ strangers = code(
 net_pair = code(
     "PRE005",
     Severity.ERROR,
-    "Network check: peers cannot reach each other (retired: NET101)",
+    "Network check: peers cannot reach each other",
     """Retired: `validator preflight --net-check` reports an unreachable pair as NET101 now, as
     `validator scan --net-check` always did (one net check for both). PRE005 is no longer emitted;
     the code keeps this meaning and is never reused.
@@ -93,6 +93,7 @@ net_pair = code(
 
     See NET101 (`validator explain NET101`); rules that select or ignore PRE005 should name NET101.
     """,
+    successor="NET101",
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from validator import cliopts as o
@@ -29,6 +30,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--hosts", metavar="HOSTLIST",
                     help="expected hosts in node-rank order, to name missing ones (default: SLURM nodelist)")  # fmt: skip
     ap.add_argument("--profile", "-p", metavar=o.FILE_METAVAR, help=o.PROFILE_HELP)
+    ap.add_argument("--layout", metavar="tp=N,pp=N,...", help=o.LAYOUT_HELP)
     ap.add_argument("--format", "-f", dest="fmt", choices=o.LEAN_FORMATS, default="table", metavar=o.FORMAT_METAVAR,
                     help=o.format_help(o.LEAN_FORMATS) + " (json: the report on stdout; default table)")  # fmt: skip
     ap.add_argument("--output", "-o", metavar=o.FILE_METAVAR, help="also write the JSON report to FILE")
@@ -58,6 +60,12 @@ def main(argv: list[str]) -> int:
     args, command = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     try:
         ns = o.parse_lean(parser(), args)
+        if ns.layout:  # every participant's facts carry it (facts/layout.py reads VALIDATOR_LAYOUT)
+            from validator.facts.layout import parse_explicit
+
+            if errs := parse_explicit(ns.layout, "--layout")["errors"]:
+                raise UserError(errs[0])
+            os.environ["VALIDATOR_LAYOUT"] = ns.layout
         opts = Options(
             command=command, timeout=ns.timeout, coordinator=ns.coordinator, job_id=ns.job_id,
             secret_file=ns.secret_file, expect=ns.expect, hosts=ns.hosts, profile=ns.profile, fmt=ns.fmt,

@@ -40,12 +40,12 @@ from validator.preflight.plan import (
 if TYPE_CHECKING:
     from validator.model import Facts, Finding, Report
     from validator.preflight.connection import Arrival
-    from validator.preflight.coordinator import Gathered
+    from validator.preflight.coordinator import Coordinator, Gathered
     from validator.preflight.participant import Result
     from validator.profiles import Profile
 
 
-DEPUTY_S = 2.0  # a node holding the endpoint that is not node rank 0 waits this long for node rank 0 to host
+DEPUTY_S = 1.5  # a node holding the endpoint that is not node rank 0 waits this long for node rank 0 to host
 
 
 def codes(opts: Options) -> list[str]:
@@ -102,14 +102,14 @@ class Gate:
         found = self.findings(facts)
         return fail_on is not None and any(f.severity >= fail_on and f.code not in HEALABLE for f in found)
 
-    def flooded(self, c: Any) -> None:
+    def flooded(self, c: Coordinator) -> None:
         from validator.preflight.refusals import FLOOD_WAIT_S
 
         sys.stderr.write(f"validator: port {c.port} is flooded ({c.rejected.flood_text()}); the verdict "
                          f"waits up to {FLOOD_WAIT_S:g} s for it to stop\n")  # fmt: skip
         sys.stderr.flush()
 
-    def waiting(self, c: Any) -> None:
+    def waiting(self, c: Coordinator) -> None:
         from validator.targets import fold_hosts, fold_ranks
 
         p = self.p

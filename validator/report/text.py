@@ -86,6 +86,8 @@ def render_table(report: Report, options: RenderOptions) -> str:
     out = [f"{v(report.title)}: {summary(report)}"]
     if report.scan is not None and report.scan["net_check"] is not None:
         out.append(report.scan["net_check"]["line"])  # ours: counts and figures, nothing a node wrote
+    if report.scan is not None and (probed := report.scan.get("probes")) is not None:
+        out.append(v(probed["line"]))  # names nodes
     if report.layout is not None:
         out += layout_lines(report.layout)
     for err in report.input_errors:

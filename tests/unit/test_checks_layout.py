@@ -1,0 +1,203 @@
+"""LAY: the parallel layout against the world size and the frameworks' own rules, from factory facts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.factories import check, fires, node_job, only, rank_job, tweak
+from validator.errors import UserError
+from validator.facts.layout import parse_explicit
+from validator.model import Facts, LayoutFacts, Severity
+
+
+def megatron(**degrees: int) -> LayoutFacts:
+    sizes = {
+        k: degrees.pop(k)
+        for k in ("layers", "global_batch", "micro_batch", "layers_per_vstage", "uneven")
+        if k in degrees
+    }
+    return {"framework": "megatron", "source": "argv", "degrees": dict(degrees), "sizes": sizes,
+            "order": "tp-cp-ep-dp-pp", "errors": []}  # fmt: skip
+
+
+def laid(job: list[Facts], layout: Any) -> list[Facts]:
+    for i in range(len(job)):
+        job = tweak(job, i, launch={"layout": layout})
+    return job
+
+
+def test_healthy_megatron_layout_is_silent() -> None:
+    job = laid(rank_job(2, 8), megatron(tp=8, pp=2, layers=32, global_batch=64, micro_batch=2))
+    for code in ("LAY001", "LAY002", "LAY003", "LAY004", "LAY005", "LAY006", "LAY007", "LAY008"):
+        assert check(job, code) == [], code
+
+
+def test_no_layout_is_silent() -> None:
+    assert [c for c in ("LAY001", "LAY002", "LAY007") if check(rank_job(2, 4), c)] == []
+
+
+@fires("LAY001")
+def test_one_rank_with_another_layout_is_named() -> None:
+    job = laid(rank_job(2, 4), megatron(tp=4, pp=2))
+    job = tweak(job, 5, launch={"layout": {"degrees": {"tp": 2}}})
+    f = only(check(job, "LAY001"))
+    assert f.ranks == [5] and f.hosts == ["node002"]
+    assert "tp=4" in (f.expected or "") and "tp=2" in (f.actual or "")
+
+
+@fires("LAY002")
+def test_megatron_world_not_divisible() -> None:
+    f = only(check(laid(rank_job(2, 4), megatron(tp=4, pp=3)), "LAY002"))
+    assert "world 8 % (tp 4 x pp 3 x cp 1 = 12) = 8" in f.message
+
+
+def test_megatron_expert_product_not_dividing() -> None:
+    f = only(check(laid(rank_job(2, 4), megatron(tp=1, pp=2, ep=3)), "LAY002"))
+    assert "etp 1 x ep 3 x pp 2 = 6" in f.message
+
+
+def test_torchtitan_inferred_dp_shard_and_exact_product() -> None:
+    ok = {"framework": "torchtitan", "source": "x.toml", "degrees": {"dp_shard": -1, "tp": 4}, "sizes": {},
+          "order": "tp-cp-dp-pp", "errors": []}  # fmt: skip
+    assert check(laid(rank_job(2, 4), ok), "LAY002") == []
+    bad = {**ok, "degrees": {"dp_shard": 3, "tp": 2}}
+    assert "!= world 8" in only(check(laid(rank_job(2, 4), bad), "LAY002")).message
+    zero = {**ok, "degrees": {"dp_shard": -1, "tp": 16}}
+    assert "= 0, not >= 1" in only(check(laid(rank_job(2, 4), zero), "LAY002")).message
+
+
+@fires("LAY003")
+def test_megatron_layers_not_divisible_by_pp() -> None:
+    f = only(check(laid(rank_job(2, 4), megatron(tp=2, pp=4, layers=30)), "LAY003"))
+    assert "layers 30 % pp 4 = 2" in f.message
+    assert check(laid(rank_job(2, 4), megatron(tp=2, pp=4, layers=30, uneven=1)), "LAY003") == []
+
+
+def test_megatron_virtual_stages() -> None:
+    f = only(check(laid(rank_job(2, 4), megatron(pp=4, layers=32, layers_per_vstage=3)), "LAY003"))
+    assert "layers per stage 8 % layers per virtual stage 3 = 2" in f.message
+    assert check(laid(rank_job(2, 4), megatron(pp=4, layers=32, layers_per_vstage=2)), "LAY003") == []
+
+
+@fires("LAY004")
+def test_global_batch_not_divisible_by_micro_times_dp() -> None:
+    # 8 ranks, tp 2: dp 4; 4 x micro 2 = 8 does not divide 20
+    f = only(check(laid(rank_job(2, 4), megatron(tp=2, global_batch=20, micro_batch=2)), "LAY004"))
+    assert "global batch 20 % (micro batch 2 x dp 4 = 8) = 4" in f.message
+    assert check(laid(rank_job(2, 4), megatron(tp=2, global_batch=24, micro_batch=2)), "LAY004") == []
+
+
+def test_deepspeed_batch_after_its_filling_in() -> None:
+    ds = {"framework": "deepspeed", "source": "--deepspeed_config ds.json", "degrees": {}, "order": "tp-cp-ep-dp-pp",
+          "errors": [], "sizes": {"train_batch": 24, "micro_batch": 3}}  # fmt: skip
+    # 8 ranks: grad_acc = 24 // 3 // 8 = 1, and 3 x 1 x 8 == 24
+    assert check(laid(rank_job(2, 4), ds), "LAY004") == []
+    # 16 ranks: grad_acc = 24 // 3 // 16 = 0: DeepSpeed's assertion fails
+    assert "train_batch_size 24" in only(check(laid(rank_job(2, 8), ds), "LAY004")).message
+    given = {**ds, "sizes": {"train_batch": 32, "micro_batch": 3, "grad_acc": 1}}
+    assert "32 != micro 3 x grad_acc 1 x dp 8 = 24" in only(check(laid(rank_job(2, 4), given), "LAY004")).message
+
+
+@fires("LAY005")
+def test_degree_below_one() -> None:
+    f = only(check(laid(rank_job(1, 4), megatron(tp=0)), "LAY005"))
+    assert "tp=0 is not >= 1" in f.message
+    assert check(laid(rank_job(1, 4), megatron(tp=0)), "LAY002") == []  # one finding, not a division by zero
+
+
+@fires("LAY006")
+def test_unreadable_configuration_named_with_its_node() -> None:
+    lay = megatron(tp=2) | {"errors": ["--deepspeed_config ds.json: No such file or directory"]}
+    f = only(check(tweak(laid(rank_job(2, 2), megatron(tp=2)), 3, launch={"layout": lay}), "LAY006"))
+    assert "No such file" in f.message and f.hosts == ["node002"]
+    assert f.severity == Severity.WARNING
+
+
+@fires("LAY007")
+def test_tp_larger_than_a_node_spans_nodes() -> None:
+    f = only(check(laid(rank_job(2, 4), megatron(tp=8)), "LAY007"))
+    assert f.severity == Severity.WARNING
+    assert "ranks 0-7 on node[001-002]" in f.message
+    assert check(laid(rank_job(2, 4), megatron(tp=8)), "LAY008") == []
+
+
+def test_tp_spans_nodes_seen_from_node_wrappers() -> None:
+    """One torchrun wrapper a node: ranks placed by node rank x processes per node."""
+    f = only(check(laid(node_job(2, 4), megatron(tp=8)), "LAY007"))
+    assert f.hosts is not None and len(f.hosts) == 2
+
+
+@fires("LAY008")
+def test_node_size_not_a_multiple_of_tp() -> None:
+    # 3 nodes x 4 processes, tp 3: ranks 3-5 and 6-8 straddle nodes
+    f = only(check(laid(rank_job(3, 4), megatron(tp=3)), "LAY008"))
+    assert "ranks 3-5" in f.message and "ranks 6-8" in f.message
+    assert check(laid(rank_job(3, 4), megatron(tp=3)), "LAY007") == []
+    assert check(laid(rank_job(3, 4), megatron(tp=2)), "LAY008") == []
+
+
+def test_explicit_layout_words() -> None:
+    lay = parse_explicit("tp=2,pp=4,dp=1,order=tp-cp-ep-dp-pp", "--layout")
+    assert lay["degrees"] == {"tp": 2, "pp": 4, "dp": 1} and lay["errors"] == []
+    assert check(laid(rank_job(2, 4), lay), "LAY002") == []  # 2 x 4 x 1 x 1 == 8
+    small = parse_explicit("tp=2,pp=2,dp=1", "--layout")
+    assert "tp x pp x cp x dp = 4 != world 8" in only(check(laid(rank_job(2, 4), small), "LAY002")).message
+    assert parse_explicit("tp=two", "--layout")["errors"] == ["--layout: tp 'two' is not a whole number"]
+    assert "is not one of" in parse_explicit("zz=1", "--layout")["errors"][0]
+
+
+def test_report_carries_the_group_map() -> None:
+    """The JSON report's layout section and the table's lines: TP 8 over nodes of 4 spans them."""
+    from validator import pipeline
+    from validator.report import RenderOptions, render
+
+    report = pipeline.check(laid(rank_job(2, 4), megatron(tp=8)))
+    doc = report.document()["layout"]
+    assert doc["degrees"] == {"tp": 8, "cp": 1, "pp": 1, "dp": 1, "ep": 1, "etp": 8, "edp": 1}
+    assert doc["groups"] == {"tp": {"size": 8, "count": 1, "spanning": 1, "shown": ["ranks 0-7 on node[001-002]"]}}
+    table = render(report, "table", RenderOptions())
+    assert "layout: megatron (argv), 8 ranks: tp=8 cp=1 pp=1 dp=1 ep=1" in table
+    assert "tp: 1 groups of 8, 1 on several hosts: ranks 0-7 on node[001-002]" in table
+    json_doc = json.loads(render(report, "json", RenderOptions()))
+    assert json_doc["layout"]["groups"]["tp"]["spanning"] == 1
+
+
+def test_report_group_map_megatron_order_over_nodes() -> None:
+    report = pipeline_report(laid(rank_job(4, 4), megatron(tp=2, pp=2)))
+    groups = report["groups"]
+    assert groups["tp"]["count"] == 8 and groups["tp"]["spanning"] == 0
+    assert groups["pp"]["shown"][0] == "ranks 0,8 on node[001,003]"  # pp outermost: ranks 0 and world/2
+    assert groups["dp"]["size"] == 4 and groups["dp"]["spanning"] == 4
+
+
+def pipeline_report(job: list[Facts]) -> Any:
+    from validator import pipeline
+
+    return pipeline.check(job).document()["layout"]
+
+
+def test_no_layout_no_section() -> None:
+    from validator import pipeline
+
+    assert "layout" not in pipeline.check(rank_job(1, 2)).document()
+
+
+def test_profile_makes_spanning_an_error(tmp_path: Any) -> None:
+    from validator.profiles import load_profile
+
+    path = tmp_path / "tp-in-node.yaml"
+    path.write_text("layout_spanning: error\n")
+    job = laid(rank_job(2, 4), megatron(tp=8))
+    assert only(check(job, "LAY007", load_profile(str(path)))).severity == Severity.ERROR
+    path.write_text("layout_spanning: sometimes\n")
+    with pytest.raises(UserError, match="layout_spanning"):
+        load_profile(str(path))
+
+
+def test_a_rank_whose_command_names_no_layout_differs() -> None:
+    job = tweak(laid(rank_job(1, 4), megatron(tp=2)), 2, launch={"layout": None})
+    f = only(check(job, "LAY001"))
+    assert f.ranks == [2] and f.actual == "no layout"

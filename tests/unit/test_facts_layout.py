@@ -1,0 +1,179 @@
+"""The layout read from each framework's own example configuration (tests/fixtures/layout/SOURCE.md):
+Megatron scripts run by bash, files read by the agent's own reader, then parsed into LayoutFacts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from validator.agent.probe import CONFIG_MAX, job_configs
+from validator.facts import parse
+from validator.facts.layout import group_map, parse_layout, rank_groups
+from validator.model import LayoutFacts
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "layout"
+PRINT_ARGV = f'torchrun() {{ {sys.executable} -c "import json, sys; print(json.dumps(sys.argv[1:]))" torchrun "$@"; }}'
+
+
+def script_argv(name: str, *args: str) -> list[str]:
+    """The command line a Megatron example script builds, from bash itself."""
+    bash = shutil.which("bash")
+    assert bash
+    out = subprocess.run([bash, "-c", f'{PRINT_ARGV}; source "$0" "$@"', str(FIXTURES / name), *args],
+                         capture_output=True, text=True, check=True, timeout=30).stdout  # fmt: skip
+    argv: list[str] = json.loads(out.strip().splitlines()[-1])
+    return argv
+
+
+def test_megatron_gpt3_175b_script() -> None:
+    argv = script_argv("megatron_gpt3_175b.sh", "/ckpt", "/tb", "vocab.json", "merges.txt", "/data/x")
+    assert argv[:3] == ["torchrun", "--nproc_per_node", "8"]
+    lay = parse_layout(argv, job_configs(argv), {})
+    assert lay is not None and lay["framework"] == "megatron"
+    assert lay["degrees"] == {"tp": 8, "pp": 16}
+    assert lay["sizes"] == {"layers": 96, "micro_batch": 1, "global_batch": 1536}
+
+
+def test_megatron_mixtral_script_with_experts() -> None:
+    argv = script_argv("megatron_mixtral_8x7b.sh", "/ckpt", "tok.model", "/data/x")
+    lay = parse_layout(argv, [], {})
+    assert lay is not None
+    assert lay["degrees"] == {"tp": 1, "pp": 4, "ep": 8}
+    assert (lay["sizes"]["layers"], lay["sizes"]["global_batch"]) == (32, 256)
+
+
+def agent_layout(argv: list[str]) -> LayoutFacts | None:
+    return parse_layout(argv, job_configs(argv), {})
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib is Python 3.11+")
+def test_torchtitan_toml_read_by_the_agent() -> None:
+    path = str(FIXTURES / "torchtitan_llama3_70b.toml")
+    lay = agent_layout(["torchrun", "--nproc_per_node=8", "-m", "torchtitan.train", "--job.config_file", path])
+    assert lay is not None and lay["framework"] == "torchtitan"
+    assert lay["degrees"] == {"dp_replicate": 1, "dp_shard": -1, "tp": 8, "pp": 1, "cp": 1}
+    assert lay["source"] == f"--job.config_file {path}"
+    # the command line overrides the file, as torchtitan's ConfigManager does
+    moe = str(FIXTURES / "torchtitan_deepseek_v3_16b.toml")
+    lay = agent_layout(["torchrun", "-m", "torchtitan.train", f"--job.config_file={moe}",
+                        "--parallelism.pipeline_parallel_degree", "2"])  # fmt: skip
+    assert lay is not None
+    assert lay["degrees"] == {"dp_replicate": 1, "dp_shard": -1, "tp": 1, "pp": 2, "ep": 8, "etp": 1}
+
+
+def test_deepspeed_configs_read_by_the_agent() -> None:
+    path = str(FIXTURES / "deepspeed_bs8_zero2_gas3.json")
+    lay = agent_layout(["deepspeed", "--num_gpus", "8", "train.py", "--deepspeed_config", path])
+    assert lay is not None and lay["framework"] == "deepspeed"
+    assert lay["sizes"] == {"micro_batch": 8, "grad_acc": 3, "zero_stage": 2}
+    lay = agent_layout(["torchrun", "train.py", "--deepspeed", str(FIXTURES / "deepspeed_bsz24_zero2.json")])
+    assert lay is not None and lay["sizes"] == {"train_batch": 24, "micro_batch": 3, "zero_stage": 2}
+
+
+def test_only_layout_keys_leave_the_node(tmp_path: Path) -> None:
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_batch_size": "auto", "wandb": {"api_key": "s3cret-value"},
+                              "gradient_accumulation_steps": 2}))  # fmt: skip
+    configs = job_configs(["python", "train.py", f"--ds_config={ds}"])
+    assert "s3cret" not in json.dumps(configs)
+    lay = parse_layout([], configs, {})
+    assert lay is not None and lay["sizes"] == {"grad_acc": 2}  # "auto": not known before the start
+
+
+def test_unreadable_files_are_one_line_errors(tmp_path: Path) -> None:
+    big = tmp_path / "big.json"
+    big.write_text(" " * (CONFIG_MAX + 1))
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[parallelism\n")
+    argv = ["torchrun", "t.py", "--deepspeed_config", str(tmp_path / "missing.json"), "--ds_config", str(big)]
+    errors = [c["error"] for c in job_configs([*argv, "--job.config_file", str(bad)])]
+    assert errors[0] == "No such file or directory"
+    assert errors[1] == "larger than 256 KiB"
+    assert errors[2].startswith(("not TOML", "unreadable: no tomllib"))
+    assert all("\n" not in e for e in errors)
+    lay = parse_layout(argv, job_configs(argv), {})
+    assert lay is not None and lay["framework"] == "unknown" and len(lay["errors"]) == 2
+
+
+def test_explicit_layout_from_the_environment_wins() -> None:
+    argv = ["torchrun", "pretrain_gpt.py", "--tensor-model-parallel-size", "4"]
+    lay = parse_layout(argv, [], {"VALIDATOR_LAYOUT": "tp=2,pp=2"})
+    assert lay is not None and lay["framework"] == "explicit" and lay["degrees"] == {"tp": 2, "pp": 2}
+
+
+def test_facts_parse_fills_in_the_layout() -> None:
+    raw = {"kind": "raw", "agent_schema": 1, "hostname": "n1", "env": {"WORLD_SIZE": "8", "RANK": "0"},
+           "argv": ["torchrun", "x.py", "--pipeline-model-parallel-size=2"]}  # fmt: skip
+    lay = parse(raw)["launch"]["layout"]
+    assert lay is not None and lay["degrees"] == {"pp": 2}
+
+
+def test_rank_groups_match_megatrons_own_example() -> None:
+    """generate_masked_orthogonal_rank_groups' docstring: sizes [tp 2, dp 3, pp 4], the dp groups."""
+    dp = rank_groups([("tp", 2), ("dp", 3), ("pp", 4)], {"dp"})
+    assert (dp[0], dp[1], dp[7], len(dp)) == ([0, 2, 4], [1, 3, 5], [19, 21, 23], 8)
+
+
+def test_group_map_in_megatron_order() -> None:
+    lay: LayoutFacts = {"framework": "megatron", "source": "argv", "degrees": {"tp": 2, "pp": 2, "ep": 2},
+                        "sizes": {}, "order": "tp-cp-ep-dp-pp", "errors": []}  # fmt: skip
+    gm = group_map(lay, 8)
+    assert gm is not None
+    assert gm["tp"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert gm["dp"] == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert gm["pp"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert gm["ep"] == [[0, 2], [1, 3], [4, 6], [5, 7]]  # expert TP 2 (= TP), EP 2
+    assert group_map(lay | {"degrees": {"tp": 3}}, 8) is None
+
+
+@pytest.mark.parametrize("command", ["check", "preflight"])
+def test_bad_layout_option_is_one_line_exit_2(command: str, tmp_path: Path) -> None:
+    facts = tmp_path / "f.json"
+    facts.write_text("[]")
+    args = [str(facts), "--layout", "tp=2,pp=x"] if command == "check" else ["--layout", "tp=2,pp=x", "--", "true"]
+    p = subprocess.run([sys.executable, "-m", "validator", command, *args], capture_output=True, text=True,
+                       timeout=60, check=False)  # fmt: skip
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines() == [p.stderr.strip()]
+    assert "--layout: pp 'x' is not a whole number" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_check_layout_option_replaces_the_configured_one(tmp_path: Path) -> None:
+    """`validator check --layout` on facts from `validator probe`: the given layout is the one checked."""
+    env = {"PATH": "/usr/bin:/bin", "WORLD_SIZE": "8", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29511"}
+    probe = subprocess.run([sys.executable, "-m", "validator", "probe", "--json", "--", "python3", "pretrain_gpt.py",
+                            "--tensor-model-parallel-size", "2"], capture_output=True, text=True, env=env,
+                           timeout=120, check=True)  # fmt: skip
+    facts = tmp_path / "f.json"
+    facts.write_text(probe.stdout)
+    doc = json.loads(probe.stdout)
+    assert doc["launch"]["layout"]["degrees"] == {"tp": 2}
+    p = subprocess.run([sys.executable, "-m", "validator", "check", str(facts), "--select", "LAY", "--format", "json",
+                        "--layout", "tp=3"], capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    report = json.loads(p.stdout)
+    assert p.returncode == 1, p.stderr
+    assert [f["code"] for f in report["findings"]] == ["LAY002"]
+    assert report["layout"]["framework"] == "explicit" and report["layout"]["degrees"]["tp"] == 3
+
+
+def test_an_agent_python_without_tomllib_says_so(tmp_path: Path) -> None:
+    """An interpreter older than 3.11, as far as the agent can tell: a tomllib that cannot be imported
+    comes first on its path. The agent's reader runs as the node would run it (standard library only)."""
+    (tmp_path / "tomllib.py").write_text("raise ImportError('No module named tomllib')\n")
+    probe = Path(__file__).parents[2] / "validator" / "agent"
+    code = ("import json, sys; from probe import job_configs; "
+            "print(json.dumps(job_configs(['torchrun', 'x.py', '--job.config_file', sys.argv[1]])))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-S", "-c", code, str(FIXTURES / "torchtitan_llama3_70b.toml")],
+                         env={"PYTHONPATH": f"{tmp_path}:{probe}"}, capture_output=True, text=True,
+                         timeout=60, check=True).stdout  # fmt: skip
+    (entry,) = json.loads(out)
+    assert entry["error"] == "unreadable: no tomllib (Python < 3.11)" and entry["values"] == {}
+    lay = parse_layout(["torchrun", "x.py"], [entry], {})
+    assert lay is not None and lay["errors"] == [
+        f"--job.config_file {entry['path']}: unreadable: no tomllib (Python < 3.11)"
+    ]

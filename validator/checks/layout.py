@@ -1,0 +1,385 @@
+"""LAY: the parallel layout (TP x PP x CP x EP x DP) the job's own configuration asks for, held
+to the world size and to each framework's own rules before the job starts (docs/layout.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from validator.checks.base import Check, Hit, Job, check, describe
+from validator.codes import table
+from validator.documents import GroupsDoc, LayoutDoc
+from validator.facts.layout import group_map, resolve
+from validator.model import LayoutFacts, Severity
+from validator.targets import fold_hosts, fold_ranks
+
+MEGATRON_LIKE = ("megatron", "nemo", "explicit")
+LAYOUT_SHOWN = 8  # groups of each kind the report names (spanning ones first)
+MAX_MAPPED = 1 << 17  # ranks: beyond this the report gives the degrees without the group map
+
+
+def _key(layout: LayoutFacts | None) -> Any:
+    """What must be equal on every rank (the source, a file's path, may differ), hashable and cheap
+    at 100,000 ranks."""
+    if layout is None:
+        return None
+    return (layout["framework"], tuple(layout["degrees"].items()), tuple(layout["sizes"].items()), layout["order"])
+
+
+def _layout(job: Job) -> tuple[LayoutFacts | None, dict[Any, list[int]]]:
+    """The majority layout and every distinct one's participants (computed once)."""
+
+    def compute() -> tuple[LayoutFacts | None, dict[Any, list[int]]]:
+        layouts = job.column("layout")
+        if all(lay is None for lay in layouts):
+            return None, {}
+        keys = [_key(lay) or "none" for lay in layouts]  # None: a rank whose configuration names no layout
+        expected, groups = job.majority(range(len(job)), keys.__getitem__)
+        return layouts[groups[expected][0]] if expected is not None else None, groups
+
+    return job.memo("layout.majority", compute)
+
+
+def _show(layout: LayoutFacts) -> str:
+    d, s = layout["degrees"], layout["sizes"]
+    parts = [f"{k}={v}" for k, v in d.items()] + [f"{k}={v}" for k, v in s.items()]
+    return f"{layout['framework']} ({layout['source']}): {', '.join(parts) or 'defaults'}"
+
+
+def _world(job: Job) -> int | None:
+    w = job.world_size
+    return w if isinstance(w, int) and w > 0 else None
+
+
+@check("LAY001", Severity.ERROR, "Parallel layout differs between ranks")
+def layout_differs(job: Job) -> Any:
+    """Every rank's configuration names the same parallel layout: the same framework, degrees
+    (TP, PP, CP, EP, expert-TP, DP, virtual stages), layers and batch sizes, read from its own
+    command line and the configuration files it names.
+
+    Every framework computes its process groups on every rank from its own copy of the
+    configuration; two ranks with different degrees build different groups, call collectives
+    on groups the others never created, and hang (or crash in an assertion) at the first one.
+
+    Launch every node with the same arguments and the same configuration file (a shared file
+    system, or the same file copied to every node): the finding names the ranks of each variant.
+    """
+    expected, groups = _layout(job)
+    if len(groups) <= 1:
+        return
+    layouts = job.column("layout")
+    others = {k: m for k, m in groups.items() if k != (_key(expected) or "none")}
+    members = [i for m in others.values() for i in m]
+    actual = "; ".join(_show(layouts[m[0]]) if k != "none" else "no layout" for k, m in others.items())
+    yield Hit(
+        f"{len(groups)} different parallel layouts: {describe(job, groups)}",
+        members,
+        expected=_show(expected) if expected else "no layout",
+        actual=actual[:500],
+        fix="launch every rank with the same parallel arguments and configuration file",
+    )
+
+
+def _degree_errors(layout: LayoutFacts) -> list[str]:
+    d = layout["degrees"]
+    out = [f"{k}={v} is not >= 1" for k, v in d.items() if v < 1 and not (k == "dp_shard" and v == -1)]
+    if layout["framework"] == "torchtitan" and d.get("dp_shard", -1) == 0:
+        out.append("data_parallel_shard_degree=0: torchtitan takes -1 (inferred) or >= 1")
+    return out
+
+
+@check("LAY005", Severity.ERROR, "A parallel degree is not a positive whole number")
+def bad_degree(job: Job) -> Any:
+    """Every degree the configuration names is a whole number of at least 1 (torchtitan's
+    ``data_parallel_shard_degree`` may also be -1: inferred), and every value could be read.
+
+    torchtitan asserts ``d >= 1`` for every degree but dp_shard, and ``dp_shard == -1 or
+    dp_shard >= 1`` (torchtitan/distributed/parallel_dims.py, ParallelDims._validate); Megatron's
+    argparse refuses a value that is not an integer and its group arithmetic divides by zero.
+
+    Correct the named option in the command line or the configuration file.
+    """
+    expected, groups = _layout(job)
+    if expected is None:
+        return
+    problems = _degree_errors(expected) + [e for e in expected["errors"] if "not a whole number" in e]
+    if problems:
+        yield Hit(f"{_show(expected)}: {'; '.join(problems)}", groups[_key(expected)][:1],
+                  expected="whole numbers >= 1", actual="; ".join(problems))  # fmt: skip
+
+
+@check("LAY006", Severity.WARNING, "The job's layout configuration could not be read")
+def unreadable(job: Job) -> Any:
+    """Every configuration file the command line names for the layout (``--deepspeed_config``,
+    ``--ds_config``, ``--deepspeed``, torchtitan's ``--job.config_file``) was read on the node:
+    it exists, is at most 256 KiB, and parses (TOML needs Python 3.11's tomllib on the node).
+
+    A file the validator cannot read on a node is one the job may not read either (a path
+    missing on that node, a file still being written); and the layout checks cannot run on it.
+
+    Make the file readable at that path on every node, or name the layout with ``--layout``.
+    """
+    layouts = job.column("layout")
+    seen: dict[str, list[int]] = {}
+    for i, layout in enumerate(layouts):
+        for err in layout["errors"] if layout else ():
+            if "not a whole number" not in err:
+                seen.setdefault(err, []).append(i)
+    for err, members in seen.items():
+        yield Hit(f"{err} (on {job.who(members)})", members, actual=err)
+
+
+@check("LAY002", Severity.ERROR, "Parallel degrees do not fit the world size")
+def world_mismatch(job: Job) -> Any:
+    """The product of the parallel degrees fits the world size, by the framework's own rule.
+    Megatron-LM / NeMo: world % (TP x PP x CP) == 0 and world % (expert-TP x EP x PP) == 0
+    (megatron/core/parallel_state.py, initialize_model_parallel: "world_size (...) is not
+    divisible by ..."); torchtitan: dp_replicate x dp_shard x CP x TP x PP == world, with
+    dp_shard -1 inferred as world // (dp_replicate x CP x TP x PP) and then >= 1, and EP dividing
+    dp_shard x CP x TP (torchtitan/distributed/parallel_dims.py, ParallelDims._validate); DeepSpeed:
+    world % autotp_size == 0; an explicit --layout with dp: TP x PP x CP x DP == world.
+
+    The framework raises this at its first line of parallel setup, after every node has been
+    booked, the containers pulled and NCCL initialised: a crash minutes into the job.
+
+    Choose degrees whose product divides the world size (nodes x processes per node), or change
+    the number of nodes; the finding shows the arithmetic.
+    """
+    expected, groups = _layout(job)
+    world = _world(job)
+    if expected is None or world is None or _degree_errors(expected):
+        return
+    r, d, fw = resolve(expected, world), expected["degrees"], expected["framework"]
+    wrong: list[str] = []
+    if fw == "torchtitan":
+        rep, shard = d.get("dp_replicate", 1), d.get("dp_shard", -1)
+        if r["dp"] < 1:
+            wrong.append(f"dp_shard -1 infers {world} // ({rep}x{r['cp']}x{r['tp']}x{r['pp']}) = 0, not >= 1")
+        elif (got := r["dp"] * r["cp"] * r["tp"] * r["pp"]) != world:
+            wrong.append(f"dp_replicate({rep}) x dp_shard({r['dp'] // max(rep, 1)}) x cp({r['cp']}) x tp({r['tp']}) x "
+                         f"pp({r['pp']}) = {got} != world {world}" + (" (dp_shard inferred)" if shard < 0 else ""))  # fmt: skip
+        elif (sparse := (r["dp"] // max(rep, 1)) * r["cp"] * r["tp"]) % r["ep"]:
+            wrong.append(f"ep({r['ep']}) does not divide dp_shard x cp x tp = {sparse}")
+    elif fw == "deepspeed":
+        if world % r["tp"]:
+            wrong.append(f"world {world} % tensor_parallel.autotp_size {r['tp']} != 0")
+    else:
+        model = r["tp"] * r["pp"] * r["cp"]
+        if world % model:
+            wrong.append(f"world {world} % (tp {r['tp']} x pp {r['pp']} x cp {r['cp']} = {model}) = {world % model}")
+        expert = r["etp"] * r["ep"] * r["pp"]
+        if world % expert:
+            wrong.append(
+                f"world {world} % (etp {r['etp']} x ep {r['ep']} x pp {r['pp']} = {expert}) = {world % expert}"
+            )
+        if "dp" in d and not wrong and model * d["dp"] != world:
+            wrong.append(f"tp x pp x cp x dp = {model * d['dp']} != world {world}")
+    if wrong:
+        yield Hit(f"{_show(expected)} on {world} ranks: {'; '.join(wrong)}", groups[_key(expected)][:1],
+                  expected=f"degrees that fit {world} ranks", actual="; ".join(wrong))  # fmt: skip
+
+
+@check("LAY003", Severity.ERROR, "Layers do not divide by the pipeline stages")
+def layers_split(job: Job) -> Any:
+    """Megatron-LM / NeMo: the number of layers divides by the pipeline-parallel size, and with
+    an interleaved schedule the layers of each stage divide by the layers per virtual stage
+    (megatron/training/arguments.py, validate_args: "Number of layers should be divisible by the
+    pipeline-model-parallel size", "number of layers per pipeline stage must be divisible number
+    of layers per virtual pipeline stage"). Not checked when the layers are split unevenly on
+    purpose (--decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout), nor for
+    torchtitan, which does not assert it.
+
+    Megatron stops in argument validation on every rank, after the job has started.
+
+    Make --num-layers a multiple of --pipeline-model-parallel-size (and of PP x layers per virtual
+    stage), or split the layers unevenly with --decoder-first-pipeline-num-layers.
+    """
+    expected, groups = _layout(job)
+    if expected is None or expected["framework"] not in MEGATRON_LIKE or expected["sizes"].get("uneven"):
+        return
+    s, d = expected["sizes"], expected["degrees"]
+    layers, pp, per_v = s.get("layers"), d.get("pp", 1), s.get("layers_per_vstage")
+    if layers is None or pp < 1:
+        return
+    wrong = []
+    if layers % pp:
+        wrong.append(f"layers {layers} % pp {pp} = {layers % pp}")
+    elif per_v and per_v > 0 and (layers // pp) % per_v:
+        wrong.append(f"layers per stage {layers // pp} % layers per virtual stage {per_v} = {(layers // pp) % per_v}")
+    elif d.get("vpp", 0) > 1 and layers % (pp * d["vpp"]):
+        wrong.append(f"layers {layers} % (pp {pp} x virtual stages {d['vpp']}) = {layers % (pp * d['vpp'])}")
+    if wrong:
+        yield Hit(f"{_show(expected)}: {'; '.join(wrong)}", groups[_key(expected)][:1],
+                  expected=f"layers a multiple of pp {pp} (x its virtual stages)", actual="; ".join(wrong))  # fmt: skip
+
+
+def _deepspeed_batch(s: dict[str, int], dp: int) -> str | None:
+    """deepspeed/runtime/config.py: _set_batch_related_parameters fills in the missing value with
+    integer division, then _batch_assertion requires train == micro x grad_acc x dp."""
+    train, micro, acc = s.get("train_batch"), s.get("micro_batch"), s.get("grad_acc")
+    if train is not None and micro is not None and acc is None:
+        acc = train // micro // dp
+    elif train is not None and acc is not None and micro is None:
+        micro = train // dp // acc
+    elif train is None and micro is not None:
+        train, acc = micro * (acc or 1) * dp, acc or 1
+    elif train is not None and micro is None and acc is None:
+        micro, acc = train // dp, 1
+    if train is None or micro is None or acc is None:
+        return None
+    if min(train, micro, acc) <= 0:
+        return f"train_batch_size {train}, micro batch {micro}, gradient accumulation {acc}: each must be > 0"
+    if train != micro * acc * dp:
+        return f"train_batch_size {train} != micro {micro} x grad_acc {acc} x dp {dp} = {micro * acc * dp}"
+    return None
+
+
+@check("LAY004", Severity.ERROR, "Global batch does not divide by micro-batch x data parallel")
+def batch_split(job: Job) -> Any:
+    """The global batch is a whole number of micro-batches on every data-parallel rank.
+    Megatron-LM / NeMo: global_batch % (micro_batch x DP) == 0 (megatron/core/
+    num_microbatches_calculator.py, ConstantNumMicroBatchesCalculator: "global batch size (...) is
+    not divisible by micro batch size (...) times data parallel size"); DeepSpeed: train_batch_size
+    == micro_batch_per_gpu x gradient_accumulation_steps x DP after its own filling-in of a missing
+    value by integer division (deepspeed/runtime/config.py, _set_batch_related_parameters and
+    _batch_assertion), DP being world / autotp_size.
+
+    Both frameworks stop at start-up with an assertion on every rank, after NCCL is up.
+
+    Choose a global batch that is a multiple of micro-batch x DP (DP = world / (TP x PP x CP)),
+    or let the framework derive the missing value (leave one of the three out).
+    """
+    expected, groups = _layout(job)
+    world = _world(job)
+    if expected is None or world is None or _degree_errors(expected):
+        return
+    r, s = resolve(expected, world), expected["sizes"]
+    if r["dp"] < 1 or expected["framework"] == "torchtitan":
+        return
+    if expected["framework"] == "deepspeed":
+        wrong = _deepspeed_batch(s, r["dp"])
+    else:
+        gbs, mbs = s.get("global_batch"), s.get("micro_batch")
+        unit = (mbs or 0) * r["dp"]
+        wrong = f"global batch {gbs} % (micro batch {mbs} x dp {r['dp']} = {unit}) = {gbs % unit}" if (
+            gbs is not None and unit > 0 and gbs % unit) else None  # fmt: skip
+    if wrong:
+        yield Hit(f"{_show(expected)} on {world} ranks: {wrong}", groups[_key(expected)][:1],
+                  expected=f"a global batch that is a whole number of micro batches x dp {r['dp']}", actual=wrong)  # fmt: skip
+
+
+def rank_hosts(job: Job, world: int) -> list[str] | None:
+    """The host of every rank 0..world-1: from ranks, or node rank x processes per node for one
+    agent a node (torchrun's static rendezvous numbers them so); None when not every rank is placed."""
+    out: list[str | None] = [None] * world
+    for i, launch in enumerate(job.launches):
+        r, nr, lws = launch["rank"], launch["node_rank"], launch["local_world_size"]
+        if isinstance(r, int) and 0 <= r < world:
+            out[r] = job.host(i)
+        elif r is None and isinstance(nr, int) and isinstance(lws, int) and lws > 0:
+            for k in range(max(nr * lws, 0), min((nr + 1) * lws, world)):
+                out[k] = job.host(i)
+    return None if None in out else [h for h in out if h is not None]
+
+
+def _spanning(job: Job) -> tuple[list[tuple[str, list[int], list[str]]], int] | None:
+    """Tensor-parallel (and EP x expert-TP) groups on more than one host, and processes per node."""
+
+    def compute() -> tuple[list[tuple[str, list[int], list[str]]], int] | None:
+        expected, _ = _layout(job)
+        world = _world(job)
+        if expected is None or world is None or world > 1 << 17:
+            return None
+        gm, hosts = group_map(expected, world), rank_hosts(job, world)
+        if gm is None or hosts is None:
+            return None
+        per_node = min(hosts.count(h) for h in set(hosts))
+        out = []
+        for kind in ("tp", "ep_etp"):
+            for g in gm.get(kind, []):
+                on = list(dict.fromkeys(hosts[r] for r in g))
+                if len(on) > 1:
+                    out.append((kind, g, on))
+        return out, per_node
+
+    return job.memo("layout.spanning", compute)
+
+
+def _span_hits(job: Job, spans: list[tuple[str, list[int], list[str]]], how: str) -> Any:
+    severity = Severity.ERROR if job.profile and job.profile.layout_spanning == "error" else None
+    for kind in ("tp", "ep_etp"):
+        mine = [(g, on) for k, g, on in spans if k == kind]
+        if not mine:
+            continue
+        name = "tensor-parallel" if kind == "tp" else "expert (EP x expert-TP)"
+        shown = "; ".join(f"ranks {fold_ranks(g)} on {fold_hosts(on)}" for g, on in mine[:3])
+        hosts = list(dict.fromkeys(h for _, on in mine for h in on))
+        yield Hit(f"{len(mine)} {name} group(s) {how}: {shown}", [], ranks=sorted({r for g, _ in mine for r in g}),
+                  hosts=hosts, expected="every group within one node", actual=shown, severity=severity)  # fmt: skip
+
+
+@check("LAY007", Severity.WARNING, "Tensor-parallel groups span nodes")
+def tp_spans(job: Job) -> Any:
+    """Every tensor-parallel group (and every expert group, EP x expert-TP) lies within one node:
+    its degree is at most the processes per node. The groups are built in the framework's own rank
+    order (Megatron's RankGenerator, "tp-cp-ep-dp-pp": TP innermost; torchtitan's device mesh,
+    TP its last axis), so a degree larger than the processes per node puts every group on several.
+
+    Tensor parallelism all-reduces activations in every layer, forward and backward: inside a
+    node over NVLink, between nodes over the network, an order of magnitude slower. No framework
+    forbids it, so the job runs, slowly.
+
+    Keep TP (and EP x expert-TP) at most the GPUs per node and move the rest into PP or DP. A
+    launch profile with ``layout_spanning: error`` makes this an error.
+    """
+    found = _spanning(job)
+    if found and found[0] and max(len(g) for _, g, _ in found[0]) > found[1]:
+        yield from _span_hits(
+            job, [s for s in found[0] if len(s[1]) > found[1]], f"larger than {found[1]} processes a node"
+        )
+
+
+@check("LAY008", Severity.WARNING, "Processes per node do not divide into tensor-parallel groups")
+def tp_straddles(job: Job) -> Any:
+    """The processes per node are a multiple of the tensor-parallel degree (and of EP x expert-TP),
+    so that no group smaller than a node straddles two nodes.
+
+    A node of 6 processes with TP 4 puts ranks 4-7 on two nodes: that group all-reduces over the
+    network while the others use NVLink, and every step waits for the slowest.
+
+    Choose a TP that divides the processes per node (1, 2, 4, 8 on an 8-GPU node), or start as
+    many processes on each node as a multiple of TP.
+    """
+    found = _spanning(job)
+    if found and found[0]:
+        small = [s for s in found[0] if len(s[1]) <= found[1]]
+        yield from _span_hits(job, small, f"straddling two nodes ({found[1]} processes a node)")
+
+
+def summary(job: Job) -> LayoutDoc | None:
+    """The report's layout section: the majority layout, its degrees for this world and the group
+    map (each kind's size, count, groups on more than one host, and the first groups named)."""
+    expected, _ = _layout(job)
+    world = _world(job)
+    if expected is None or world is None:
+        return None
+    doc: LayoutDoc = {"framework": expected["framework"], "source": expected["source"], "world": world,
+                      "order": expected["order"], "degrees": resolve(expected, world), "groups": {}}  # fmt: skip
+    gm = group_map(expected, world) if world <= MAX_MAPPED and not _degree_errors(expected) else None
+    hosts = rank_hosts(job, world) if gm else None
+    if gm is None or hosts is None:
+        return doc
+    for kind, groups in gm.items():
+        if len(groups[0]) <= 1:
+            continue  # degree 1: a rank alone, nothing to place
+        placed = [(g, list(dict.fromkeys(hosts[r] for r in g))) for g in groups]
+        spanning = [p for p in placed if len(p[1]) > 1]
+        shown = (spanning + [p for p in placed if len(p[1]) == 1])[:LAYOUT_SHOWN]
+        entry: GroupsDoc = {"size": len(groups[0]), "count": len(groups), "spanning": len(spanning),
+                            "shown": [f"ranks {fold_ranks(g)} on {fold_hosts(on)}" for g, on in shown]}  # fmt: skip
+        doc["groups"][kind] = entry
+    return doc
+
+
+CODES: dict[str, Check] = table(
+    layout_differs, world_mismatch, layers_split, batch_split, bad_degree, unreadable, tp_spans, tp_straddles
+)

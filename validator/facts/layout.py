@@ -1,0 +1,250 @@
+"""The parallel layout a job asks for, from its own configuration, and the groups it makes.
+
+Pure: the command line (as the agent sent it, secrets redacted), the layout keys of the
+configuration files it names (read on the node by the agent, ``probe.job_configs``) and the
+environment in, ``LayoutFacts`` out. Where each value comes from, and the frameworks' own rules
+the checks apply to it, are in docs/layout.md.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from validator.model import LayoutFacts
+
+# Megatron-LM's arguments (megatron/training/arguments.py) -> (section, key)
+MEGATRON = {
+    "--tensor-model-parallel-size": ("degrees", "tp"),
+    "--pipeline-model-parallel-size": ("degrees", "pp"),
+    "--context-parallel-size": ("degrees", "cp"),
+    "--expert-model-parallel-size": ("degrees", "ep"),
+    "--expert-tensor-parallel-size": ("degrees", "etp"),
+    "--virtual-pipeline-model-parallel-size": ("degrees", "vpp"),
+    "--num-virtual-stages-per-pipeline-rank": ("degrees", "vpp"),
+    "--num-layers-per-virtual-pipeline-stage": ("sizes", "layers_per_vstage"),
+    "--num-layers": ("sizes", "layers"),
+    "--global-batch-size": ("sizes", "global_batch"),
+    "--micro-batch-size": ("sizes", "micro_batch"),
+}
+# options with which Megatron splits layers unevenly: its divisibility assertion does not apply
+MEGATRON_UNEVEN = (
+    "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
+    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--hybrid-layer-pattern",
+)  # fmt: skip
+# NeMo (Hydra overrides of the same Megatron settings): model.<name>=<value>
+NEMO = {
+    "model.tensor_model_parallel_size": ("degrees", "tp"),
+    "model.pipeline_model_parallel_size": ("degrees", "pp"),
+    "model.context_parallel_size": ("degrees", "cp"),
+    "model.expert_model_parallel_size": ("degrees", "ep"),
+    "model.expert_tensor_parallel_size": ("degrees", "etp"),
+    "model.virtual_pipeline_model_parallel_size": ("degrees", "vpp"),
+    "model.num_layers": ("sizes", "layers"),
+    "model.global_batch_size": ("sizes", "global_batch"),
+    "model.micro_batch_size": ("sizes", "micro_batch"),
+}
+# torchtitan's [parallelism] / [training] keys (TOML, or --section.key on the command line)
+TORCHTITAN = {
+    "parallelism.data_parallel_replicate_degree": ("degrees", "dp_replicate"),
+    "parallelism.data_parallel_shard_degree": ("degrees", "dp_shard"),
+    "parallelism.tensor_parallel_degree": ("degrees", "tp"),
+    "parallelism.pipeline_parallel_degree": ("degrees", "pp"),
+    "parallelism.context_parallel_degree": ("degrees", "cp"),
+    "parallelism.expert_parallel_degree": ("degrees", "ep"),
+    "parallelism.expert_tensor_parallel_degree": ("degrees", "etp"),
+    "training.local_batch_size": ("sizes", "micro_batch"),
+    "training.global_batch_size": ("sizes", "global_batch"),
+}
+# DeepSpeed's config JSON (deepspeed/runtime/config.py)
+DEEPSPEED = {
+    "train_batch_size": ("sizes", "train_batch"),
+    "train_micro_batch_size_per_gpu": ("sizes", "micro_batch"),
+    "gradient_accumulation_steps": ("sizes", "grad_acc"),
+    "zero_optimization.stage": ("sizes", "zero_stage"),
+    "tensor_parallel.autotp_size": ("degrees", "tp"),
+    "tensor_parallel.tp_size": ("degrees", "tp"),
+}
+# --layout / VALIDATOR_LAYOUT words
+EXPLICIT = {
+    "tp": ("degrees", "tp"), "pp": ("degrees", "pp"), "cp": ("degrees", "cp"), "ep": ("degrees", "ep"),
+    "etp": ("degrees", "etp"), "dp": ("degrees", "dp"), "vpp": ("degrees", "vpp"), "layers": ("sizes", "layers"),
+    "gbs": ("sizes", "global_batch"), "mbs": ("sizes", "micro_batch"), "grad_acc": ("sizes", "grad_acc"),
+}  # fmt: skip
+MEGATRON_ORDER = "tp-cp-ep-dp-pp"  # megatron/core/parallel_state.py initialize_model_parallel(order=...)
+TORCHTITAN_ORDER = "tp-cp-dp-pp"  # ParallelDims.build_mesh: ["pp", "dp_replicate", "dp_shard", "cp", "tp"]
+LAYOUT_ENV = "VALIDATOR_LAYOUT"
+MAX_DEGREE = 1 << 20
+
+
+def _number(raw: Any) -> int | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw if abs(raw) <= MAX_DEGREE * 1024 else None
+    text = str(raw).strip()
+    if text.lstrip("-").isdigit() and len(text) <= 12:
+        return int(text)
+    return None
+
+
+class _Builder:
+    def __init__(self, framework: str, source: str, order: str) -> None:
+        self.layout: LayoutFacts = {"framework": framework, "source": source, "degrees": {}, "sizes": {},
+                                    "order": order, "errors": []}  # fmt: skip
+
+    def put(self, where: tuple[str, str], raw: Any, name: str) -> None:
+        if isinstance(raw, str) and raw.strip().lower() == "auto":
+            return  # DeepSpeed's "auto" (HF Trainer fills it in): not known before the job starts
+        value = _number(raw)
+        if value is None:
+            self.layout["errors"].append(f"{name} {str(raw)[:40]!r} is not a whole number")
+            return
+        section, key = where
+        self.layout[section][key] = value  # type: ignore[literal-required]
+
+
+def _options(argv: list[str], table: dict[str, tuple[str, str]], prefix: str = "--") -> dict[str, str]:
+    """``--name value`` and ``--name=value`` (NeMo: ``name=value``, ``+name=value``) of ``table``'s names."""
+    out: dict[str, str] = {}
+    for i, word in enumerate(argv):
+        name, eq, inline = word.lstrip("+").partition("=") if not prefix else word.partition("=")
+        if name not in table:
+            continue
+        if eq:
+            out[name] = inline
+        elif prefix and i + 1 < len(argv):
+            out[name] = argv[i + 1]
+    return out
+
+
+def parse_explicit(text: str, source: str) -> LayoutFacts:
+    """``tp=2,pp=4,cp=1,ep=1,dp=2`` (and ``layers``, ``gbs``, ``mbs``, ``order=tp-cp-ep-dp-pp``)."""
+    b = _Builder("explicit", source, MEGATRON_ORDER)
+    for word in text.split(","):
+        key, eq, value = word.strip().partition("=")
+        if key == "order" and eq:
+            b.layout["order"] = value.strip()[:40]
+        elif key in EXPLICIT and eq:
+            b.put(EXPLICIT[key], value, f"{source}: {key}")
+        elif word.strip():
+            b.layout["errors"].append(f"{source}: {word.strip()[:40]!r} is not one of {', '.join(EXPLICIT)}, order")
+    return b.layout
+
+
+def parse_layout(argv: list[str], configs: Any, env: dict[str, str]) -> LayoutFacts | None:
+    """The layout the job asks for; None when nothing names one. First found wins: an explicit
+    ``--layout`` (``VALIDATOR_LAYOUT``), Megatron-LM or NeMo arguments, torchtitan's TOML and its
+    command-line overrides, a DeepSpeed config."""
+    entries = [c for c in configs if isinstance(c, dict)] if isinstance(configs, list) else []
+    errors = [f"{c.get('option')} {c.get('path')}: {c['error']}" for c in entries if c.get("error")]
+    if env.get(LAYOUT_ENV):
+        return parse_explicit(env[LAYOUT_ENV], LAYOUT_ENV)
+    layout = _megatron(argv) or _torchtitan(argv, entries) or _deepspeed(entries)
+    if layout is None and errors:  # a named configuration that could not be read: say so
+        layout = _Builder("unknown", "argv", MEGATRON_ORDER).layout
+    if layout is not None:
+        layout["errors"] = errors + layout["errors"]
+    return layout
+
+
+def _megatron(argv: list[str]) -> LayoutFacts | None:
+    for framework, table, prefix in (("megatron", MEGATRON, "--"), ("nemo", NEMO, "")):
+        found = _options(argv, table, prefix)
+        if found:
+            b = _Builder(framework, "argv", MEGATRON_ORDER)
+            for name, raw in found.items():
+                b.put(table[name], raw, name)
+            if any(w.partition("=")[0] in MEGATRON_UNEVEN for w in argv):
+                b.layout["sizes"]["uneven"] = 1
+            return b.layout
+    return None
+
+
+def _torchtitan(argv: list[str], entries: list[dict[str, Any]]) -> LayoutFacts | None:
+    files = [c for c in entries if c.get("kind") == "torchtitan"]
+    overrides = _options(argv, {f"--{k}": v for k, v in TORCHTITAN.items()})
+    if not files and not overrides:
+        return None
+    source = f"{files[0].get('option')} {files[0].get('path')}" if files else "argv"
+    b = _Builder("torchtitan", source, TORCHTITAN_ORDER)
+    for c in files[:1]:
+        for key, raw in dict(c.get("values") or {}).items():
+            if key in TORCHTITAN:
+                b.put(TORCHTITAN[key], raw, key)
+    for name, raw in overrides.items():  # the command line overrides the file (torchtitan's ConfigManager)
+        b.put(TORCHTITAN[name[2:]], raw, name)
+    return b.layout
+
+
+def _deepspeed(entries: list[dict[str, Any]]) -> LayoutFacts | None:
+    files = [c for c in entries if c.get("kind") == "deepspeed" and not c.get("error")]
+    if not files:
+        return None
+    c = files[0]
+    b = _Builder("deepspeed", f"{c.get('option')} {c.get('path')}", MEGATRON_ORDER)
+    for key, raw in dict(c.get("values") or {}).items():
+        if key in DEEPSPEED:
+            b.put(DEEPSPEED[key], raw, key)
+    return b.layout
+
+
+# --------------------------------------------------------------------------- resolved degrees, groups
+
+
+def resolve(layout: LayoutFacts, world: int) -> dict[str, int]:
+    """Every degree, with the framework's defaults and inferences for ``world`` ranks: tp cp pp
+    dp ep etp edp (the expert data-parallel size). A degree that does not divide gives 0."""
+    d, fw = layout["degrees"], layout["framework"]
+    tp, pp, cp, ep = d.get("tp", 1), d.get("pp", 1), d.get("cp", 1), d.get("ep", 1)
+    if fw == "torchtitan":  # ParallelDims._validate: dp_shard -1 is world // (dp_replicate*cp*tp*pp)
+        rep, shard = d.get("dp_replicate", 1), d.get("dp_shard", -1)
+        inner = rep * cp * tp * pp
+        if shard < 0 and inner > 0:
+            shard = world // inner
+        dp, etp = rep * shard, d.get("etp", 1)
+    else:
+        model = tp * pp * cp
+        dp = d.get("dp", world // model if model > 0 and world % model == 0 else 0)
+        etp = d.get("etp", tp)
+    expert = etp * ep * pp
+    edp = world // expert if expert > 0 and world % expert == 0 else 0
+    return {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "ep": ep, "etp": etp, "edp": edp}
+
+
+def rank_groups(axes: list[tuple[str, int]], group: set[str]) -> list[list[int]]:
+    """The ranks of every group over the axes named in ``group``, the axes innermost first (rank =
+    sum of index x stride): Megatron's ``generate_masked_orthogonal_rank_groups`` (parallel_state.py),
+    which torchtitan's device mesh, its axes outermost first, also lays out."""
+    strides, s = [], 1
+    for _, n in axes:
+        strides.append(s)
+        s *= n
+
+    def offsets(picked: list[tuple[int, int]]) -> list[int]:  # the first axis varies fastest
+        out = [0]
+        for n, st in picked:
+            out = [o + i * st for i in range(n) for o in out]
+        return out
+
+    inner = [(n, st) for (name, n), st in zip(axes, strides, strict=True) if name in group]
+    outer = [(n, st) for (name, n), st in zip(axes, strides, strict=True) if name not in group]
+    return [[b + o for o in offsets(inner)] for b in offsets(outer)]
+
+
+def group_map(layout: LayoutFacts, world: int) -> dict[str, list[list[int]]] | None:
+    """Ranks of every TP / CP / DP / PP / EP / EP x expert-TP group of a degree above 1, in the
+    framework's rank order; None when the degrees do not tile ``world``."""
+    r = resolve(layout, world)
+    if r["tp"] * r["cp"] * r["dp"] * r["pp"] != world or min(r.values()) < 1:
+        return None
+    order = [a for a in layout["order"].split("-") if a in ("tp", "cp", "dp", "pp")]
+    if sorted(order) != ["cp", "dp", "pp", "tp"]:
+        order = ["tp", "cp", "dp", "pp"]
+    dense = [(a, r[a]) for a in order]
+    out = {a: rank_groups(dense, {a}) for a in ("tp", "cp", "dp", "pp") if r[a] > 1}  # degree 1: a rank alone
+    if r["ep"] > 1 and r["etp"] * r["ep"] * r["edp"] * r["pp"] == world:  # Megatron's expert RankGenerator
+        expert = [("tp", r["etp"]), ("ep", r["ep"]), ("dp", r["edp"]), ("pp", r["pp"])]
+        out["ep"] = rank_groups(expert, {"ep"})
+        out["ep_etp"] = rank_groups(expert, {"tp", "ep"})
+    return out

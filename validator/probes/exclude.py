@@ -1,0 +1,72 @@
+"""The nodes to take out, in each launcher's own form: Slurm (``--exclude``, a relaunch line on
+the rest, the admins' drain command), a hostfile of the rest for deepspeed and mpirun, and for
+Kubernetes ``kubectl cordon`` / ``taint`` commands and a node anti-affinity snippet. Names came
+from the nodes: every one is shell-quoted in a command, and the renderers show them through
+``visible``."""
+
+from __future__ import annotations
+
+import shlex
+
+from validator.documents import ExcludeDoc
+from validator.targets import fold_hosts
+
+TAINT = "validator.io/excluded=true:NoSchedule"
+SLOW_CODES = ("NET105", "PRB001", "PRB002")  # slow nodes: warnings (the job runs, slowly), taken out too
+
+
+def exclusion(base: list[str], out: list[str], slots: dict[str, int], pods: bool = False) -> ExcludeDoc:
+    """``out`` taken out of ``base`` (the allocation's nodes, or the scanned hosts). ``slots``:
+    ranks per node for the hostfile (its GPUs; 1 without). ``pods``: the names are pods (``--k8s``),
+    whose nodes kubectl looks up."""
+    gone = set(out)
+    keep = [h for h in base if h not in gone]
+    named, rest = fold_hosts(out), fold_hosts(keep)
+    q = shlex.quote
+    if pods:
+        node = [f"\"$(kubectl get pod {q(p)} -o jsonpath='{{.spec.nodeName}}')\"" for p in out]
+    else:
+        node = [q(h) for h in out]
+    values = "".join(f"\n              - {h!r}" for h in out) if not pods else "\n              - NODE   # kubectl get pod POD -o jsonpath='{.spec.nodeName}'"  # fmt: skip
+    affinity = (
+        "affinity:\n  nodeAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n      nodeSelectorTerms:\n"
+        "        - matchExpressions:\n            - key: kubernetes.io/hostname\n              operator: NotIn\n"
+        f"              values:{values}\n"
+    )
+    return {
+        "hosts": list(out),
+        "keep": keep,
+        "slurm": {
+            "exclude": f"--exclude={named}" if out else "",
+            "nodelist": rest,
+            "nodes": len(keep),
+            "srun": f"srun --nodes={len(keep)} --nodelist={q(rest)} COMMAND" if out and keep else "",
+            "sbatch": f"sbatch --exclude={q(named)} JOB_SCRIPT" if out else "",
+            "drain": f'scontrol update nodename={q(named)} state=drain reason="validator scan"' if out else "",
+        },
+        "hostfile": [f"{h} slots={max(1, slots.get(h, 1))}" for h in keep],
+        "kubernetes": {
+            "cordon": [f"kubectl cordon {n}" for n in node],
+            "taint": [f"kubectl taint nodes {n} {TAINT}" for n in node],
+            "affinity": affinity if out else "",
+        },
+    }
+
+
+def lines(doc: ExcludeDoc) -> list[str]:
+    """The table's lines: what to take out and how, one form a line."""
+    if not doc["hosts"]:
+        return []
+    s, k = doc["slurm"], doc["kubernetes"]
+    out = [f"exclude: {fold_hosts(doc['hosts'])} ({len(doc['hosts'])} of {len(doc['hosts']) + len(doc['keep'])})"]
+    out += [
+        f"  slurm:   {s['sbatch']}",
+        *([f"  relaunch: {s['srun']}"] if s["srun"] else []),
+        f"  drain:   {s['drain']}",
+    ]
+    out += [
+        f"  hostfile (deepspeed, mpirun): {', '.join(doc['hostfile'][:8])}"
+        + (" ..." if len(doc["hostfile"]) > 8 else "")
+    ]
+    out += [f"  kubernetes: {k['cordon'][0]}" + (f" (and {len(k['cordon']) - 1} more)" if len(k["cordon"]) > 1 else "")]
+    return out

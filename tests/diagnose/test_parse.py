@@ -130,6 +130,9 @@ def test_rank_in_message_variants() -> None:
         ("torch.distributed.DistBackendError: [2] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Connection reset by peer",
          "nccl.uniqueid_wait", Role.SYMPTOM, "root", "0"),
         ("srun: error: node17: task 5: Killed", "slurm.task_failed", Role.SUMMARY, "tasks", "5"),
+        # where every CUDA/HIP error is raised (c10 CUDAException.cpp, hipified HIPException.cpp): an excerpt may keep only this
+        ("Exception raised from c10_hip_check_implementation at /app/pytorch/c10/hip/HIPException.cpp:43 (most recent call first):",
+         "cuda.error", Role.ORIGIN, "what", "hip check failed"),
         ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "py.comm_exception", Role.SYMPTOM, "cls", "ChildFailedError"),
     ],
 )  # fmt: skip
@@ -145,7 +148,7 @@ def test_classify(text: str, kind: str, role: Role, field: str | None, value: st
 @pytest.mark.parametrize(
     "text",
     ['File "/x/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 3, in f', "step 1234 | loss 2.3",
-     "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43"],
+     "Exception raised from recvBytes at ../torch/csrc/distributed/c10d/Utils.hpp:580 (most recent call first):"],
 )  # fmt: skip
 def test_noise_is_not_an_event(text: str) -> None:
     assert classify(text) is None

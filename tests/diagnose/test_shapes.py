@@ -210,7 +210,8 @@ def test_mpirun_timestamp_output_and_nccl_2_0_lines() -> None:
 
 
 def test_two_ranks_failing_at_the_same_stamp_are_not_ordered(tmp_path: Path) -> None:
-    """Second-resolution stamps that tie say nothing about which rank failed first (corpus b069)."""
+    """Second-resolution stamps that tie say nothing about which rank failed first (corpus b069): a tie names
+    nobody (issue 25)."""
     log = tmp_path / "job.log"
     log.write_text(
         "Fri Aug 11 12:31:45 2023[1,0]<stdout>:tomte401:1:2 [0] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'\n"
@@ -218,7 +219,8 @@ def test_two_ranks_failing_at_the_same_stamp_are_not_ordered(tmp_path: Path) -> 
     )
     _, diag = diagnose_paths([str(log)], jobs=1)
     p = diag.primary
-    assert p is not None and p.confidence == "low" and p.culprits == [0, 3], (p.culprits, p.confidence)
+    assert p is not None and p.confidence == "unknown" and p.culprits == [], (p.culprits, p.confidence)
+    assert "0,3" in p.reason or "0, 3" in p.reason, p.reason
     assert p.hosts == ["tomte401"], "a CUDA failure is its host's: the host that printed it is named"
 
 

@@ -190,12 +190,6 @@ RULES: tuple[Rule, ...] = (
         r"failed to connect/validate to host (?P<host>\S+?):(?P<port>\d+)\b",
     ),
     _r("rdzv.store_endpoint", F, "waitForInput", r"remote=\[?(?P<host>[^\]\s]*?)\]?:(?P<port>\d+)\)"),
-    _r(
-        "nccl.uniqueid_wait",
-        S,
-        "retrieving ncclUniqueId from",
-        r"\[(?P<rank>\d+)\] is setting up NCCL communicator and retrieving ncclUniqueId from \[(?P<root>\d+)\]",
-    ),
     _r("rdzv.timeout", S, "RendezvousTimeoutError", r"RendezvousTimeoutError"),
     _r("rdzv.conn_error", S, "RendezvousConnectionError", r"RendezvousConnectionError"),
     _r("rdzv.closed", S, "Rendezvous", r"Rendezvous(?:Closed|GracefulExit)Error"),
@@ -264,6 +258,7 @@ _COMM_MSG = re.compile(
     r"(?i:timed out|timeout)|Connection (?:reset|closed)|Broken pipe|closed by (?:remote )?peer|communicator was aborted"
 )
 _TRAIL = re.compile(r"NCCL INFO [\w./-]+\.\w+:\d+ -> ([2-6])\b")  # 2 system .. 6 remote (families.RETCODE)
+_C10_CHECK = re.compile(r"Exception raised from c10_(cuda|hip)_check_implementation\b")
 _NOISE = ('File "', "Exception raised from", "frame #", "During handling", "The above exception", "warnings.warn")
 
 
@@ -275,6 +270,10 @@ def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
     if text.startswith("NCCL INFO"):
         trail = _TRAIL.match(text)
         return ("nccl.result", Role.SYMPTOM, {"retcode": trail.group(1)}) if trail else None
+    # c10's CUDA/HIP check (CUDAException.cpp, hipified HIPException.cpp) is where every "CUDA error: ..." / "HIP error:
+    # ..." is raised: its frame line is a CUDA-class failure even where an excerpt lost the header above it
+    if text.startswith("Exception raised from c10_") and (m := _C10_CHECK.match(text)):
+        return "cuda.error", Role.ORIGIN, {"what": f"{m.group(1)} check failed"}
     if text.startswith(_NOISE) and len(text) < 300:
         return None
     for rule in RULES:
@@ -282,6 +281,8 @@ def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
             data: dict[str, Any] = {k: v for k, v in m.groupdict().items() if v is not None}
             if "reporter" in data:  # the rank that printed it (store barrier, monitored barrier peers)
                 data["msg_rank"] = int(data["reporter"])
+            elif str(data.get("tasks", "")).isdigit():  # srun's one task id (SLURM_PROCID): the rank it names
+                data["msg_rank"] = int(data["tasks"])
             enrich(rule.kind, text, data)
             if rule.kind == "agent.spawn_signal":  # mp.spawn: the signal's exit code, as torchrun reports it
                 sig = getattr(signal, str(data["sig"]), None)

@@ -116,6 +116,16 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "Got completion from peer",
         r"Got completion from peer (?P<peer>\S+?)(?:<(?P<port>\d+)>)? with (?:status=|error )(?P<status>\d+)",
     ),
+    # vendor IB net plugins print NCCL's completion error under their own tag: HPC-X's nccl-rdma-sharp-plugins
+    # (src/ib_plugin.c: "NET/IB : Got completion from peer %s with error %d, opcode %d, len %d, vendor err %d", read
+    # above) and plugins tagged "NET/IBP:" without NCCL's " : " ("NET/IBP:Got completion from peer %s with status=%d
+    # ..."): the same ibv_wc status of a peer that stopped answering, code 6
+    (
+        "nccl.ib_error",
+        S,
+        "from peer",
+        r"NET/IB\w* ?: ?Got completion from peer (?P<peer>\S+?)(?:<(?P<port>\d+)>)? with (?:status=|error )(?P<status>\d+)",
+    ),
     # src/transport/net_ib/common.cc: "NET/IB : %s:%d async fatal event: %s"
     ("nccl.ib_error", S, "async fatal event", r"NET/IB : (?P<dev>\S+?):(?P<port>\d+) async fatal event(?P<what>.*)"),
     # aws-ofi-nccl: "NET/OFI Request %p completed with error. RC: %d. Error: %d (%s)"
@@ -155,8 +165,9 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"remote process exited or there was a network error)",
     ),
     # aws-ofi-nccl (the EFA net plugin): NCCL_OFI_WARN("Unable to register memory (type = %d) for device %d. RC: %d,
-    # Error: %s", ...) and the like: a libfabric call failed, the plugin returns ncclSystemError
-    ("nccl.syscall_failed", S, "NET/OFI", r"NET/OFI (?P<call>.+?)\.? RC: -?\d+, Error: (?P<err>.+)"),
+    # Error: %s", ...), "Couldn't open AV. RC: %d, ERROR: %s", "Couldn't open CQ. RC: %d, ERROR: %s" and the like
+    # (both spellings of the word): a libfabric call failed, the plugin returns ncclSystemError
+    ("nccl.syscall_failed", S, "NET/OFI", r"NET/OFI (?P<call>.+?)\.? RC: -?\d+, (?:Error|ERROR): (?P<err>.+)"),
     # src/misc/socket.cc: "Net : error encountered when getting address info : %s" / "No valid ... pair found"
     ("nccl.syscall_failed", S, "Net : ", r"Net : (?:error encountered when getting address info|No valid)"),
     # NCCL RAS (src/ras/client_support.cc, 2.24+): INCOMPLETE communicators list
@@ -210,6 +221,20 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"client socket has failed to connect to (?:any network address of \((?P<host>[^,]+), (?P<port>\d+)\)|"
         r"\[?(?P<addr>[^\s\]]+?)\]?:(?P<aport>\d+) \(errno: (?P<errno>\d+))",
     ),
+    # ProcessGroupNCCL.cpp broadcastUniqueNCCLID: "[{rank}] is setting up NCCL communicator and retrieving ncclUniqueId
+    # from [0] via c10d key-value store by key '{key}', but store->get('{key}') got error: {what}" (older releases:
+    # "retreiving"); the key is the communicator counter (a collective) or "low:high" (a single p2p op), set by the
+    # group's rank 0, or by the pair's lower rank
+    (
+        "nccl.uniqueid_wait",
+        S,
+        "ncclUniqueId from",
+        r"\[(?P<rank>\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from \[(?P<root>\d+)\]"
+        r"(?: via c10d key-value store by key '(?P<key>[^']*)'(?:, but store->get\('[^']*'\) got error: ?(?P<what>.*))?)?",
+    ),
+    # Caffe2 caffe2/distributed/store_handler.h: STORE_HANDLER_TIMEOUT("Wait timeout for name(s): ", Join(" ", names))
+    # (file_store_handler.cc, redis_store_handler.cc): the keys a gloo common world waited for
+    ("rdzv.wait_keys", S, "Wait timeout for name", r"Wait timeout for name\(s\): (?P<keys>.+)"),
     # older c10d: socket.cpp "connect() timed out. Original timeout was {} ms.", Utils.hpp "Socket Timeout",
     # FileStore.cpp / TCPStore.cpp "Wait timeout"
     (
@@ -265,8 +290,33 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     ("host.oom", ORG, "DefaultCPUAllocator", r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)"),
     ("cuda.oom", ORG, "HIP out of memory", r"HIP out of memory"),
     ("cuda.error", ORG, "HIP error", r"HIP error: (?P<what>[^.\n]+)"),
+    # RCCL src/include/checks.h CUDACHECK/CUCHECK: WARN("HIP failure '%s'", hipGetErrorString(err)) (returns
+    # ncclUnhandledCudaError), also "HIP failure: '%s'" from HIP's own check macros
+    ("cuda.error", ORG, "HIP failure", r"HIP failure:? '(?P<what>[^']+)'"),
+    # c10 CUDAException.cpp / hipified HIPException.cpp: "Search for `cudaErrorXxx' in https://... for more
+    # information." (the error's enum name, after the "CUDA error:" / "HIP error:" header an excerpt may have cut)
+    ("cuda.error", ORG, "Search for `", r"Search for `(?P<what>(?:cuda|hip)Error\w+)'"),
+    # vLLM csrc/cumem_allocator.cpp: "CUDA Error: %s at %s:%d" (cuGetErrorString), e.g. "out of memory"
+    ("cuda.oom", ORG, "CUDA Error: out of memory", r"CUDA Error: out of memory"),
+    ("cuda.error", ORG, "CUDA Error: ", r"CUDA Error: (?P<what>.+?) at \S+:\d+"),
+    # TensorFlow stream_executor/cuda/cuda_driver.cc: "failed to allocate %s (%llu bytes) from device: %s"
+    # (CUDA_ERROR_OUT_OF_MEMORY); the BFC allocator's "Allocator (%s) ran out of memory trying to allocate %s"
+    ("cuda.oom", ORG, "from device", r"failed to allocate \S+ \(\d+ bytes\) from device: CUDA_ERROR_OUT_OF_MEMORY"),
+    ("cuda.oom", ORG, "ran out of memory", r"Allocator \(\w+\) ran out of memory trying to allocate"),
+    # Slurm src/srun/launch.c _task_finish: error("%s: %s %s: Out Of Memory", hosts, "task"/"tasks", ids): the
+    # task (SLURM_PROCID) the step's cgroup OOM-killed, printed once; a single task id is that task's rank
+    (
+        "host.oom",
+        ORG,
+        "Out Of Memory",
+        r"srun: error: (?P<task_host>[^:\s]+): tasks? (?P<tasks>\d+(?:[,\-]\d+)*): Out Of Memory",
+    ),
     # cuDNN/cuBLAS status errors surface as "cuDNN error: CUDNN_STATUS_%s" / "CUBLAS_STATUS_%s"
     ("cuda.error", ORG, "cuDNN error", r"cuDNN error: (?P<what>\w+)"),
+    # Ray's worker-exit text (src/ray/core_worker, gcs): "Worker unexpectedly exits with a connection error code 2. End of
+    # file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory
+    # usage. (2) ray stop --force is called. (3) ...": a list of possibilities, not an OOM
+    ("misc.error", S, "potential root causes", r"There are some potential root causes"),
     # launchers that wrap the workers (accelerate, deepspeed, mp.spawn): the worker's exit as the launcher sees it.
     # subprocess.py: "Command '%s' returned non-zero exit status %d." (negative: died of signal -N);
     # torch/multiprocessing/spawn.py: "process %d terminated with signal %s" / "process %d terminated with exit code %d"
@@ -287,6 +337,15 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         Role.SUMMARY,
         "terminated with signal",
         r"process (?P<local>\d+) terminated with signal (?P<sig>SIG\w+)",
+    ),
+    # Paddle's launcher (paddle/distributed/launch/controllers/controller.py): logger.error(f"Container failed !!!\n{fc[0]}")
+    # with Container.__str__ "Container rank {rank} status {status} cmd {cmd} code {exit_code} log {errfile}": the
+    # worker's exit as the launcher saw it, its own error in that log file
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "status failed cmd",
+        r"Container rank \d+ status failed cmd .*? code (?P<exit>-?\d+)(?: log (?P<log>\S+))?",
     ),
     # accelerate's launcher pre-check (commands/launch.py): "Tried to launch distributed communication on port
     # `{port}`, but another process is utilizing it."

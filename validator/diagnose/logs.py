@@ -27,32 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from validator.diagnose.events import Ident
+from validator.diagnose.rankshapes import COMPOSE_TAG, HOST_TAG, peel
 
-_MPI = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:\s?")
-_RANK = re.compile(r"\[rank(\d+)\]:\s?")
-_TEMPLATE = re.compile(r"\[([A-Za-z_][\w]*)-r(\d+)-l(\d+)\]:\s?")
-_ROLE = re.compile(r"\[([A-Za-z_][A-Za-z_\-]*?)(\d+)(?:\|\d+)?\]:\s?")
-# torchrun --role `hostname -s`: --tee 3 (a common SLURM recipe): "[gpu187:2]:", host and local rank
-_ROLE_HOST = re.compile(r"\[(?![\w.\-]*\.py:)([A-Za-z][\w.\-]{0,62}):(\d{1,4})\]:\s?")
-_SRUN = re.compile(r"(\d{1,6}): ")
-_BRACKET_NUM = re.compile(r"\[(\d{1,7})\] (?=\S)")
-_RAY = re.compile(r"\((?:[\w.]+ )?pid=(\d{1,9})(?:, ip=([\w.:\-]{1,64}))?\)\s?")
-_K8S = re.compile(r"\[pod/([\w.\-]{1,253})/[\w.\-]{1,63}\]\s?")
-_DETERMINED = re.compile(r"(?:[0-9a-f]{8} )?(?:\[rank=(\d{1,9})\] )?\|\|\s?")
-# pdsh (DeepSpeed's multi-node launcher) and pdsh-like tools: "10.0.87.143: " or "worker-1: ", even
-# twice. A name must have a hyphen and be followed by what opens a log line (a bracket, indentation, a
-# traceback, an exception, a level, an NCCL prefix, another name), so "RuntimeError: " or "step 3: "
-# are never taken for a host.
-_HOST_TAG = (
-    r"((?:\d{1,3}\.){3}\d{1,3}|[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[a-z0-9\-]+)*"
-    r"(?=: (?:[\[(\s]|\d{4}-|Traceback|[A-Z]\w*(?:Error|Exception)\b|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b"
-    r"|[\w.\-]+:\d+:\d+ \[|(?:\d{1,3}\.){3}\d{1,3}: |[a-z][a-z0-9]*(?:-[a-z0-9]+)+: ))): "
-)
-_HOST = re.compile(_HOST_TAG)
-# docker compose logs: "worker-1  | ", "1469.worker.1  | " (the container, padded to the longest name;
-# it ends with the replica's number, so a loguru "ERROR    | " is no container)
-_COMPOSE_TAG = r"((?:\d+\.)?[A-Za-z][\w.\-]{0,62}?[_.\-]\d{1,4}) {1,32}\| "
-_COMPOSE = re.compile(_COMPOSE_TAG)
 # mpirun --timestamp-output: "Fri Aug 11 12:31:45 2023[1,0]<stdout>:", before every other prefix
 _CTIME = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([A-Z][a-z]{2}) ([ \d]\d) (\d\d):(\d\d):(\d\d) (\d{4}) ?"
 _CTIME_RE = re.compile(_CTIME)
@@ -60,13 +36,16 @@ _CLOCK = re.compile(r"\[?(?:([A-Z][a-z]{2}) ([ \d]\d) )?(\d\d):(\d\d):(\d\d)(?:[
 _MONTHS = {
     m: i for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)
 }
-_ISO = re.compile(r"\[?(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?:Z|[+-]\d\d:?\d\d)?\]?[ ,]\s*")
+_ISO = re.compile(
+    r"\[?(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?:Z|[+-]\d\d:?\d\d)?\]?(?: \|)?[ ,]\s*"
+)
 
 _GLOG = re.compile(r"\[([IWEF])(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))? ([\w.\-]+):\d+\]\s?")
 _GLOG_OLD = re.compile(r"\[([IWEF]) [\w.\-]+:\d+\]\s?")
 _ELASTIC = re.compile(r"([IWEF])(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))? (\d+) \S+?:\d+\]\s?")
 _PYLOG = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
-_VLLM = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) [\w.\-]+:\d+\] ")
+# vLLM's logger: "%(levelname)s %(asctime)s %(filename)s:%(lineno)d] ", newer "... [%(filename)s:%(lineno)d] "
+_VLLM = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) \[?[\w.\-]+:\d+\] ")
 _LEVEL_WORD = re.compile(
     r"(?:- )?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b:?(?: -)?\s*(?:\d\d-\d\d \d\d:\d\d:\d\d )?(?:\S+:\d+\] )?"
 )
@@ -95,35 +74,6 @@ def _ts(year: int, mo: int, d: int, h: int, mi: int, s: int, frac: str | None) -
     return base + (int(frac) / 10 ** len(frac) if frac else 0.0)
 
 
-def _prefixes(text: str, ident: Ident) -> tuple[str, str]:
-    """Peel launcher prefixes off the front; returns (stream key, rest)."""
-    pos = 0
-    for _ in range(6):
-        if (m := _MPI.match(text, pos)) or (m := _RANK.match(text, pos)):
-            ident.rank = int(m.group(1))
-        elif m := _RAY.match(text, pos):
-            ident.pid, ident.host = int(m.group(1)), m.group(2) or ident.host
-        elif (m := _K8S.match(text, pos)) or (m := _HOST.match(text, pos)) or (m := _COMPOSE.match(text, pos)):
-            ident.node = ident.host = m.group(1)
-        elif m := _DETERMINED.match(text, pos):
-            ident.rank = int(m.group(1)) if m.group(1) else ident.rank
-        elif m := _TEMPLATE.match(text, pos):
-            ident.rank, ident.local_rank = int(m.group(2)), int(m.group(3))
-        elif m := _ROLE.match(text, pos):
-            ident.local_rank = int(m.group(2))
-        elif m := _ROLE_HOST.match(text, pos):
-            ident.node = ident.host = m.group(1)
-            ident.local_rank = int(m.group(2))
-        elif m := _SRUN.match(text, pos):
-            ident.node = m.group(1)
-        elif m := _BRACKET_NUM.match(text, pos):
-            ident.node = ident.node or m.group(1)
-        else:
-            break
-        pos = m.end()
-    return text[:pos].strip(), text[pos:]
-
-
 def parse_line(raw: str, year: int) -> Line:
     """Split one line into who/when/level/message. Never raises."""
     ident = Ident()
@@ -132,21 +82,21 @@ def parse_line(raw: str, year: int) -> Line:
     if (m := _CTIME_RE.match(text)) and m.group(1) in _MONTHS:
         time = _ts(int(m[6]), _MONTHS[m[1]], int(m[2]), int(m[3]), int(m[4]), int(m[5]), None)
         text = text[m.end() :]
-    stream, rest = _prefixes(text, ident)
+    stream, rest = peel(text, ident)
     level: str | None = None
     nccl: str | None = None
     if (m := _CLOCK.match(rest)) and (m.group(1) in _MONTHS or m.group(1) is None):
         if m.group(1):  # syslog / moreutils ts: "Dec 01 04:36:22 "
             time = _ts(year, _MONTHS[m.group(1)], int(m.group(2)), int(m[3]), int(m[4]), int(m[5]), m.group(6))
         rest = rest[m.end() :]
-        more, rest = _prefixes(rest, ident)
+        more, rest = peel(rest, ident)
         stream = f"{stream} {more}".strip()
     if m := _ISO.match(rest):
         y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
         time = _ts(y, mo, d, h, mi, s, m.group(7))
         rest = rest[m.end() :]
         # a second round: c10d's [rankN]: can follow a kubectl timestamp
-        more, rest = _prefixes(rest, ident)
+        more, rest = peel(rest, ident)
         stream = f"{stream} {more}".strip()
         if lm := _LEVEL_WORD.match(rest):
             level, rest = lm.group(1).lower(), rest[lm.end() :]
@@ -199,9 +149,9 @@ def rank_in_message(text: str) -> tuple[int | None, str | None]:
 
 
 STREAM_KEY = re.compile(
-    rb"(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\[[A-Za-z][^\]\s]{0,39}\]:\s?|\d{1,6}: "
+    rb"(?:\[\d+(?:,\d+)?\]<std(?:out|err)>:\s?|\[rank: \d+\] |\[[A-Za-z][^\]\s]{0,39}\]:\s?|\d{1,6}: "
     rb"|\((?:[\w.]+ )?pid=\d{1,9}(?:, ip=[\w.:\-]{1,64})?\)\s?|\[pod/[\w.\-/]{1,320}\]\s?"
-    rb"|(?:[0-9a-f]{8} )?(?:\[rank=\d{1,9}\] )?\|\|\s?|" + _HOST_TAG.encode() + b"|" + _COMPOSE_TAG.encode() + rb")*"
+    rb"|(?:[0-9a-f]{8} )?(?:\[rank=\d{1,9}\] )?\|\|\s?|" + HOST_TAG.encode() + b"|" + COMPOSE_TAG.encode() + rb")*"
 )
 # a time stamp in front of the prefixes (kubectl --timestamps, Determined, moreutils ts): not part of the stream
 _LEAD_TIME = re.compile(

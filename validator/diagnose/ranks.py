@@ -96,6 +96,8 @@ class RankMap:
         ident = ev.ident
         if ident.rank is None and isinstance(ev.data.get("msg_rank"), int) and not ev.kind.startswith("summary"):
             ident.rank = ev.data["msg_rank"]
+        if ident.host is None and isinstance(ev.data.get("task_host"), str):  # srun: error: HOST: task N: ...
+            ident.host = ev.data["task_host"]
         if ident.rank is None and ident.pid is not None and (ident.host, ident.pid) in self.pid_rank:
             ident.rank = self.pid_rank[(ident.host, ident.pid)]
         if ident.rank is None and ident.local_rank is not None:

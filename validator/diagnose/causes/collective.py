@@ -4,12 +4,13 @@ watchdog."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 
 from validator.diagnose import strength as S
 from validator.diagnose.causes.base import Evidence, by_kind, quote, ranks_of, who
 from validator.diagnose.classify import fingerprint, ranks_list
-from validator.diagnose.events import Cause
+from validator.diagnose.events import Cause, Event
 from validator.targets import fold_ranks
 
 
@@ -136,23 +137,50 @@ def desync(ev: Evidence) -> list[Cause]:
     ]
 
 
+_P2P_KEY = re.compile(r"^(\d+):\d+$")  # ProcessGroupNCCL getKeySendRecv: "lowRank:highRank"
+_STORE_GONE = re.compile(r"(?i)reset by peer|broken pipe|closed|refused")
+
+
+def _writer(e: Event) -> int:
+    """The rank that sets the ncclUniqueId key (broadcastUniqueNCCLID): the group's rank 0 for a collective's
+    counter key, the pair's lower rank (p2pRank 0) for a single send/recv's "low:high" key."""
+    m = _P2P_KEY.match(str(e.data.get("key", "")))
+    return int(m.group(1)) if m else int(e.data["root"])
+
+
 def uniqueid(ev: Evidence) -> list[Cause]:
-    """Ranks waiting for the NCCL unique id of a root that never published it."""
+    """Ranks waiting for the NCCL unique id of the rank whose store key never appeared: that rank, by the key
+    scheme; never the store's host when the store itself went away (a reset, a closed connection)."""
     events = ev.events
     seen = by_kind(events, "nccl.uniqueid_wait")
-    roots = Counter(int(e.data["root"]) for e in seen)
-    if not roots:
+    if not seen:
         return []
-    root = roots.most_common(1)[0][0]
+    root = Counter(_writer(e) for e in seen).most_common(1)[0][0]
     waiting = ranks_of(int(e.data["rank"]) for e in seen)
+    gone = [e for e in seen if _STORE_GONE.search(str(e.data.get("what", "")))]
+    if gone:
+        return [
+            Cause(
+                code="DGN002",
+                summary=f"{who(waiting)} lost the store while fetching the NCCL unique id: {gone[0].text[:160]}",
+                culprits=[],
+                confidence="unknown",
+                reason="the store connection itself failed (not a key that never appeared): its host went away or the "
+                "network dropped it",
+                evidence=[quote(e) for e in gone[:3]],
+                strength=S.UNIQUE_ID,
+                family="rendezvous_timeout",
+            )
+        ]
     return [
         Cause(
             code="COL002",
             summary=f"rank {root} never published its NCCL unique id; {who(waiting)} waited for it",
             culprits=[root],
             confidence="low",
-            reason="the ranks setting up the communicator waited for this rank's store key (it may have failed elsewhere or "
-            "be slow to reach the collective)",
+            reason="the key the ranks setting up the communicator waited for is this rank's (ProcessGroupNCCL's key "
+            "scheme: the group's rank 0, or a pair's lower rank); it may have failed elsewhere or be slow to reach the "
+            "collective, and the ranks are the group's",
             evidence=[quote(e) for e in seen[:3]],
             strength=S.UNIQUE_ID,
             family="rendezvous_timeout",

@@ -23,7 +23,9 @@ def stopped(ev: Evidence) -> list[Cause]:
     """The scheduler or an outer timeout ended the job (maybe while it hung)."""
     events = ev.events
     seen = by_kind(events, "agent.death_signal", "slurm.cancelled")
-    if not seen:
+    # Slurm cancels a step whose cgroup OOM-killed a task (slurmstepd's oom-kill event, srun's "Out Of Memory"): the
+    # stop is the consequence of that task's failure, not a stop from outside
+    if not seen or (by_kind(events, "host.oom") and all(e.kind == "slurm.cancelled" for e in seen)):
         return []
     why = next((e.data["why"].strip().lower() for e in seen if e.data.get("why")), None)
     return [
@@ -77,9 +79,11 @@ def origins(ev: Evidence) -> list[Cause]:
             first = min(timed, key=lambda e: e.time or 0.0)
             code, msg, stack = ORIGIN_CODE[first.kind], first.text[:200], first.stack
             tied = sorted({int(e.rank) for e in timed if e.time == first.time})  # type: ignore[arg-type]
-            if len(tied) > 1:  # same stamp (often whole seconds): the log does not say which came first
-                culprits, conf = tied, "low"
-                reason = f"ranks {fold_ranks(tied)} raised errors of their own at the same time stamp"
+            if len(tied) > 1:  # same stamp (often whole seconds): the log does not say which came first: nobody
+                culprits, conf = [], "unknown"
+                reason = (
+                    f"ranks {fold_ranks(tied)} raised errors of their own at the same time stamp: a tie names nobody"
+                )
             else:
                 culprits, conf = [int(first.rank)], "medium"  # type: ignore[arg-type]
                 reason = f"the earliest of {len(per)} ranks with errors of their own (by timestamp)"

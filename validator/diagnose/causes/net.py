@@ -203,12 +203,14 @@ def nccl_cuda(ev: Evidence) -> list[Cause]:
     if not cuda or by_kind(ev.events, "cuda.error", "cuda.oom"):
         return []
     ranks = sorted({e.rank for e in cuda if e.rank is not None})
+    # alone in the log (no other rank shown waiting or failing after it), it is only the first visible failure
+    waited = any(r not in ranks for r in ev.symptoms)
     return [
         Cause(
             code="DGN008",
             summary=f"NCCL reports a CUDA failure on {who(ranks)}",
             culprits=ranks,
-            confidence="medium" if len(ranks) == 1 else "low",
+            confidence="medium" if len(ranks) == 1 and waited else "low",
             reason="NCCL's own error names a CUDA failure on these ranks",
             evidence=[quote(e) for e in cuda[:3]],
             strength=S.NCCL_CUDA,

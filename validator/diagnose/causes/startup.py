@@ -8,7 +8,7 @@ from collections import Counter
 
 from validator.diagnose import strength as S
 from validator.diagnose.causes.base import Evidence, by_kind, host_of, quote, ranks_of, who
-from validator.diagnose.events import Cause, Event
+from validator.diagnose.events import Cause, Confidence, Event
 
 
 def store_barrier(ev: Evidence) -> list[Cause]:
@@ -45,15 +45,18 @@ def store_barrier(ev: Evidence) -> list[Cause]:
     arrived = {int(e.data["reporter"]) for e in seen if e.data["key"] == last.data["key"]}
     if last.data["key"].endswith(":1") and len(arrived) == count and arrived <= set(range(world)):
         missing = sorted(set(range(world)) - arrived)
+        # one reporter: the log shows one process, and a rank that checked into another store (another
+        # MASTER_ADDR:PORT, another job) looks the same from here: the arithmetic names it, the log does not
+        conf: Confidence = "low" if len(arrived) < 2 else "high" if len(missing) == 1 else "medium"
         return [
             Cause(
                 code="DGN001",
                 summary=f"{who(missing)} never reached the store-based barrier of the default group: the {count} "
                 f"of {world} ranks that did all reported ({reported})",
                 culprits=missing,
-                confidence="high" if len(missing) == 1 else "medium",
+                confidence=conf,
                 reason="by elimination: every rank that arrived printed its rank, the barrier counts global ranks "
-                f"0-{world - 1}",
+                f"0-{world - 1}" + ("; only one rank's output is shown" if conf == "low" else ""),
                 evidence=evidence,
                 expected=f"{world} ranks",
                 actual=f"{count} ranks",
@@ -218,7 +221,27 @@ def launch_contract(ev: Evidence) -> list[Cause]:
     ]
 
 
-_KEY_RANK = re.compile(r"/(\d+)$")
+# Store keys whose writer the key's format names, from each store user's key scheme: (pattern, group of the writer's
+# rank, or 0 where the key names no rank of the job). The first pattern that matches a key decides.
+STORE_KEYS: tuple[tuple[re.Pattern[str], int], ...] = (
+    (re.compile(r"/torchelastic/"), 0),  # torchelastic's own bookkeeping (rendezvous state, agent keys)
+    # vLLM vllm/distributed/utils.py StatelessProcessGroup: f"broadcast_from/{src}/{counter}", f"send_to/{dst}/{counter}":
+    # a rank of that stateless group (e.g. a trainer and an outside vLLM server), not of torch's world; the counter is
+    # no rank
+    (re.compile(r"(?:^|/)(?:broadcast_from|send_to)/\d+/\d+$"), 0),
+    # gloo rendezvous (gloo/rendezvous/context.cc connectFullMesh: store.set(std::to_string(rank), address) under the
+    # group's PrefixStore), as c10d ProcessGroupGloo and Caffe2's common world ("<name>/<rank>") use it: the last
+    # number is the rank that never wrote its address
+    (re.compile(r"/(\d+)$"), 1),
+)
+
+
+def key_rank(key: str) -> int | None:
+    """The rank whose store key this is, where the key's format determines it."""
+    for pattern, group in STORE_KEYS:
+        if m := pattern.search(key):
+            return int(m.group(group)) if group else None
+    return None
 
 
 def store(ev: Evidence) -> list[Cause]:
@@ -288,28 +311,26 @@ def store(ev: Evidence) -> list[Cause]:
                 )
             )
     waits = by_kind(events, "rdzv.wait_keys")
-    missing = ranks_of(
-        int(m.group(1))
-        for e in waits
-        for k in re.split(r"[,\s]+", e.data.get("keys", ""))
-        if "/torchelastic/" not in k and (m := _KEY_RANK.search(k))
-    )
+    missing = ranks_of(key_rank(k.strip("[]'\",")) for e in waits for k in re.split(r"[,\s]+", e.data.get("keys", "")))
     joined = by_kind(events, "rdzv.clients_joined", "rdzv.timeout", "rdzv.closed")
     if missing or joined or waits:
         counts = next((f" ({e.data['joined']}/{e.data['expected']} joined)" for e in joined if "joined" in e.data), "")
         evidence = [quote(e) for e in (waits + joined)[:3]]
-        family = "missing_rank" if counts or waits else "rendezvous_timeout"
+        # a count of arrivals short of the world is a missing member; a key wait is the store's timeout
+        family = "missing_rank" if counts else "rendezvous_timeout"
         if missing:
             out.append(
                 Cause(
                     code="DGN001",
-                    summary=f"{who(missing)} never joined the process group{counts}",
+                    summary=f"{who(missing)} never wrote the store key{'s' if len(missing) > 1 else ''} the others "
+                    f"waited for{counts}",
                     culprits=missing,
                     confidence="high",
-                    reason="the store keys the others waited for belong to them (last number of the key)",
+                    reason="the store keys the others waited for are theirs (gloo's rendezvous key scheme: "
+                    "<group prefix>/<rank>)",
                     evidence=evidence,
                     strength=S.NEVER_JOINED,
-                    family="missing_rank",
+                    family="rendezvous_timeout",
                 )
             )
         else:

@@ -244,6 +244,46 @@ vanished = code(
 )
 
 
+groups_failed = code(
+    "PRE011",
+    Severity.ERROR,
+    "Process group rehearsal failed",
+    """With `validator preflight --groups`, every rank created the process groups of the job's
+    parallel layout (TP, CP, DP, PP, EP, in the framework's rank order: docs/layout.md) and ran an
+    all_reduce in each of its groups within 10 s, after the verdict passed and before the job
+    starts.
+
+    A group whose collective fails or hangs here fails the same way at the job's first collective
+    in that group, after it booked its GPUs and initialised NCCL: a rank that cannot reach its
+    group's peers (an interface or firewall between two nodes of one group), a rank that died or
+    hung, a layout the ranks disagree on. The message names the group's kind, its ranks and the
+    rank and host that failed or never reported; nobody starts the job.
+
+    Look at the named rank's host (its interfaces for that group's peers: NCCL_SOCKET_IFNAME,
+    `validator scan --net-check`), or at why it died; rerun the preflight with `--groups`.
+    """,
+)
+
+
+groups_slow = code(
+    "PRE012",
+    Severity.WARNING,
+    "Slow rank or group in the process group rehearsal",
+    """With `validator preflight --groups`, every rank reached each of its groups' collectives
+    within 3x of its peers' median and 250 ms more, and each group's timed all_reduce (1 MiB) took
+    less than 3x the median group of its kind and 50 ms more.
+
+    A synchronous job runs at the pace of its slowest rank in every group: one late rank (a slow
+    or overloaded node) holds its whole group back, and a slow group (a slow link between two of
+    its nodes) holds back every step. Printed as a warning line by the ranks it names; the job
+    still starts unless --fail-on warning.
+
+    Check the named rank's node (other processes, CPU or GPU clocks, `nvidia-smi -q -d
+    PERFORMANCE`) or the named group's links (`validator scan --net-check`), and exclude it.
+    """,
+)
+
+
 CODES: dict[str, Code] = table(
     unreachable,
     foreign,
@@ -258,6 +298,8 @@ CODES: dict[str, Code] = table(
     clock_skew,
     flood,
     vanished,
+    groups_failed,
+    groups_slow,
 )
 
 

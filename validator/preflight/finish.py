@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from validator.errors import UserError
 from validator.preflight import k8s
 from validator.preflight.plan import Options, Plan
+from validator.severity import Severity
 
 if TYPE_CHECKING:
     from validator.model import Facts, Report
@@ -46,15 +47,34 @@ SmokeTest = Callable[[], tuple[str | None, list[str]]]  # (what failed, the line
 
 
 def smoke_for(opts: Options, p: Plan, facts: Facts, port: int) -> SmokeTest | None:
+    """What runs after a pass, before the exec: --smoke, then --groups (each on the job's port)."""
     launch = facts["launch"]
     rank = launch["rank"] if p.mode == "rank" else launch["node_rank"]
-    if not opts.smoke or not isinstance(rank, int):
+    if not (opts.smoke or opts.groups) or not isinstance(rank, int):
         return None
     from validator.preflight import smoke
 
     def run() -> tuple[str | None, list[str]]:
-        got = smoke.smoke(facts, p.host, port, rank, p.expected)
-        return got.error, smoke.report(got.rows) if rank == 0 else []
+        err, lines = None, []
+        if opts.smoke:
+            t0 = time.monotonic()
+            got = smoke.smoke(facts, p.host, port, rank, p.expected)
+            err = f"PRE006 smoke all_reduce failed: {got.error}" if got.error else None
+            lines = [
+                f"smoke: all_reduce ok in {time.monotonic() - t0:.1f} s",
+                *(smoke.report(got.rows) if rank == 0 else []),
+            ]
+        if opts.groups and err is None:
+            from validator.facts.layout import group_map
+            from validator.preflight.groups import rehearse
+
+            groups = (group_map(launch["layout"], p.expected) if launch["layout"] else None) or {}
+            gpu = launch["local_rank"] if facts["gpus"]["devices"] else None
+            name = str(facts["host"] or facts["hostname"])
+            failed, more = rehearse(p.host, port, rank, p.expected, groups, name, gpu)
+            err = f"PRE011 process group rehearsal failed: {failed}" if failed else None
+            lines += more if speaks(facts, p) else [x for x in more if f"rank {rank} (" in x]
+        return err, lines
 
     return run
 
@@ -104,15 +124,16 @@ def finish_local(opts: Options, report: Report) -> int:
 def act(opts: Options, code: int, smoke_test: SmokeTest | None = None) -> int:
     """After the verdict: the smoke test, then exec the command in place on a pass."""
     if code == 0 and smoke_test is not None:
-        t0 = time.monotonic()
         err, lines = smoke_test()
         if err:
-            print(f"validator: PRE006 smoke all_reduce failed: {err}", file=sys.stderr)
+            print(f"validator: {err}", file=sys.stderr)
             return 1
-        if not opts.quiet:
-            print(f"validator: smoke: all_reduce ok in {time.monotonic() - t0:.1f} s", file=sys.stderr)
-            for line in lines:
+        for line in lines:
+            if not opts.quiet or line.startswith("PRE"):
                 print(f"validator: {line}", file=sys.stderr)
+        warned = any(line.startswith("PRE012") for line in lines)
+        if warned and opts.fail_on is not None and opts.fail_on <= Severity.WARNING:
+            return 1
     if code == 0 and opts.command:
         sys.stdout.flush()
         try:

@@ -47,6 +47,9 @@ def parser() -> argparse.ArgumentParser:
         help="also connect and measure between the nodes on the NCCL/Gloo address (two rings): unreachable pairs, slow links, slow nodes",
     )
     ap.add_argument("--smoke", action="store_true", help="after a pass, a tiny all_reduce with torch")
+    ap.add_argument("--groups", action="store_true",
+                    help="after a pass, every rank creates the layout's process groups (TP, PP, DP, ...) and runs "
+                         "collectives in each with a deadline (per-rank mode; docs/layout.md)")  # fmt: skip
     ap.add_argument("--verbose", "-v", action="store_true", help="print the full report on every participant")
     ap.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line (the coordinator too)")
     ap.add_argument("--prom-file", metavar=o.FILE_METAVAR, help=o.PROM_HELP)
@@ -71,7 +74,7 @@ def main(argv: list[str]) -> int:
             secret_file=ns.secret_file, expect=ns.expect, hosts=ns.hosts, profile=ns.profile, fmt=ns.fmt,
             output=ns.output, fail_on=o.fail_level(ns.fail_on),
             select=o.split_codes(ns.select), ignore=o.split_codes(ns.ignore), allow_incomplete=ns.allow_incomplete,
-            net_check=ns.net_check, smoke=ns.smoke, verbose=ns.verbose, quiet=ns.quiet,
+            net_check=ns.net_check, smoke=ns.smoke, groups=ns.groups, verbose=ns.verbose, quiet=ns.quiet,
             termination_log=ns.termination_log, prom_file=ns.prom_file,
         )  # fmt: skip
         return execute(opts)

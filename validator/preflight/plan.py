@@ -37,6 +37,7 @@ class Options(NamedTuple):
     allow_incomplete: bool = False
     net_check: bool = False
     smoke: bool = False
+    groups: bool = False  # after a pass, rehearse the layout's process groups (groups.py)
     verbose: bool = False
     quiet: bool = False
     termination_log: str | None = None  # one-line summary for `kubectl describe pod`

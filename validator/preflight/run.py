@@ -322,6 +322,16 @@ def execute(opts: Options) -> int:
         profile = load_profile(opts.profile)
     facts = pipeline.probe_local(opts.command or None, port_check=False)
     p = plan(opts, facts, profile)
+    if opts.groups:
+        from validator.facts.layout import group_map
+
+        if p.mode != "rank":
+            raise UserError("--groups rehearses per rank: run the preflight once per rank (srun, or inside torchrun)")
+        layout = facts["launch"]["layout"]
+        if layout is None or group_map(layout, p.expected) is None:
+            what = "no parallel layout (pass --layout tp=N,pp=N,... or the job's own configuration)" if layout is None \
+                else f"the layout does not tile the {p.expected} ranks"  # fmt: skip
+            raise UserError(f"--groups: {what}")
     t0 = time.monotonic()
     listener = open_listener(facts) if opts.net_check else None
     try:

@@ -12,6 +12,38 @@ REHEARSE = (
 PREFLIGHT = "validator preflight -- YOUR_LAUNCH_COMMAND on every node (every rank arrives, no RDZ/RNK/NET finding)"
 
 
+collateral = code(
+    "DGN020",
+    Severity.INFO,
+    "Collateral failures",
+    """Ranks that failed as a consequence of the initiating failure: timeouts, closed
+    connections, SIGTERM from the launcher.
+
+    These lines dominate the logs of a failed job (hundreds of ranks print watchdog
+    timeouts); listing them separately keeps the cause in view.
+
+    Nothing to fix on these ranks; fix the initiating failure.""",
+    hint="",
+    verify="",
+)
+
+incomplete = code(
+    "DGN021",
+    Severity.WARNING,
+    "Diagnosis inputs incomplete",
+    """Some evidence was missing: dumps or traces from some ranks, ranks with no log, files
+    that could not be read fully.
+
+    A verdict from part of the job can miss the rank that caused the failure, especially when
+    that rank is the silent one.
+
+    Collect the logs (and Flight Recorder dumps) of every rank, including the nodes that
+    died, and diagnose them together.""",
+    hint="collect logs and dumps from every rank",
+    verify="validator diagnose ALL_LOGS ALL_DUMPS (no DGN021)",
+)
+
+
 CODES: dict[str, Code] = table(
     code(
         "COL001",
@@ -302,35 +334,8 @@ CODES: dict[str, Code] = table(
         hint="check why the scheduler stopped the job; if it hung, collect Flight Recorder dumps",
         verify="sacct -j JOBID --format=JobID,State,Elapsed,Timelimit",
     ),
-    code(
-        "DGN020",
-        Severity.INFO,
-        "Collateral failures",
-        """Ranks that failed as a consequence of the initiating failure: timeouts, closed
-        connections, SIGTERM from the launcher.
-
-        These lines dominate the logs of a failed job (hundreds of ranks print watchdog
-        timeouts); listing them separately keeps the cause in view.
-
-        Nothing to fix on these ranks; fix the initiating failure.""",
-        hint="",
-        verify="",
-    ),
-    code(
-        "DGN021",
-        Severity.WARNING,
-        "Diagnosis inputs incomplete",
-        """Some evidence was missing: dumps or traces from some ranks, ranks with no log, files
-        that could not be read fully.
-
-        A verdict from part of the job can miss the rank that caused the failure, especially when
-        that rank is the silent one.
-
-        Collect the logs (and Flight Recorder dumps) of every rank, including the nodes that
-        died, and diagnose them together.""",
-        hint="collect logs and dumps from every rank",
-        verify="validator diagnose ALL_LOGS ALL_DUMPS (no DGN021)",
-    ),
+    collateral,
+    incomplete,
 )
 
 CLASS: dict[str, str] = {

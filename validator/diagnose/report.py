@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from validator.diagnose import codes as dgn
 from validator.diagnose.codes import CODES
 from validator.diagnose.events import Cause, Diagnosis
 from validator.model import Finding, Outcome, Report, Severity
@@ -29,7 +30,7 @@ def to_report(
     ]
     if diag.collateral:
         findings.append(
-            CODES["DGN020"].finding(
+            dgn.collateral.finding(
                 f"{len(diag.collateral)} rank{'s' if len(diag.collateral) != 1 else ''} failed as a consequence "
                 f"(timeouts, lost peers, teardown)" + (f"; {suppressed} repeated lines folded" if suppressed else ""),
                 ranks=diag.collateral,
@@ -37,7 +38,7 @@ def to_report(
             )
         )
     if diag.notes:
-        findings.append(CODES["DGN021"].finding("; ".join(diag.notes), severity=Severity.WARNING))
+        findings.append(dgn.incomplete.finding("; ".join(diag.notes), severity=Severity.WARNING))
     hosts = sorted(set(diag.hosts.values()))
     return Report(findings, participants, hosts, outcomes, errors, title)
 

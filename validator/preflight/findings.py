@@ -5,7 +5,7 @@ the preflight makes them with."""
 from __future__ import annotations
 
 from validator.codes import Code, code, table
-from validator.model import Finding, Severity
+from validator.model import Severity
 
 unreachable = code(
     "PRE001",
@@ -23,6 +23,7 @@ unreachable = code(
     node (`getent ahosts MASTER_ADDR`) and that the port is open between the nodes (`nc -zv
     MASTER_ADDR MASTER_PORT` while the preflight waits).
     """,
+    hint="start the master's preflight, make MASTER_ADDR resolve to it here, open the port between the nodes",
 )
 
 
@@ -39,6 +40,7 @@ foreign = code(
     Stop the process named on the master (the coordinator's own report names its pid), or use
     another MASTER_PORT for the whole job.
     """,
+    hint="stop the program holding the port on the master, or use another MASTER_PORT for the whole job",
 )
 
 
@@ -57,6 +59,7 @@ rejected = code(
     Give every participant the same job identity and secret (export them in the job script), or
     move one of the jobs to another port; for a flood, find its source in the coordinator's PRE004.
     """,
+    hint="give every participant of the job the same job id (--job-id, SLURM_JOB_ID) and secret",
 )
 
 
@@ -77,6 +80,7 @@ strangers = code(
     Look at the peers listed; give colliding jobs distinct ports; set VALIDATOR_SECRET where the
     port is reachable from untrusted hosts.
     """,
+    hint="nothing, unless they keep coming: then find the named hosts",
 )
 
 
@@ -124,6 +128,7 @@ cannot_bind = code(
 
     Use a port in 1024-65535 and a MASTER_ADDR that belongs to the master node.
     """,
+    hint="free the port on this node, or use another MASTER_PORT for the whole job",
 )
 
 
@@ -221,6 +226,7 @@ flood = code(
     a runaway client of an older job on the same port, a health check in a tight loop, a scanner.
     Or move the job to another MASTER_PORT, and set VALIDATOR_SECRET where strangers can reach it.
     """,
+    hint="stop the named hosts, or move the job to another MASTER_PORT; set VALIDATOR_SECRET",
 )
 
 
@@ -241,6 +247,7 @@ vanished = code(
     Look at what happened to that rank on its host (`dmesg`, the launcher's log, `sacct` or
     `kubectl describe pod`), fix or exclude the node, and start the job again.
     """,
+    hint="look at what happened to the named rank on its host; fix or exclude the node and start again",
 )
 
 
@@ -301,9 +308,3 @@ CODES: dict[str, Code] = table(
     groups_failed,
     groups_slow,
 )
-
-
-def finding(code: str, message: str, hosts: list[str], ranks: list[int] | None = None, **kw: str | None) -> Finding:
-    c = CODES[code]
-    return c.finding(message, ranks=ranks or [], hosts=hosts, expected=kw.get("expected"), actual=kw.get("actual"),
-                     fix=kw.get("fix") or c.fix, verify=kw.get("verify") or "")  # fmt: skip

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from validator.checks.base import Job
 from validator.facts.network import is_loopback
 from validator.model import Facts, Finding, Severity
+from validator.preflight import findings as pre  # NET201-203, PRE008: with the other preflight codes
 from validator.preflight import protocol as wire
-from validator.preflight.findings import CODES as CODES  # NET201-203, PRE008: with the other preflight codes
 from validator.preflight.participant import ADDRS_MAX, RESOLVE_S, SAMPLE_MAX
 
 if TYPE_CHECKING:
@@ -230,10 +230,10 @@ def _own_loopback(
     gpu = Job(facts, None, "preflight").uses_gpus
     what = "Gloo groups would advertise loopback" if gpu else "Gloo would advertise loopback"
     more = f" (and {len(bad) - 3} more nodes)" if len(bad) > 3 else ""
-    return [CODES["NET201"].finding(
+    return [pre.own_loopback.finding(
         f"hostname resolves to loopback on its own node: {'; '.join(b for _, b in bad[:3])}{more}: {what}",
         hosts=[h for h, _ in bad], expected="the node's routable address", actual=bad[0][1].split(" -> ")[1].split(" on ")[0],
-        fix=CODES["NET201"].fix, verify="getent ahosts $(hostname)   # on each named node: a routable address first",
+        fix=pre.own_loopback.fix, verify="getent ahosts $(hostname)   # on each named node: a routable address first",
         severity=Severity.WARNING if gpu else None)]  # fmt: skip
 
 
@@ -263,10 +263,10 @@ def _drift(
     got = {v: seen[v][0] for v in wrong}
     shown = "; ".join(f"{v} -> {_show(a)}" for v, a in list(got.items())[:4]) + (" ..." if len(got) > 4 else "")
     ok = len(answers) - len(wrong)
-    return [CODES["NET202"].finding(
+    return [pre.drift.finding(
         f"{_peer(name, peer)} resolves differently: {shown}; {ok} other node(s) resolve it to {_show(agreed)}; "
         f"{peer} has {_show(has)}", hosts=wrong, expected=f"{name} -> {_show(agreed)}",
-        actual=f"{name} -> {_show(next(iter(got.values())))}", fix=CODES["NET202"].fix,
+        actual=f"{name} -> {_show(next(iter(got.values())))}", fix=pre.drift.fix,
         verify=GETENT.replace("NAME", name), severity=sev)]  # fmt: skip
 
 
@@ -282,10 +282,10 @@ def _unresolved(
     if not failed or not found or not credible:
         return []
     why = seen[failed[0]][1] or "no address"
-    return [CODES["NET203"].finding(
+    return [pre.unresolved.finding(
         f"{_peer(name, peer)} does not resolve on {_where(failed)} ({why}); {len(seen) - len(failed)} other node(s) "
         f"resolve it to {_show(found)}", hosts=failed, expected=f"{name} -> {_show(found)}", actual=why,
-        fix=CODES["NET203"].fix, verify=GETENT.replace("NAME", name), severity=sev)]  # fmt: skip
+        fix=pre.unresolved.fix, verify=GETENT.replace("NAME", name), severity=sev)]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- clock
@@ -313,10 +313,10 @@ def clock_findings(arrivals: list[Arrival], coordinator: str) -> list[Finding]:
     worst = sorted(off.items(), key=lambda kv: -abs(kv[1][0]))
     shown = ", ".join(f"{h} {o:+.1f} s (round trip {r * 1000:.0f} ms)" for h, (o, r) in worst[:5])
     more = f" and {len(worst) - 5} more" if len(worst) > 5 else ""
-    return [CODES["PRE008"].finding(
+    return [pre.clock_skew.finding(
         f"clock offset from the coordinator's ({coordinator}) beyond {SKEW_S:.0f} s: {shown}{more}",
         hosts=[h for h, _ in worst], expected=f"within {SKEW_S:.0f} s", actual=f"{worst[0][1][0]:+.1f} s",
-        fix=CODES["PRE008"].fix, verify="chronyc tracking   # or: timedatectl; on each named node")]  # fmt: skip
+        fix=pre.clock_skew.fix, verify="chronyc tracking   # or: timedatectl; on each named node")]  # fmt: skip
 
 
 def defer(found: list[Finding], checked: list[Finding]) -> list[Finding]:

@@ -56,13 +56,13 @@ def rejected_findings(gathered: Gathered) -> list[Finding]:
     """One PRE004 per reason: a count, at most a few peers and one short example, whatever
     strangers sent. Information only: PRE004 never changes the exit code (model.NEVER_FAILS).
     A flood that outlasted the wait for it is PRE009, an error: the job would start into it."""
-    from validator.preflight.findings import finding
+    from validator.preflight import findings as pre
     from validator.preflight.refusals import FLOOD_N, FLOOD_WAIT_S, PEERS_MAX
 
     rejected = gathered.rejected
     out = []
     if gathered.flooded:
-        out.append(finding("PRE009", f"the rendezvous port was still flooded after {FLOOD_WAIT_S:g} s of waiting: "
+        out.append(pre.flood.finding(f"the rendezvous port was still flooded after {FLOOD_WAIT_S:g} s of waiting: "
                            f"{rejected.flood_text()}; the job's store would meet the same flood",
                            hosts=rejected.sources(), expected="no flood when the job starts",
                            actual=f"{FLOOD_N}+ a second"))  # fmt: skip
@@ -70,7 +70,7 @@ def rejected_findings(gathered: Gathered) -> list[Finding]:
         peers = sorted(r.peers)
         more = "" if len(peers) < PEERS_MAX else " and maybe others"
         example = f"; e.g. {r.example}" if r.example else ""
-        out.append(finding("PRE004", f"{r.count} connection(s) {reason}{example}", hosts=peers, expected="none",
+        out.append(pre.strangers.finding(f"{r.count} connection(s) {reason}{example}", hosts=peers, expected="none",
                            actual=f"{r.count} from {', '.join(peers[:5])}{' ...' if len(peers) > 5 else ''}{more}"))  # fmt: skip
     return out
 
@@ -225,7 +225,7 @@ def render(report: Report, exit_code: int, arrived: list[Facts], p: Plan, second
 
 def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, extra: list[Finding]) -> Report:
     """What a participant reports on its own: its local findings plus why it has no verdict."""
-    from validator.preflight.findings import finding
+    from validator.preflight import findings as pre
 
     findings = list(extra)
     host = facts["host"]
@@ -233,9 +233,9 @@ def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, ex
     if result is not None:
         att = result.attempts
         if att.foreign:
-            findings.append(finding("PRE002", f"{att.foreign}; the real job's rank 0 cannot bind it", [p.host], []))
+            findings.append(pre.foreign.finding(f"{att.foreign}; the real job's rank 0 cannot bind it", hosts=[p.host]))
         elif att.rejected:
-            findings.append(finding("PRE003", f"coordinator {att.rejected}", [host], ranks))
+            findings.append(pre.rejected.finding(f"coordinator {att.rejected}", hosts=[host], ranks=ranks))
         else:
             launch = facts["launch"]
             me = launch["rank"] if p.mode == "rank" else launch["node_rank"]
@@ -254,8 +254,8 @@ def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, ex
                          "holds the port (a stale TCPStore: the master's own report names it)")  # fmt: skip
             dns = "" if att.resolved_once else k8s.unresolved_hint(p.host, facts)  # names the Service in a pod
             why = f"gave up: {att.gave_up}" if att.gave_up else f"within {opts.timeout:.0f} s"
-            findings.append(finding("PRE001", f"no verdict from {p.host}:{p.port} ({why}){hint}: "
-                                    f"{att.summary()}{dns}", [host], ranks))  # fmt: skip
+            findings.append(pre.unreachable.finding(f"no verdict from {p.host}:{p.port} ({why}){hint}: "
+                                                    f"{att.summary()}{dns}", hosts=[host], ranks=ranks))  # fmt: skip
     report = pipeline.check([facts], None, codes(opts), context="local", title=f"cluster-validator preflight ({host})")
     report.findings = sorted(findings + report.findings, key=lambda f: (-f.severity, f.code))
     return report
@@ -266,7 +266,7 @@ NAMED_HOSTS_MAX = 256  # beyond this many culprit hosts, only the coordinator pr
 
 def vanished(lost: list[Arrival], p: Plan) -> Finding:
     """PRE010: participants that sent their facts but did not confirm the proposed pass."""
-    from validator.preflight.findings import finding
+    from validator.preflight.findings import vanished as pre010
     from validator.targets import fold_hosts, fold_ranks
 
     what = "rank" if p.mode == "rank" else "node rank"
@@ -281,8 +281,8 @@ def vanished(lost: list[Arrival], p: Plan) -> Finding:
     how += [f"{who(silent)}: no confirmation within the window"] if silent else []
     hosts = sorted({a.facts["host"] for a in lost})
     ranks = [r for a in lost if isinstance(r := a.facts["launch"]["rank"], int)]
-    return finding("PRE010", f"{who(lost)} on {fold_hosts(hosts)} sent facts, then vanished before the go "
-                   f"({'; '.join(how)}): the job would wait in init_process_group", hosts, ranks,
+    return pre010.finding(f"{who(lost)} on {fold_hosts(hosts)} sent facts, then vanished before the go "
+                   f"({'; '.join(how)}): the job would wait in init_process_group", hosts=hosts, ranks=ranks,
                    expected="every participant confirms the pass", actual=f"{len(lost)} did not")  # fmt: skip
 
 
@@ -366,10 +366,10 @@ def rendezvous(
             sock, port = bind_first(p.ports)
         except OSError as e:
             if e.errno != errno.EADDRINUSE:
-                from validator.preflight.findings import finding
+                from validator.preflight.findings import cannot_bind
 
-                report = local_report(opts, facts, p, None, [finding(
-                    "PRE007", f"cannot listen on port {p.port}: {e.strerror}", [facts["host"]], actual=str(e.strerror))])  # fmt: skip
+                report = local_report(opts, facts, p, None, [cannot_bind.finding(
+                    f"cannot listen on port {p.port}: {e.strerror}", hosts=[facts["host"]], actual=str(e.strerror))])  # fmt: skip
                 return finish_local(opts, report)
             # Maybe the holder is this job's coordinator (a second rank 0): join it. Held by a
             # program that is not a validator (a stale TCPStore, another service), the job's rank 0

@@ -76,7 +76,7 @@ def test_fr_json_nested_deeply_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "fr_rank0.json").write_text('{"entries": [], "pg_config": ' + "[" * 100_000 + "]" * 100_000 + "}")
     report, _ = diagnose_paths([str(tmp_path / "fr_rank0.json")])
     assert report.exit_code() == 2
-    assert ["fr_rank0.json" in e and "nested too deeply" in e for e in report.input_errors] == [True]
+    assert ["fr_rank0.json" in e and "nested more than 64 levels deep" in e for e in report.input_errors] == [True]
 
 
 def test_gzip_bomb_fr_json_is_refused_after_the_cap(tmp_path: Path) -> None:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import io
 import itertools
-import json
 import os
 import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
+from validator import safejson
 from validator.diagnose.inputs import MAX_JSON, dump_rank, read_json, read_limited
 from validator.diagnose.sequences import Call, Divergence, first_divergence, user_frame
 from validator.errors import UserError
@@ -127,8 +127,8 @@ def group_ranks(value: Any, where: str) -> list[int]:
     ranks = value
     if isinstance(value, str):
         try:
-            ranks = json.loads(value[: 16 * MAX_RANKS]) if value.strip() else []
-        except (ValueError, RecursionError):
+            ranks = safejson.loads(value[: 16 * MAX_RANKS], where) if value.strip() else []
+        except safejson.JsonError:
             ranks = None
     ok = isinstance(ranks, (list, tuple)) and len(ranks) <= MAX_RANKS
     if ok and all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= MAX_RANK for r in ranks):

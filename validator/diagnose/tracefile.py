@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+from validator import safejson
 from validator.diagnose.flightrec import MAX_RANKS, group_ranks, plain, render, window
 from validator.diagnose.inputs import open_binary
 from validator.diagnose.sequences import Call, Divergence, first_divergence
@@ -63,8 +63,8 @@ def load_trace(path: str) -> Trace:
                 if bad is not None:
                     raise UserError("not a trace line (invalid JSON)", f"{path}:{bad}")
                 try:
-                    doc = json.loads(raw)
-                except (ValueError, RecursionError):
+                    doc = safejson.loads(raw, path, line=n)
+                except safejson.JsonError:
                     bad = n
                     continue
                 trace = _take(trace, path, n, doc)

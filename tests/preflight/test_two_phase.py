@@ -7,11 +7,23 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 
 from tests.conftest import VALIDATOR
 from tests.preflight.conftest import base_env, collect, finding, ranks, start
+
+
+def listening(port: int, limit: float = 30.0) -> None:
+    """Wait (bounded) until something accepts on the port."""
+    until = time.monotonic() + limit
+    while time.monotonic() < until:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {port} after {limit:g} s")
 
 
 def two_nodes(port: int, late: int, delay: float) -> list[dict[str, str]]:
@@ -58,12 +70,12 @@ def test_rank_killed_after_its_facts_fails_everyone_and_is_named(tmp_path: Path,
 
 def test_rank_stopped_before_the_go_is_named_after_the_window(tmp_path: Path, port: int) -> None:
     """A member that is SIGSTOPped cannot confirm: its leader lists it as lost within 3 s."""
-    procs = launch(tmp_path, two_nodes(port, late=3, delay=6), "--timeout", "60")
-    time.sleep(3)
+    procs = launch(tmp_path, two_nodes(port, late=3, delay=14), "--timeout", "60")
+    time.sleep(9)  # every rank but rank 3 has sent its facts, even on a loaded machine
     stopped = procs[5][0]
     os.kill(stopped.pid, signal.SIGSTOP)
     try:
-        time.sleep(9)  # the late rank arrives at 6 s; the leader's window is 3 s
+        time.sleep(12)  # the late rank arrives at 14 s; the leader's window is 3 s
     finally:
         os.kill(stopped.pid, signal.SIGCONT)
     runs = collect(procs)
@@ -90,8 +102,8 @@ def test_stalled_coordinator_gives_one_answer(tmp_path: Path, port: int) -> None
 def test_stopped_coordinator_every_live_rank_says_so(tmp_path: Path, port: int) -> None:
     """A coordinator that never resumes: every other rank ends with the same exit code and says
     the coordinator stopped answering, not that another program holds the port."""
-    procs = launch(tmp_path, [dict(e, LOCAL_WORLD_SIZE="1", LOCAL_RANK="0") for e in ranks(3, port)], "--timeout", "6")
-    time.sleep(0.2)
+    procs = launch(tmp_path, [dict(e, LOCAL_WORLD_SIZE="1", LOCAL_RANK="0") for e in ranks(3, port)], "--timeout", "8")
+    listening(port)  # the coordinator is up: it stops answering from now on
     os.kill(procs[0][0].pid, signal.SIGSTOP)
     try:
         runs = collect(procs[1:], limit=60)

@@ -157,9 +157,4 @@ def render_scan(result: ScanResult, fmt: str, options: RenderOptions) -> str:
 
         n = len(result.drain)
         options = replace(options, verdict=f"drain: {fold_hosts(result.drain)} ({n} host{'s' if n != 1 else ''})")
-    if fmt == "table" and result.exclude and result.exclude["hosts"]:
-        from validator.probes.exclude import lines
-
-        more = "\n".join(lines(result.exclude))
-        options = replace(options, verdict=f"{options.verdict}\n{more}" if options.verdict else more)
     return render(replace(result.report, scan=result.scan_json(), drain=result.drain), fmt, options)

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import os
-import sys
 from pathlib import Path
 from types import TracebackType
 
@@ -38,8 +37,10 @@ def cgroup_v1_cpu() -> bool:
 
 
 class Nodes:
-    def __init__(self, fab: Fabric, samples: int = 3, window: float = 0.2, mib: int = 16, width: int = 0) -> None:
-        self.fab = fab
+    def __init__(
+        self, fab: Fabric, samples: int = 3, window: float = 0.2, mib: int = 16, width: int = 0, python: str = "python3"
+    ) -> None:
+        self.fab, self.python = fab, python  # the nodes' interpreter: the scan's default, stdlib only
         self.args = {"compute": [str(samples), str(window)], "memory": [str(samples), str(window), str(mib)]}
         self.width = width or os.cpu_count() or 1
         self.groups = [CPU / f"cvprobe-{os.getpid()}-{name}" for name in fab.names]
@@ -55,10 +56,10 @@ class Nodes:
             with contextlib.suppress(OSError):
                 g.rmdir()
 
-    def cpu(self, i: int, percent: float) -> None:
-        """Host i gets ``percent`` of one CPU (fault.sh cpu)."""
-        (self.groups[i] / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-        (self.groups[i] / "cpu.cfs_quota_us").write_text(str(int(PERIOD_US * percent / 100)))
+    def cpu(self, i: int, percent: float, period_us: int = PERIOD_US) -> None:
+        """Host i gets ``percent`` of one CPU (fault.sh cpu), in CFS periods of ``period_us``."""
+        (self.groups[i] / "cpu.cfs_period_us").write_text(str(period_us))
+        (self.groups[i] / "cpu.cfs_quota_us").write_text(str(int(period_us * percent / 100)))
 
     def clear(self) -> None:
         for g in self.groups:
@@ -66,11 +67,13 @@ class Nodes:
 
     async def _one(self, gate: asyncio.Semaphore, kind: rounds.Kind, name: str) -> tuple[str, dict[str, object] | str]:
         i = self.fab.names.index(name)
-        join = f"echo $$ > {self.groups[i]}/cgroup.procs && exec \"$@\""
-        argv = ["sh", "-c", join, "sh", *self.fab.on(i, sys.executable, PROGRAM[kind], *self.args[kind])]
+        join = f'echo $$ > {self.groups[i]}/cgroup.procs && exec "$@"'
+        argv = ["sh", "-c", join, "sh", *self.fab.on(i, self.python, PROGRAM[kind], *self.args[kind])]
         async with gate:
             self.runs += 1
-            p = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL)
+            p = await asyncio.create_subprocess_exec(
+                *argv, stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL
+            )
             try:
                 out, _ = await asyncio.wait_for(p.communicate(), 120)
             except TimeoutError:

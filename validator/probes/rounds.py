@@ -1,6 +1,8 @@
-"""Rounds of the node probes: each probe on every node at once (it only proposes), then each
-suspect measured again alone, CONFIRM times (stopping at the first pass), beside CONTROLS nodes
-that were not suspect, measured alone the same way; named only when slow every time (judge.py).
+"""Rounds of the node probes: each probe on every node at once (it only proposes), then the
+suspects measured again, CONFIRM times (stopping at the first pass), each alone on its node
+(nothing else of the check running: one probe kind at a time, no net check), in one round with
+CONTROLS nodes that were not suspect; named only when slow every time (judge.py). Nodes share no
+hardware, so the suspects and the controls of a confirmation run at once: one round each.
 
 The caller gives ``Round``: run one probe on these nodes and return each node's answer (the
 probe's JSON object) or why there is none. The scan runs it through its transport; the tests
@@ -28,7 +30,6 @@ Answers = dict[str, "dict[str, Any] | str"]  # node -> the probe's answer, or wh
 Round = Callable[[Kind, list[str]], Awaitable[Answers]]
 CONFIRM = 2  # measurements alone a suspect must fail too
 CONTROLS = 2  # nodes that were not suspect, measured alone beside the suspects
-ALONE_ROUNDS = 8  # up to this many suspects and controls, one node a round; beyond, this many rounds
 MAX_ROWS = 64  # devices per node read from an answer
 
 
@@ -80,11 +81,10 @@ async def judge_kind(kind: Kind, nodes: list[str], probe_round: Round) -> Judged
     for _ in range(CONFIRM if redo else 0):
         ctl = controls(j, redo)
         again: dict[str, dict[str, float]] = {}
-        for batch in batches([*sorted(redo, key=nodes.index), *ctl]):
-            j.rounds += 1
-            for node, answer in (await probe_round(kind, batch)).items():
-                if not isinstance(got := figures(kind, answer), str):
-                    again[node] = got
+        j.rounds += 1
+        for node, answer in (await probe_round(kind, [*sorted(redo, key=nodes.index), *ctl])).items():
+            if not isinstance(got := figures(kind, answer), str):
+                again[node] = got
         j.alone.append(again)
         redo = {h for h in redo if slow_keys(j, h, again, ctl)}
         if not redo:
@@ -117,12 +117,6 @@ def controls(j: Judged, suspects: set[str]) -> list[str]:
     return sorted(spare, key=lambda h: (abs(j.first[h][key] - med), h))[:CONTROLS]
 
 
-def batches(order: list[str]) -> list[list[str]]:
-    """One node a round, up to ALONE_ROUNDS; beyond, ALONE_ROUNDS rounds of several."""
-    width = -(-len(order) // ALONE_ROUNDS)
-    return [order[i : i + width] for i in range(0, len(order), width)] if order else []
-
-
 def evidence(j: Judged, node: str, key: str) -> str:
     med, mad, _ = j.stats[key]
     unit = UNIT[j.kind]
@@ -146,7 +140,7 @@ async def run(nodes: list[str], probe_round: Round, kinds: tuple[Kind, ...] = KI
     for j in judged:
         for node in sorted(j.named, key=nodes.index):
             findings.append(CODE[j.kind].finding(
-                f"{node}: slower than its peers in {j.kind}, {1 + len(j.alone)} rounds (all nodes, then alone "
+                f"{node}: slower than its peers in {j.kind}, {1 + len(j.alone)} rounds (all nodes, then again "
                 f"{len(j.alone)} times beside {CONTROLS} control nodes): " + " | ".join(j.named[node]),
                 hosts=[node], expected=f"within {judge.FACTOR:g}x of the peers' median",
                 actual="; ".join(e.split(" against", 1)[0] for e in j.named[node]), verify=codes.VERIFY))  # fmt: skip

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from validator.documents import ExcludeDoc, ProbesDoc
 from validator.model import Finding, Outcome, Report, Severity
 from validator.report.options import RenderOptions
 from validator.report.text import fold, summary, visible, where
@@ -219,6 +220,30 @@ def _drain_html(report: Report, drain: list[str]) -> str:
     )
 
 
+def _exclude_html(ex: ExcludeDoc) -> str:
+    """Every form of taking the named nodes out (validator/probes/exclude.py)."""
+    s, k = ex["slurm"], ex["kubernetes"]
+    forms = [("Slurm: resubmit without them", s["sbatch"]), ("Slurm: relaunch on the rest", s["srun"]),
+             ("Slurm admins: drain", s["drain"]), ("deepspeed / mpirun hostfile", "\n".join(ex["hostfile"])),
+             ("Kubernetes: cordon", "\n".join(k["cordon"])), ("Kubernetes: taint", "\n".join(k["taint"])),
+             ("Kubernetes: node anti-affinity", k["affinity"])]  # fmt: skip
+    rows = "".join(f"<tr><td>{_e(what)}</td><td><pre>{_e(text)}</pre></td></tr>" for what, text in forms if text)
+    return f'<h2>Exclude {len(ex["hosts"])}</h2><div class="box drain"><span class="hosts">{_e(fold_hosts(ex["hosts"]))}</span><table>{rows}</table></div>'
+
+
+def _probes_html(doc: ProbesDoc) -> str:
+    """A row per node: its figures, the peers' medians on top, the named ones marked."""
+    keys = [(s["kind"], s["key"], s["median"], s["unit"]) for s in doc["stats"]]
+    head = "".join(f"<th>{_e(kind)} {_e(key)}<br>median {_e(med)} {_e(unit)}</th>" for kind, key, med, unit in keys)
+    rows = "".join(
+        f"<tr><td class=hosts>{_e(r['host'])}</td>"
+        + "".join(f"<td>{_e(r[kind].get(key, '-'))}</td>" for kind, key, _, _ in keys)  # type: ignore[literal-required]
+        + f"<td>{_e(', '.join(r['named']) or 'ok')}</td></tr>"
+        for r in doc["nodes"]
+    )
+    return f"<h2>Probes</h2><table><tr><th>node</th>{head}<th>slow</th></tr>{rows}</table>"
+
+
 def render_html(report: Report, options: RenderOptions) -> str:
     """The report's ``drain`` (computed from ``options.fail_on`` when absent) and ``scan``
     sections show when present."""
@@ -234,9 +259,13 @@ def render_html(report: Report, options: RenderOptions) -> str:
             counts += "<span><b>interrupted</b> (Ctrl-C): partial results</span>"
         if scan["net_check"] is not None:
             counts += f"<span>{_e(scan['net_check']['line'])}</span>"
+        if (probed := scan.get("probes")) is not None:
+            counts += f"<span>{_e(probed['line'])}</span>"
     sections = [
         f"<h1>{_e(report.title)}</h1><div class=sub>{_e(summary(report))}</div><div class=counts>{counts}</div>",
         "<h2>Drain</h2>" + _drain_html(report, drain),
+        *([_exclude_html(ex)] if scan is not None and (ex := scan.get("exclude")) and ex["hosts"] else []),
+        *([_probes_html(p)] if scan is not None and (p := scan.get("probes")) else []),
         "<h2>Nodes × checks</h2>" + _matrix_html(report, titles),
     ]
     if findings:

@@ -107,6 +107,10 @@ def render_table(report: Report, options: RenderOptions) -> str:
             out.append(f"        verify: {v(f.verify)}")
     if verdict:
         out += [v(line) for line in verdict.split("\n")]
+    if report.scan is not None and (excluded := report.scan.get("exclude")):
+        from validator.probes.exclude import lines
+
+        out += [v(line) for line in lines(excluded)]
     return "\n".join(out) + "\n"
 
 

@@ -126,7 +126,9 @@ def test_profiles_validate_refuses_hostile_profiles_in_one_line(
     assert_refused(run("profiles", "validate", str(path)), f"{path}:{line}", *words)
 
 
-def test_check_with_a_hostile_profile_still_checks_the_facts(tmp_path: Path) -> None:
+def test_check_with_a_hostile_profile_is_one_line(tmp_path: Path) -> None:
+    """As every command stops on a bad profile: one line naming the file and line, exit 2, no report
+    (issue 21: check used to print a whole report without the profile)."""
     profile = tmp_path / "p.yaml"
     profile.write_text("nodes: 2\nhosts: n[0-9999999]\n")
     files = []
@@ -135,7 +137,7 @@ def test_check_with_a_hostile_profile_still_checks_the_facts(tmp_path: Path) -> 
         files[-1].write_text(json.dumps(doc))
     p = run("check", *map(str, files), "--profile", str(profile))
     assert_refused(p, f"{profile}:2", "10,000,000 hosts")
-    assert "4 participants" in p.stdout
+    assert p.stdout == "" and len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
 def test_an_array_of_millions_of_tiny_documents_stops_after_100_bad_ones(tmp_path: Path) -> None:

@@ -32,7 +32,10 @@ def test_check_names_the_node_that_would_fall_back_to_sockets(tmp_path: Path) ->
         agent_doc(tmp_path, "gpu002", hca, {f"mlx5_{d}/ports/1/state": "1: DOWN" for d in (0, 1)}),
         agent_doc(tmp_path, "gpu003", hca, {}),
     ]
-    cmd = [sys.executable, "-m", "validator", "check", *map(str, files), "--select", "IB", "--format", "json"]
+    profile = tmp_path / "gpu.yaml"  # the job's GPUs: NCCL_* alone no longer says so (GPU001's evidence rule)
+    profile.write_text("gpus_per_node: 8\n")
+    cmd = [sys.executable, "-m", "validator", "check", *map(str, files), "--profile", str(profile), "--select", "IB",
+           "--format", "json"]  # fmt: skip
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
     assert p.returncode == 1, p.stderr
     found = {(f["code"], f["hosts"]) for f in json.loads(p.stdout)["findings"]}

@@ -107,7 +107,9 @@ def test_hostile_names_are_quoted_in_every_command() -> None:
     doc = exclusion(["n0", evil, "n2"], [evil], {}, pods=True)
     assert shlex.split(doc["kubernetes"]["cordon"][0])[:2] == ["kubectl", "cordon"]
     assert "'n1;rm -rf ~'" in doc["kubernetes"]["cordon"][0]
-    assert shlex.split(doc["slurm"]["drain"])[2] == f"nodename={evil}"
+    assert doc["slurm"]["drain"] == "" and doc["hostfile"] == [], "pods are no Slurm nodes"
+    hosts = exclusion(["n0", evil, "n2"], [evil], {})
+    assert shlex.split(hosts["slurm"]["drain"])[2] == f"nodename={evil}"
 
 
 def test_every_format_carries_the_exclusion_and_the_probe_figures() -> None:

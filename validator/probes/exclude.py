@@ -33,18 +33,19 @@ def exclusion(base: list[str], out: list[str], slots: dict[str, int], pods: bool
         "        - matchExpressions:\n            - key: kubernetes.io/hostname\n              operator: NotIn\n"
         f"              values:{values}\n"
     )
+    hosts = bool(out) and not pods  # pods are no Slurm nodes and no hostfile's hosts: only their nodes' forms
     return {
         "hosts": list(out),
         "keep": keep,
         "slurm": {
-            "exclude": f"--exclude={named}" if out else "",
-            "nodelist": rest,
+            "exclude": f"--exclude={named}" if hosts else "",
+            "nodelist": rest if not pods else "",
             "nodes": len(keep),
-            "srun": f"srun --nodes={len(keep)} --nodelist={q(rest)} COMMAND" if out and keep else "",
-            "sbatch": f"sbatch --exclude={q(named)} JOB_SCRIPT" if out else "",
-            "drain": f'scontrol update nodename={q(named)} state=drain reason="validator scan"' if out else "",
+            "srun": f"srun --nodes={len(keep)} --nodelist={q(rest)} COMMAND" if hosts and keep else "",
+            "sbatch": f"sbatch --exclude={q(named)} JOB_SCRIPT" if hosts else "",
+            "drain": f'scontrol update nodename={q(named)} state=drain reason="validator scan"' if hosts else "",
         },
-        "hostfile": [f"{h} slots={max(1, slots.get(h, 1))}" for h in keep],
+        "hostfile": [f"{h} slots={max(1, slots.get(h, 1))}" for h in keep] if not pods else [],
         "kubernetes": {
             "cordon": [f"kubectl cordon {n}" for n in node],
             "taint": [f"kubectl taint nodes {n} {TAINT}" for n in node],
@@ -59,14 +60,16 @@ def lines(doc: ExcludeDoc) -> list[str]:
         return []
     s, k = doc["slurm"], doc["kubernetes"]
     out = [f"exclude: {fold_hosts(doc['hosts'])} ({len(doc['hosts'])} of {len(doc['hosts']) + len(doc['keep'])})"]
-    out += [
-        f"  slurm:   {s['sbatch']}",
-        *([f"  relaunch: {s['srun']}"] if s["srun"] else []),
-        f"  drain:   {s['drain']}",
-    ]
-    out += [
-        f"  hostfile (deepspeed, mpirun): {', '.join(doc['hostfile'][:8])}"
-        + (" ..." if len(doc["hostfile"]) > 8 else "")
-    ]
+    if s["sbatch"]:
+        out += [
+            f"  slurm:   {s['sbatch']}",
+            *([f"  relaunch: {s['srun']}"] if s["srun"] else []),
+            f"  drain:   {s['drain']}",
+        ]
+    if doc["hostfile"]:
+        out += [
+            f"  hostfile (deepspeed, mpirun): {', '.join(doc['hostfile'][:8])}"
+            + (" ..." if len(doc["hostfile"]) > 8 else "")
+        ]
     out += [f"  kubernetes: {k['cordon'][0]}" + (f" (and {len(k['cordon']) - 1} more)" if len(k["cordon"]) > 1 else "")]
     return out

@@ -11,7 +11,7 @@ import typer
 
 from validator import __version__, cliopts, pipeline
 from validator.cliopts_typer import FAIL_ON, FORMAT, IGNORE, OUTPUT, PROFILE, PROM_FILE, SELECT, Command, output_path
-from validator.errors import EXIT_OK, EXIT_USAGE, UserError
+from validator.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UserError
 
 app = typer.Typer(
     name="validator",
@@ -326,10 +326,16 @@ def scan(
 
     ran = pipeline.ran_codes(opts.codes, net_check=result.net_check is not None, probes=result.probes is not None)
     options = RenderOptions(colour=output is None and sys.stdout.isatty(), codes=ran, fail_on=level)
-    cliopts.write_report(pipeline.render_scan(result, fmt, options), output_path(output))
+    cliopts.write_report(scanning.render_scan(result, fmt, options), output_path(output))
     if drain_list is not None:
         scanning.write_drain_list(result, str(drain_list))
-    code = 130 if result.interrupted else 2 if result.failed else result.report.exit_code(level, allow_incomplete)
+    code = (
+        EXIT_INTERRUPTED
+        if result.interrupted
+        else EXIT_USAGE
+        if result.failed
+        else result.report.exit_code(level, allow_incomplete)
+    )
     if prom_file is not None:
         from validator.report.prom import write_prom
 
@@ -355,8 +361,8 @@ def run(argv: list[str]) -> int:
         print(f"validator: error: {e}", file=sys.stderr)
         return e.exit_code
     except SystemExit as e:
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+        return e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_USAGE)
     except KeyboardInterrupt:
         print("validator: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     return EXIT_OK

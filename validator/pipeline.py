@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from validator.documents import LayoutDoc
     from validator.model import Facts, Finding, Outcome, Report
     from validator.profiles import Profile
-    from validator.report.options import RenderOptions
-    from validator.scan import ScanResult
 
 
 def probe_local(argv: list[str] | None = None, environ: dict[str, str] | None = None, port_check: bool = True) -> Facts:
@@ -144,17 +142,3 @@ def to_facts(host: str, raw: dict[str, Any]) -> Facts | str:
         return str(e)
     facts["host"] = host
     return facts
-
-
-def render_scan(result: ScanResult, fmt: str, options: RenderOptions) -> str:
-    """The report in ``fmt``, with the scan's own sections (``scan``, ``drain``)."""
-    from dataclasses import replace
-
-    from validator.report import render
-
-    if fmt == "table" and result.drain and options.verdict is None:
-        from validator.targets import fold_hosts
-
-        n = len(result.drain)
-        options = replace(options, verdict=f"drain: {fold_hosts(result.drain)} ({n} host{'s' if n != 1 else ''})")
-    return render(replace(result.report, scan=result.scan_json(), drain=result.drain), fmt, options)

@@ -19,6 +19,7 @@ from validator.transports import Gathered, Job, OnDone, Transport
 
 if TYPE_CHECKING:
     from validator.probes.rounds import Outcome as ProbesOutcome
+    from validator.report.options import RenderOptions
 
 
 @dataclass
@@ -228,7 +229,7 @@ def scan(opts: ScanOptions) -> ScanResult:
     """Scan the targets; Ctrl-C stops the fan-out and returns what was gathered so far."""
     import asyncio
 
-    from validator.report.html import drain_hosts, scan_failure
+    from validator.drain import drain_hosts, scan_failure
     from validator.targets import fold_hosts
     from validator.transports.progress import Progress
 
@@ -311,3 +312,17 @@ def write_drain_list(result: ScanResult, path: str) -> None:
             f.write("".join(f"{h}\n" for h in result.drain))
     except OSError as e:
         raise UserError(f"cannot write the drain list: {e.strerror}", path) from None
+
+
+def render_scan(result: ScanResult, fmt: str, options: RenderOptions) -> str:
+    """The report in ``fmt``, with the scan's own sections (``scan``, ``drain``)."""
+    from dataclasses import replace
+
+    from validator.report import render
+
+    if fmt == "table" and result.drain and options.verdict is None:
+        from validator.targets import fold_hosts
+
+        n = len(result.drain)
+        options = replace(options, verdict=f"drain: {fold_hosts(result.drain)} ({n} host{'s' if n != 1 else ''})")
+    return render(replace(result.report, scan=result.scan_json(), drain=result.drain), fmt, options)

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from validator.drain import drain_hosts
 from validator.model import Finding, Outcome, Report, Severity
 from validator.report import RenderOptions
-from validator.report.html import drain_hosts, matrix, render_html
+from validator.report.html import matrix, render_html
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 HOSTS = [f"gpu{i:03d}" for i in range(1, 65)]

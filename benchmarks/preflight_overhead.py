@@ -1,12 +1,18 @@
 """Wall time that `validator preflight -- true` adds in front of a launch, on loopback.
 
     python benchmarks/preflight_overhead.py [N ...]     (default: 2 8 32; 5 repetitions each)
+    python benchmarks/preflight_overhead.py --cpu [N]   (default 8: CPU time of each process)
 
 For N participants (one per rank, all on this machine): the time from starting N processes of
 `validator preflight --timeout 60 -- true` until the last one has exited, minus the same for N
 plain `true` processes; beside it the same for N `python -c pass` (the interpreter's own start-up,
 which every participant pays too). The last line is one JSON object: ratio_to_python_startup (the
 largest, over N, of added time / python's own added time) and n32_s (time added for 32).
+
+--cpu: the CPU time (user + system, with the children it waited for, such as `ip`) of each
+process of N participants, median of 5 runs: the coordinator's, a participant's, and `python -c
+pass`'s. Wall times on a shared 2-core machine follow its load; CPU times much less. Last line
+{"cpu_ms": {"coordinator": c, "participant": p, "python": y}, "participant_to_python": p / y}.
 """
 
 from __future__ import annotations
@@ -51,6 +57,39 @@ def run_all(cmds: list[list[str]], envs: list[dict[str, str]]) -> float:
     return time.monotonic() - t0
 
 
+def cpu_of(cmds: list[list[str]], envs: list[dict[str, str]]) -> list[float]:
+    """Each process's CPU seconds (user + system, its waited-for children included), in order."""
+    procs = [
+        subprocess.Popen(c, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for c, e in zip(cmds, envs, strict=True)
+    ]
+    order, cpu = {p.pid: i for i, p in enumerate(procs)}, [0.0] * len(procs)
+    for _ in procs:
+        pid, status, usage = os.wait4(-1, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"a process exited {os.waitstatus_to_exitcode(status)}")
+        cpu[order[pid]] = usage.ru_utime + usage.ru_stime
+    for p in procs:
+        p.returncode = 0  # reaped above
+    return cpu
+
+
+def main_cpu(n: int) -> None:
+    compiled()
+    coordinator, participant, python = [], [], []
+    for _ in range(REPEAT):
+        envs = envs_for(n, free_port())
+        got = cpu_of([[VALIDATOR, "preflight", "--timeout", "60", "--quiet", "--", "true"]] * n, envs)
+        coordinator.append(got[0])  # rank 0 on 127.0.0.1 coordinates
+        participant += got[1:]
+        python += cpu_of([[sys.executable, "-c", "pass"]] * n, envs)
+    ms = {k: round(statistics.median(v) * 1000, 1) for k, v in
+          (("coordinator", coordinator), ("participant", participant), ("python", python))}  # fmt: skip
+    print(f"CPU a process, {n} participants, median of {REPEAT}: coordinator {ms['coordinator']} ms, "
+          f"participant {ms['participant']} ms, python -c pass {ms['python']} ms", flush=True)  # fmt: skip
+    measured({"cpu_ms": ms, "participant_to_python": round(ms["participant"] / ms["python"], 2)})
+
+
 def envs_for(n: int, port: int) -> list[dict[str, str]]:
     base = {
         k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_")) and k not in ("RANK", "WORLD_SIZE")
@@ -62,11 +101,15 @@ def envs_for(n: int, port: int) -> list[dict[str, str]]:
     ]  # fmt: skip
 
 
-def main(sizes: list[int]) -> None:
-    # byte-compiled, as an installed package is (this machine sets PYTHONDONTWRITEBYTECODE, which
-    # would otherwise make every participant compile the validator's sources on each start)
+def compiled() -> None:
+    """Byte-compile, as an installed package is (this machine sets PYTHONDONTWRITEBYTECODE, which
+    would otherwise make every participant compile the validator's sources on each start)."""
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "validator")], check=True,
                    stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONDONTWRITEBYTECODE=""))  # fmt: skip
+
+
+def main(sizes: list[int]) -> None:
+    compiled()
     print(f"{'N':>4} {'true s':>8} {'python s':>9} {'preflight s':>12} {'added s':>8} {'ratio':>6}"
           f"   (median of {REPEAT}; cores: {os.cpu_count()}; ratio: added / python -c pass's own)")  # fmt: skip
     rows = []
@@ -88,4 +131,8 @@ def main(sizes: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    main(counts(sys.argv[1:], __doc__)[1] or [2, 8, 32])
+    flag, ns = counts(sys.argv[1:], __doc__, ("--cpu",))
+    if flag:
+        main_cpu(ns[0] if ns else 8)
+    else:
+        main(ns or [2, 8, 32])

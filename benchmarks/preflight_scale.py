@@ -4,6 +4,7 @@
     python benchmarks/preflight_scale.py --missing [N]  (default 12500: 1 node in 10 never starts)
     python benchmarks/preflight_scale.py --faults [N]   (default 12500: 3 nodes carry a fault each)
     python benchmarks/preflight_scale.py --per-rank [N] (default 12500: N node leaders x 8 ranks' facts)
+    python benchmarks/preflight_scale.py --checks [N]   (default 12500: the verdict's checks and report alone)
 
 For each N: one coordinator (the real validator.preflight Coordinator and the full checks) and N
 simulated participants (asyncio clients in 2 forked processes, each sending realistic 8-GPU node
@@ -17,6 +18,11 @@ otherwise stall 5 s each on this machine's unreachable resolver. The last line i
 simulated participant is a node leader (validator/preflight/local.py) sending one frame with its
 8 ranks' facts (rank mode, 8 x N + 8 ranks, the coordinator's own node's 7 others over one more
 connection), beside the TCPStore gather of N clients; last line {"ratio": r, "runs": [...]}.
+--checks: no sockets (it can run beside other tests): N + 1 nodes' facts read as the coordinator
+reads them (sections.Parsed, the schema, facts.share), then what the coordinator does at the last
+arrival, timed, median of 5: the checks (run.Gate), and the report (the MISSING outcome from the
+keys counted as they came, the table, the JSON, the verdict frames); last line {"checks_s": c,
+"report_s": r, "seconds": c + r}.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks.usage import counts, measured  # noqa: E402
+from validator.preflight.coordinator import paused_gc as coord_paused_gc  # noqa: E402
 from validator.preflight.coordinator import raise_nofile as coord_raise_nofile  # noqa: E402
 
 CLIENT_PROCS = 2
@@ -463,12 +470,52 @@ def one(side: str, n: int, *more: str) -> dict[str, Any]:
     return dict(json.loads(p.stdout.strip().splitlines()[-1]))
 
 
+def run_checks_alone(n: int) -> dict[str, Any]:
+    """--checks: the coordinator's work at the last arrival over n + 1 nodes, without the gather."""
+    import statistics
+
+    from validator import pipeline
+    from validator.facts.schema import validate_facts
+    from validator.facts.share import Shared
+    from validator.preflight import sections
+    from validator.preflight.plan import Options, Plan, key, missing
+    from validator.preflight.run import Gate, render, verdicts
+
+    tpl, parsed, shared = template(), sections.Parsed(), Shared(across_hosts=False)
+    facts = []
+    for i in range(n + 1):
+        ((doc, ok),) = parsed.documents([sections.pieces(node_facts(tpl, i, n + 1, 29500))])
+        facts.append(shared.add(validate_facts(doc, "bench", matched=ok)))
+    names = [f"gpu{i:05d}" for i in range(n + 1)]
+    plan = Plan("127.0.0.1", [29500], "node", True, n + 1, n + 1, 0.0, "bench", names)
+    present = set(map(key(plan), facts))  # what Coordinator.register counted as they came
+    checks, report_s = [], []
+    with coord_paused_gc():
+        for _ in range(5):
+            t0 = time.perf_counter()
+            found = Gate(Options(), plan, None).findings(facts)
+            t1 = time.perf_counter()
+            outcomes = missing(plan, facts, facts[0], 1.0, present=present)
+            report = pipeline.check(facts, None, context="preflight", outcomes=outcomes, found=found)
+            text = render(report, report.exit_code(), facts, plan, 1.0, [], present)
+            verdicts(report, report.to_json(), report.exit_code(), text, 29500, pending=True)
+            checks.append(t1 - t0)
+            report_s.append(time.perf_counter() - t1)
+    c, r = statistics.median(checks), statistics.median(report_s)
+    print(f"{n + 1} nodes: checks {c:.3f} s, report {r:.3f} s (median of 5; findings "
+          f"{sorted({f.code for f in found}) or 'none'})", flush=True)  # fmt: skip
+    return {"checks_s": round(c, 3), "report_s": round(r, 3), "seconds": round(c + r, 3), "n": n}
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--one"]:
         fn = {"validator": run_validator, "tcpstore": run_tcpstore, "floor": run_floor}[argv[1]]
         print(json.dumps(fn(*(float(a) if "." in a else int(a) for a in argv[2:]))))  # type: ignore[operator]
         return
-    flag, ns = counts(argv, __doc__, ("--per-rank", "--faults", "--missing"))
+    flag, ns = counts(argv, __doc__, ("--per-rank", "--faults", "--missing", "--checks"))
+    if flag == "--checks":
+        measured(run_checks_alone(ns[0] if ns else 12500), ratios=False)
+        return
     argv = [flag, *map(str, ns)] if flag else [str(n) for n in ns]
     if argv[:1] == ["--per-rank"]:  # issue 14 item 1: 12,500 node leaders x 8 ranks vs TCPStore of 12,500
         n = int(argv[1]) if len(argv) > 1 else 12500

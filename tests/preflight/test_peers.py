@@ -367,11 +367,12 @@ def test_hostile_answers_name_only_their_sender(tmp_path: Path, port: int, answe
 def test_net201_defers_to_net003_for_the_same_hosts() -> None:
     """In a CPU job the facts already say Gloo would use loopback (NET003): NET201 for the same node
     is the same cause, said once; for a node NET003 does not name, NET201 stays."""
+    from validator.preflight.findings import own_loopback
     from validator.registry import registry
 
     net003 = registry()["NET003"].finding("gloo would use lo", hosts=["n1"])
-    on_n1 = peers.CODES["NET201"].finding("n1 -> 127.0.1.1", hosts=["n1"])
-    on_n2 = peers.CODES["NET201"].finding("n2 -> 127.0.1.1", hosts=["n1", "n2"])
+    on_n1 = own_loopback.finding("n1 -> 127.0.1.1", hosts=["n1"])
+    on_n2 = own_loopback.finding("n2 -> 127.0.1.1", hosts=["n1", "n2"])
     assert peers.defer([on_n1, on_n2], [net003]) == [on_n2]
     assert peers.defer([on_n1], []) == [on_n1]
 

@@ -34,3 +34,19 @@ def test_many_missing_nodes_are_one_folded_line_naming_exactly_them() -> None:
     hosts = out.detail.split("expected on ", 1)[1].split("; ", 1)[0]
     assert expand_ranks(ranks) == absent and expand(hosts) == [names[i] for i in absent]
     assert "1500-1699" in ranks and "gpu[00005,00015" in hosts  # folded
+
+
+def test_keys_counted_as_they_came_name_the_same_missing_as_a_recount() -> None:
+    """The coordinator passes the keys it counted at each arrival (coordinator.Gathered.present):
+    the verdict at the last arrival does not walk every participant's facts again."""
+    job = rank_job(nodes=2, per_node=8)
+    arrived = [f for f in job if f["launch"]["rank"] not in (3, 11)]
+    p = plan("rank", 16, ["node001", "node002"])
+    counted = {f["launch"]["rank"] for f in arrived}
+    assert missing(p, arrived, job[0], 30.0, present=counted) == missing(p, arrived, job[0], 30.0)
+    assert [o.target for o in missing(p, arrived, job[0], 30.0, present=counted)] == ["rank 3", "rank 11"]
+    c10d = Plan("node000", [29500], "node", False, 3, 3, 0.0, "job", ["node001", "node002", "node003"])
+    hosts = [facts("node001"), facts("node002", node=1)]
+    ids = {(f["host"], f["pid"]) for f in hosts}
+    (out,) = missing(c10d, hosts, hosts[0], 30.0, present=ids)
+    assert out == missing(c10d, hosts, hosts[0], 30.0)[0] and out.target == "1 of 3 nodes (--nnodes)"

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from validator.model import CommandFacts, Facts, GpuDevice, GpuFacts
@@ -151,8 +150,7 @@ def parse_gpus(raw: dict[str, Any] | None, env: dict[str, str]) -> GpuFacts:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class GpuEvidence:
+class GpuEvidence(NamedTuple):  # not a dataclass: every participant imports this module (test_lean)
     """Why a job counts as a GPU job: ``what`` (``--backend nccl``) and ``where`` it was seen (the
     host, the profile); ``node``: a node's own GPUs or driver (then a node without GPUs may be
     broken), else only the job's configuration."""

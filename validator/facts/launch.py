@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from validator import MAX_RANKS
 from validator.facts import launchopts
 from validator.facts.k8s import KUBEFLOW_TYPE, pod_contract, pod_hosts
-from validator.targets import MAX_RANKS
 
 if TYPE_CHECKING:
     from validator.model import CommandFacts, Launcher, LaunchFacts

@@ -13,9 +13,8 @@ from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from validator import FACTS_SCHEMA
+from validator import FACTS_SCHEMA, MAX_RANKS
 from validator.errors import UserError
-from validator.targets import MAX_RANKS
 
 if TYPE_CHECKING:
     from validator import model

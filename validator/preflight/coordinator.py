@@ -83,6 +83,7 @@ class Gathered:
     seconds: float = 0.0
     complete: bool = False
     flooded: bool = False  # strangers' connections still came at a flood's rate when the verdict was due
+    present: set[Any] = field(default_factory=set)  # the arrivals' keys, counted as they came (register)
 
 
 @contextlib.contextmanager
@@ -266,7 +267,7 @@ class Coordinator:
         self.decided = True
         arrivals = list(self.arrivals.values())
         complete = self.complete.is_set() or self.last_call_over()
-        return Gathered(arrivals, self.rejected, time.monotonic() - t0, complete, flooded)
+        return Gathered(arrivals, self.rejected, time.monotonic() - t0, complete, flooded, set(self.present))
 
     async def outlast_flood(self, policy: Policy) -> bool:
         """Wait, at most FLOOD_WAIT_S and within the deadline, for a flood of strangers'

@@ -20,14 +20,16 @@ if TYPE_CHECKING:
 
 def named(verdict: dict[str, Any], facts: Facts) -> bool:
     """Whether the verdict (participant.well_formed) names this participant's host or rank."""
-    from validator.targets import expand_ranks
-
     who = verdict.get("named") or {}
     rank = facts["launch"]["rank"]
     if facts["host"] in (who.get("hosts") or []):
         return True
+    if rank is None or not who.get("ranks"):  # a pass names nobody: no rank lists to load
+        return False
+    from validator.targets import expand_ranks
+
     try:
-        return rank is not None and rank in expand_ranks(who.get("ranks") or "")
+        return rank in expand_ranks(who["ranks"])
     except UserError:  # not a rank list: it names nobody
         return False
 

@@ -5,7 +5,7 @@ coordinates, and who is missing. Pure apart from one name resolution (is_candida
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from validator.errors import UserError
@@ -150,17 +150,21 @@ def key(p: Plan) -> Callable[[Facts], Any]:
 MISSING_HOSTS = 8  # beyond this many hosts with missing participants, one outcome names them all, folded
 
 
-def missing(p: Plan, arrived: list[Facts], facts: Facts, waited: float, early: bool = False) -> list[Outcome]:
+def missing(
+    p: Plan, arrived: list[Facts], facts: Facts, waited: float, early: bool = False, present: Set[Any] | None = None
+) -> list[Outcome]:
     """Participants that never arrived, one outcome per expected host (or one in all when the
-    hosts are unknown), ranks folded: 50,000 missing ranks stay a few lines."""
+    hosts are unknown), ranks folded: 50,000 missing ranks stay a few lines. ``present``: the
+    keys of ``arrived`` (``key(p)``), when the caller counted them as they came (coordinator.Gathered)."""
     from validator.model import Outcome
     from validator.targets import fold_hosts, fold_ranks
 
     when = (f"had not arrived when the verdict was decided in {waited:.0f} s" if early else
             f"never reached the coordinator in {waited:.0f} s: not started, or launched with another master "
             "address or port (compare the launch lines), or it cannot reach this host")  # fmt: skip
+    present = set(map(key(p), arrived)) if present is None else present
     if not p.keyed:  # c10d: nodes have no rank until the rendezvous; name the hosts not seen
-        short = p.minimum - len(set(map(key(p), arrived)))
+        short = p.minimum - len(present)
         if short <= 0:
             return []
         seen = {f["host"] for f in arrived}
@@ -168,7 +172,6 @@ def missing(p: Plan, arrived: list[Facts], facts: Facts, waited: float, early: b
         who = f"expected on {fold_hosts(absent)}; " if absent else ""
         need = f"{p.minimum}-{p.expected}" if p.minimum < p.expected else str(p.expected)
         return [Outcome(f"{short} of {need} nodes (--nnodes)", "missing", who + when)]
-    present = set(map(key(p), arrived))
     lws = facts["launch"]["local_world_size"] or 1
     by_host: dict[str, list[int]] = {}
     for k in sorted(set(range(p.expected)).difference(present)):  # at C speed: 12,500 nodes, 100,000 ranks

@@ -169,7 +169,7 @@ def coordinate(
             notes.append(f"names: {len(names)} hosts resolved their peers in {time.monotonic() - t_names:.2f} s")
         net += peers.findings(all_facts, names, facts["host"]) + peers.clock_findings(gathered.arrivals, p.host)
         report = pipeline.check(all_facts, profile, codes(opts), context="preflight", found=gate.findings(all_facts),
-                                outcomes=missing(p, all_facts, facts, gathered.seconds, c.early),
+                                outcomes=missing(p, all_facts, facts, gathered.seconds, c.early, gathered.present),
                                 title=f"cluster-validator preflight ({p.host}:{c.port}, job {p.job_id or 'unnamed'})")  # fmt: skip
         extra = peers.defer(pipeline.keep(net + rejected_findings(gathered), codes(opts)), report.findings)
         report.findings = sorted(report.findings + extra, key=lambda f: (-f.severity, f.code))
@@ -177,7 +177,7 @@ def coordinate(
         if c.early:
             notes.append(f"decided at {gathered.seconds:.1f} s: no late arrival can make this a pass")
         arrived = [a.facts for a in gathered.arrivals]
-        text = render(report, exit_code, arrived, p, gathered.seconds, notes)
+        text = render(report, exit_code, arrived, p, gathered.seconds, notes, gathered.present)
         doc = report.to_json()  # once: every participant gets it, and it is printed here
         if exit_code == 0:  # two phases: nobody acts on a pass until everyone counted confirms it
             lost = await c.confirm(*verdicts(report, doc, exit_code, text, c.port, pending=True))
@@ -206,20 +206,30 @@ def coordinate(
             node.close()
 
 
-def render(report: Report, exit_code: int, arrived: list[Facts], p: Plan, seconds: float, notes: list[str]) -> str:
+def render(
+    report: Report,
+    exit_code: int,
+    arrived: list[Facts],
+    p: Plan,
+    seconds: float,
+    notes: list[str],
+    present: set[Any] | None = None,
+) -> str:
     """The report with its verdict line: the expected participants present (a rank or node rank
-    claimed twice fills one place: "1/2 nodes (2 participants)" beside the one missing)."""
+    claimed twice fills one place: "1/2 nodes (2 participants)" beside the one missing).
+    ``present``: the keys of ``arrived``, counted as they came (coordinator.Gathered)."""
     from validator.report.options import RenderOptions
     from validator.report.text import render_table
 
     state = "PASSED" if exit_code == 0 else f"FAILED (exit {exit_code})"
-    by = key(p)
-    present = (
-        len({k for f in arrived if isinstance(k := by(f), int) and 0 <= k < p.expected}) if p.keyed else len(arrived)
-    )
-    extra = f" ({len(arrived)} participants)" if present != len(arrived) else ""
+    if not p.keyed:
+        places = len(arrived)
+    else:
+        keys = set(map(key(p), arrived)) if present is None else present
+        places = len(keys.intersection(range(p.expected)))  # the expected places held
+    extra = f" ({len(arrived)} participants)" if places != len(arrived) else ""
     unit = "ranks" if p.mode == "rank" else "nodes"
-    line = f"preflight {state}: {present}/{p.expected} {unit}{extra} in {seconds:.1f} s"
+    line = f"preflight {state}: {places}/{p.expected} {unit}{extra} in {seconds:.1f} s"
     return render_table(report, RenderOptions(verdict="; ".join([line, *notes])))
 
 

@@ -93,7 +93,9 @@ def test_scan_names_the_throttled_node_and_takes_it_out_in_every_form(
                        capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     doc = json.loads(p.stdout)
     slow = [(f["code"], f["hosts"]) for f in doc["findings"] if f["code"].startswith("PRB")]
-    assert ("PRB001", throttled) in slow and {h for _, h in slow} == {throttled}, (p.stderr, doc["findings"])
+    # a CPU quota slows whatever runs there: the compute probe, the memory copies or both may convict it
+    # (CI saw memory alone once, under load); what matters is that it alone is named and taken out
+    assert slow and {h for _, h in slow} == {throttled}, (p.stderr, doc["findings"])
     assert p.returncode == 0  # warnings: the job would run, slowly; the exclusion says how to take it out
     ex = doc["scan"]["exclude"]
     assert ex["hosts"] == [throttled] and throttled not in ex["keep"] and len(ex["keep"]) == 3

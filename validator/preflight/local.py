@@ -75,9 +75,11 @@ def same_user(s: socket.socket) -> bool:
 
 
 def connect(key: str, host: str, deadline: float) -> socket.socket | None:
-    """A member: its leader's socket, retried for LEADER_WAIT_S (bounded by the deadline); None
-    when there is none, or when another user's process holds the name (it could fake a verdict)."""
-    until = min(deadline, time.monotonic() + LEADER_WAIT_S)
+    """A member: its leader's socket, retried for LEADER_WAIT_S, at most a quarter of the time left
+    (as a leader waits for its members: the rest is for the coordinator); None when there is none,
+    or when another user's process holds the name (it could fake a verdict)."""
+    now = time.monotonic()
+    until = min(deadline, now + min(LEADER_WAIT_S, (deadline - now) / 4))
     pause = 0.005  # the leader binds as it starts: look again soon, then less often
     while True:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -45,10 +45,10 @@ def speaks(facts: Facts, p: Plan) -> bool:
     return p.mode != "rank" or facts["launch"]["local_rank"] in (0, None)
 
 
-SmokeTest = Callable[[], tuple[str | None, list[str]]]  # (what failed, the lines rank 0 prints)
+AfterPass = Callable[[], tuple[str | None, list[str]]]  # (what failed, the lines rank 0 prints)
 
 
-def smoke_for(opts: Options, p: Plan, facts: Facts, port: int) -> SmokeTest | None:
+def after_pass(opts: Options, p: Plan, facts: Facts, port: int) -> AfterPass | None:
     """What runs after a pass, before the exec: --smoke, then --groups (each on the job's port)."""
     launch = facts["launch"]
     rank = launch["rank"] if p.mode == "rank" else launch["node_rank"]
@@ -123,10 +123,10 @@ def finish_local(opts: Options, report: Report) -> int:
     return act(opts, code)
 
 
-def act(opts: Options, code: int, smoke_test: SmokeTest | None = None) -> int:
+def act(opts: Options, code: int, then: AfterPass | None = None) -> int:
     """After the verdict: the smoke test, then exec the command in place on a pass."""
-    if code == 0 and smoke_test is not None:
-        err, lines = smoke_test()
+    if code == 0 and then is not None:
+        err, lines = then()
         if err:
             print(f"validator: {err}", file=sys.stderr)
             return 1

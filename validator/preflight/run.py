@@ -12,18 +12,15 @@ import errno
 import operator
 import sys
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from validator import pipeline
 from validator.agent.probe import port_owner
 from validator.errors import UserError
-from validator.preflight import k8s
 from validator.preflight import protocol as wire
-from validator.preflight.finish import act, emit, finish_local, named, smoke_for, speaks
+from validator.preflight.finish import act, after_pass, emit, finish_local, named, speaks
 from validator.preflight.plan import (
     HEALABLE,
-    NOT_IN_PREFLIGHT,
     Options,
     Plan,
     is_candidate,
@@ -33,46 +30,18 @@ from validator.preflight.plan import (
     plan,
     rdzv_job,
 )
+from validator.preflight.verdict import codes, local_report, rejected_findings, render, vanished, verdicts
 
 # Only the coordinator needs asyncio, the checks, the model's reports and profiles: participants
 # (every other rank, on the launch path) import them lazily, which keeps their start-up to the
 # standard library, the agent and the facts parser.
 if TYPE_CHECKING:
-    from validator.model import Facts, Finding, Report
-    from validator.preflight.connection import Arrival
-    from validator.preflight.coordinator import Coordinator, Gathered
-    from validator.preflight.participant import Result
+    from validator.model import Facts, Finding
+    from validator.preflight.coordinator import Coordinator
     from validator.profiles import Profile
 
 
 DEPUTY_S = 1.5  # a node holding the endpoint that is not node rank 0 waits this long for node rank 0 to host
-
-
-def codes(opts: Options) -> list[str]:
-    return [c for c in pipeline.resolve_codes(opts.select, opts.ignore) if c not in NOT_IN_PREFLIGHT]
-
-
-def rejected_findings(gathered: Gathered) -> list[Finding]:
-    """One PRE004 per reason: a count, at most a few peers and one short example, whatever
-    strangers sent. Information only: PRE004 never changes the exit code (model.NEVER_FAILS).
-    A flood that outlasted the wait for it is PRE009, an error: the job would start into it."""
-    from validator.preflight import findings as pre
-    from validator.preflight.refusals import FLOOD_N, FLOOD_WAIT_S, PEERS_MAX
-
-    rejected = gathered.rejected
-    out = []
-    if gathered.flooded:
-        out.append(pre.flood.finding(f"the rendezvous port was still flooded after {FLOOD_WAIT_S:g} s of waiting: "
-                           f"{rejected.flood_text()}; the job's store would meet the same flood",
-                           hosts=rejected.sources(), expected="no flood when the job starts",
-                           actual=f"{FLOOD_N}+ a second"))  # fmt: skip
-    for reason, r in rejected.by_reason.items():
-        peers = sorted(r.peers)
-        more = "" if len(peers) < PEERS_MAX else " and maybe others"
-        example = f"; e.g. {r.example}" if r.example else ""
-        out.append(pre.strangers.finding(f"{r.count} connection(s) {reason}{example}", hosts=peers, expected="none",
-                           actual=f"{r.count} from {', '.join(peers[:5])}{' ...' if len(peers) > 5 else ''}{more}"))  # fmt: skip
-    return out
 
 
 class Gate:
@@ -206,121 +175,6 @@ def coordinate(
             node.close()
 
 
-def render(
-    report: Report,
-    exit_code: int,
-    arrived: list[Facts],
-    p: Plan,
-    seconds: float,
-    notes: list[str],
-    present: set[Any] | None = None,
-) -> str:
-    """The report with its verdict line: the expected participants present (a rank or node rank
-    claimed twice fills one place: "1/2 nodes (2 participants)" beside the one missing).
-    ``present``: the keys of ``arrived``, counted as they came (coordinator.Gathered)."""
-    from validator.report.options import RenderOptions
-    from validator.report.text import render_table
-
-    state = "PASSED" if exit_code == 0 else f"FAILED (exit {exit_code})"
-    if not p.keyed:
-        places = len(arrived)
-    else:
-        keys = set(map(key(p), arrived)) if present is None else present
-        places = len(keys.intersection(range(p.expected)))  # the expected places held
-    extra = f" ({len(arrived)} participants)" if places != len(arrived) else ""
-    unit = "ranks" if p.mode == "rank" else "nodes"
-    line = f"preflight {state}: {places}/{p.expected} {unit}{extra} in {seconds:.1f} s"
-    return render_table(report, RenderOptions(verdict="; ".join([line, *notes])))
-
-
-def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, extra: list[Finding]) -> Report:
-    """What a participant reports on its own: its local findings plus why it has no verdict."""
-    from validator.preflight import findings as pre
-
-    findings = list(extra)
-    host = facts["host"]
-    ranks = [r] if isinstance(r := facts["launch"]["rank"], int) else []
-    if result is not None:
-        att = result.attempts
-        if att.foreign:
-            findings.append(pre.foreign.finding(f"{att.foreign}; the real job's rank 0 cannot bind it", hosts=[p.host]))
-        elif att.rejected:
-            findings.append(pre.rejected.finding(f"coordinator {att.rejected}", hosts=[host], ranks=ranks))
-        else:
-            launch = facts["launch"]
-            me = launch["rank"] if p.mode == "rank" else launch["node_rank"]
-            rank0 = att.resolved_once and me in (0, None)
-            hint = " (this is rank 0, but the endpoint is not an address of this node)" if rank0 else ""
-            if att.stalled:
-                hint += ": the coordinator took our facts, then stopped answering (stopped, stalled or overloaded)"
-            elif att.refused and not att.silent and att.tries > 1:
-                hint += (f": nothing listened on {p.host}:{p.port} for {opts.timeout:.0f} s: the master's preflight did "
-                         "not start, or it waits on another port or address (--master-port, MASTER_PORT or "
-                         "--rdzv-endpoint differ between the nodes: compare their launch lines), or a firewall "
-                         "rejects the port")  # fmt: skip
-            elif att.silent:
-                hint += (f": the listener there accepted {att.silent} connection(s) but never said hello: the "
-                         "coordinator stopped answering (stopped, stalled or overloaded), or another program "
-                         "holds the port (a stale TCPStore: the master's own report names it)")  # fmt: skip
-            dns = "" if att.resolved_once else k8s.unresolved_hint(p.host, facts)  # names the Service in a pod
-            why = f"gave up: {att.gave_up}" if att.gave_up else f"within {opts.timeout:.0f} s"
-            findings.append(pre.unreachable.finding(f"no verdict from {p.host}:{p.port} ({why}){hint}: "
-                                                    f"{att.summary()}{dns}", hosts=[host], ranks=ranks))  # fmt: skip
-    report = pipeline.check([facts], None, codes(opts), context="local", title=f"cluster-validator preflight ({host})")
-    report.findings = sorted(findings + report.findings, key=lambda f: (-f.severity, f.code))
-    return report
-
-
-NAMED_HOSTS_MAX = 256  # beyond this many culprit hosts, only the coordinator prints the whole report
-
-
-def vanished(lost: list[Arrival], p: Plan) -> Finding:
-    """PRE010: participants that sent their facts but did not confirm the proposed pass."""
-    from validator.preflight.findings import vanished as pre010
-    from validator.targets import fold_hosts, fold_ranks
-
-    what = "rank" if p.mode == "rank" else "node rank"
-
-    def who(group: list[Arrival]) -> str:
-        ks = [k for a in group if isinstance(k := key(p)(a.facts), int)]
-        return f"{what} {fold_ranks(ks)}" if ks else f"{len(group)} participant(s)"
-
-    closed = [a for a in lost if a.conn is not None and a.conn.state == "closed"]
-    silent = [a for a in lost if a not in closed]
-    how = [f"{who(closed)}: connection closed"] if closed else []
-    how += [f"{who(silent)}: no confirmation within the window"] if silent else []
-    hosts = sorted({a.facts["host"] for a in lost})
-    ranks = [r for a in lost if isinstance(r := a.facts["launch"]["rank"], int)]
-    return pre010.finding(f"{who(lost)} on {fold_hosts(hosts)} sent facts, then vanished before the go "
-                   f"({'; '.join(how)}): the job would wait in init_process_group", hosts=hosts, ranks=ranks,
-                   expected="every participant confirms the pass", actual=f"{len(lost)} did not")  # fmt: skip
-
-
-def verdicts(
-    report: Report, doc: dict[str, Any], exit_code: int, text: str, port: int, pending: bool = False
-) -> tuple[bytes, bytes, Callable[[Facts], bool]]:
-    """What the coordinator sends (coordinator.deliver): the verdict whole; its line alone, for a
-    participant that prints or writes no more (finish.brief); and whether the report names a
-    participant's host or rank, which then gets it whole. The whole verdict's "named" says the
-    same to each participant (finish.named), without its parsing the report (expanding hostlists
-    costs start-up time on every rank)."""
-    from validator.targets import fold_ranks
-
-    hosts = {h for f in report.findings for h in f.hosts}
-    ranks = {r for f in report.findings for r in f.ranks}
-    named = {"ranks": fold_ranks(ranks), "hosts": sorted(hosts) if len(hosts) <= NAMED_HOSTS_MAX else None}
-    verdict = {"type": "verdict", "exit_code": exit_code, "report": doc, "named": named, "text": text, "port": port}
-    line = text.rstrip("\n").rsplit("\n", 1)[-1] + "\n"
-    brief = {"type": "verdict", "exit_code": exit_code, "named": {}, "text": line, "port": port}
-    if pending:  # a proposed pass: acted on only after the go (coordinator.confirm)
-        verdict["pending"] = brief["pending"] = True
-    return (
-        wire.encode(verdict),
-        wire.encode(brief),
-        lambda facts: facts["host"] in hosts or facts["launch"]["rank"] in ranks,
-    )
-
-
 def execute(opts: Options) -> int:
     if opts.fmt == "json" and opts.command:
         raise UserError("--format json with a command would mix the report into the job's stdout; "
@@ -392,7 +246,7 @@ def rendezvous(
 
             node = local.bind_node(local.job_key(p), facts["host"]) if local.grouped(facts, p.mode) else None
             code = coordinate(opts, p, facts, sock, profile, listen, node)
-            return act(opts, code, smoke_for(opts, p, facts, port))
+            return act(opts, code, after_pass(opts, p, facts, port))
     from validator.preflight.local import join
 
     if is_deputy(facts, p):  # node rank 0 should be here: if nobody hosts within DEPUTY_S, we do
@@ -411,7 +265,7 @@ def rendezvous(
                                  f"and this node (node rank {rank}) holds that address: coordinating in node rank "
                                  "0's place\n")  # fmt: skip
                 code = coordinate(opts, p, facts, sock, profile, listen)
-                return act(opts, code, smoke_for(opts, p, facts, port))
+                return act(opts, code, after_pass(opts, p, facts, port))
         owner = port_owner(p.port) if result.verdict is None and (att.silent or att.foreign) else None
         if owner and "validator" not in owner:  # silent or strange, and on our node: we can see who it is
             return finish_local(opts, local_report(opts, mark_busy(facts, p.port), p, None, []))
@@ -427,7 +281,7 @@ def rendezvous(
         text = str(v["text"]) if full or speaks(facts, p) else ""
         emit(opts, v.get("report") or {}, text, full, int(v["exit_code"]))  # participant.well_formed
         port = v["port"] if isinstance(v.get("port"), int) else p.port
-        return act(opts, int(v["exit_code"]), smoke_for(opts, p, facts, port))
+        return act(opts, int(v["exit_code"]), after_pass(opts, p, facts, port))
     if result.attempts.foreign and is_candidate(facts, p):
         facts = mark_busy(facts, p.port)
     return finish_local(opts, local_report(opts, facts, p, result, []))

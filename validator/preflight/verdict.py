@@ -122,18 +122,23 @@ def vanished(lost: list[Arrival], p: Plan) -> Finding:
 
     what = "rank" if p.mode == "rank" else "node rank"
 
+    hosts = sorted({a.facts["host"] for a in lost})
+
     def who(group: list[Arrival]) -> str:
         ks = [k for a in group if isinstance(k := key(p)(a.facts), int)]
-        return f"{what} {fold_ranks(ks)}" if ks else f"{len(group)} participant(s)"
+        if ks:
+            return f"{what} {fold_ranks(ks)}"
+        agents = ", ".join(f"{a.facts['host']} pid {a.facts['pid']}" for a in group[:4])  # c10d: a node is its agent
+        return f"the node{'s' if len(group) > 1 else ''} {agents}{' ...' if len(group) > 4 else ''}"
 
     closed = [a for a in lost if a.conn is not None and a.conn.state == "closed"]
     silent = [a for a in lost if a not in closed]
-    how = [f"{who(closed)}: connection closed"] if closed else []
-    how += [f"{who(silent)}: no confirmation within the window"] if silent else []
-    hosts = sorted({a.facts["host"] for a in lost})
+    how = [(closed, "connection closed"), (silent, "no confirmation within the window")]
+    said = [f"{who(g)}: {why}" if g != lost else why for g, why in how if g]  # by name only when both happened
+    where = f" on {fold_hosts(hosts)}" if any(isinstance(key(p)(a.facts), int) for a in lost) else ""
     ranks = [r for a in lost if isinstance(r := a.facts["launch"]["rank"], int)]
-    return pre010.finding(f"{who(lost)} on {fold_hosts(hosts)} sent facts, then vanished before the go "
-                   f"({'; '.join(how)}): the job would wait in init_process_group", hosts=hosts, ranks=ranks,
+    return pre010.finding(f"{who(lost)}{where} sent facts, then vanished before the go "
+                   f"({'; '.join(said)}): the job would wait in init_process_group", hosts=hosts, ranks=ranks,
                    expected="every participant confirms the pass", actual=f"{len(lost)} did not")  # fmt: skip
 
 

@@ -18,12 +18,17 @@ from validator.profiles import Profile, load_profile
 from validator.transports import Gathered, Job, OnDone, Transport
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from validator.probes.rounds import Outcome as ProbesOutcome
     from validator.report.options import RenderOptions
 
 
 @dataclass
 class ScanOptions:
+    """The scan's options. A transport reads its own (its ``Flags``); the fields only one
+    transport reads are that transport's ``owns`` in ``validator/transports/table.py``."""
+
     targets: list[str] = field(default_factory=list)  # hostlists and @files
     slurm: bool = False  # gather through one srun step of the current allocation
     slurm_nodes: str | None = None  # with --slurm: only these nodes of the allocation
@@ -81,54 +86,21 @@ class ScanResult:
 
 
 def open_transport(opts: ScanOptions) -> tuple[Transport, list[str]]:
-    """The transport the options name and its targets; a usage error before anything runs."""
-    from validator.targets import expand, expand_targets
-    from validator.transports import slurm
+    """The transport the options choose (its entry in ``TRANSPORTS``) and its targets, from its
+    own options; a usage error before anything runs."""
+    import importlib
 
-    chosen = [name for name, on in (("--slurm", opts.slurm), ("--k8s", opts.k8s), ("--local", opts.local)) if on]
-    if len(chosen) > 1:
-        raise UserError(f"{' and '.join(chosen)} exclude each other: choose one transport")
-    if chosen and (opts.targets or opts.partition):
-        raise UserError(f"{chosen[0]} chooses its own targets; give no TARGETS or --partition with it")
-    if opts.slurm_nodes and not opts.slurm:
-        raise UserError("--slurm-nodes needs --slurm (it selects nodes of the current allocation)")
-    if (opts.selector or opts.namespace or opts.context) and not opts.k8s:
-        raise UserError("--selector, --namespace and --context need --k8s")
-    if opts.slurm:
-        nodes = slurm.allocation_nodes()
-        if opts.slurm_nodes:
-            wanted = expand(opts.slurm_nodes)
-            outside = [n for n in wanted if n not in nodes]
-            if outside:
-                raise UserError(f"not in this allocation: {', '.join(outside[:5])}", "--slurm-nodes")
-            nodes = wanted
-        return slurm.Slurm(opts.python), nodes
-    if opts.k8s:
-        from validator.transports.kubectl import Kubectl, list_pods
+    from validator.transports.table import TRANSPORTS
 
-        pods = list_pods(opts.selector, opts.namespace, opts.context)
-        return Kubectl(pods, opts.context, opts.python, opts.fanout), pods.names
-    if opts.local:
-        from validator.transports.local import Local, this_host
-
-        return Local(opts.python, opts.fanout), [this_host()]
-    from validator.transports.ssh import Fleet, SshOptions, default_config_paths
-
-    hosts = expand_targets(opts.targets)
-    if opts.partition:
-        hosts = list(dict.fromkeys(hosts + slurm.partition_nodes(opts.partition)))
-    if not hosts:
-        raise UserError("nothing to scan: give a hostlist, @file, --partition, --slurm or --k8s")
-    ssh = SshOptions(
-        fanout=opts.fanout,
-        connect_timeout=opts.connect_timeout,
-        command_timeout=opts.timeout,
-        config=default_config_paths() if opts.ssh_config is None else list(opts.ssh_config),
-        username=opts.user,
-        accept_new_host_keys=opts.accept_new_host_keys,
-    )
-    ssh.check()
-    return Fleet(ssh, opts.python, keep=opts.net_check or opts.probes), hosts
+    flagged = [e for e in TRANSPORTS.values() if e.flag and getattr(opts, e.chosen_by)]
+    if len(flagged) > 1:
+        raise UserError(f"{' and '.join(str(e.flag) for e in flagged)} exclude each other: choose one transport")
+    chosen = flagged[0] if flagged else next(e for e in TRANSPORTS.values() if e.flag is None)
+    for e in TRANSPORTS.values():
+        if e is not chosen and any(getattr(opts, name) for name in e.owns):
+            raise UserError(e.misplaced.format(chosen=chosen.flag))
+    opener: Callable[[ScanOptions], tuple[Transport, list[str]]] = importlib.import_module(chosen.module).from_options
+    return opener(opts)
 
 
 async def _gather(

@@ -75,8 +75,8 @@ def test_help_uses_one_set_of_metavars() -> None:
 @pytest.mark.parametrize(
     ("command", "formats"),
     [
-        (["check"], "table, json, junit, html"),
-        (["scan"], "table, json, junit, html"),
+        (["check"], "table, json, junit, html, markdown"),
+        (["scan"], "table, json, junit, html, markdown"),
         (["diagnose"], "table, json, junit"),
         (["rehearse"], "table, json, junit"),
         (["preflight"], "table, json"),
@@ -90,16 +90,20 @@ def test_help_lists_the_formats_that_work(command: list[str], formats: str) -> N
 def test_check_renders_every_format_its_help_lists(tmp_path: Path) -> None:
     files = save(tmp_path, rank_job(2, 2))
     outputs = {}
-    for fmt in ("table", "json", "junit", "html"):
+    for fmt in ("table", "json", "junit", "html", "markdown"):
         p = run("check", *files, "-f", fmt)
         assert p.returncode == 0, (fmt, p.stderr)
         outputs[fmt] = p.stdout
     assert outputs["table"].startswith("cluster-validator check: no findings")
     assert json.loads(outputs["json"])["participants"] == 4
     assert outputs["junit"].startswith("<?xml") and outputs["html"].startswith("<!DOCTYPE html>")
+    assert outputs["markdown"].startswith("## cluster-validator check\n\n**PASSED**: no findings")
     bad = run("check", *files, "-f", "yaml")
     assert bad.returncode == 2
-    assert bad.stderr == "validator: error: --format: unknown format 'yaml'; use one of: table, json, junit, html\n"
+    assert (
+        bad.stderr
+        == "validator: error: --format: unknown format 'yaml'; use one of: table, json, junit, html, markdown\n"
+    )
     bad = run("diagnose", str(tmp_path), "-f", "html")
     assert bad.returncode == 2 and "use one of: table, json, junit\n" in bad.stderr
 

@@ -32,9 +32,10 @@ from tests.k8s.cluster import Cluster, k8s_cluster  # noqa: F401  (the fixture)
 from tests.scan.conftest import CLOSED, GARBAGE, GOOD, HANG, NO_PYTHON, ScanSshd, expand_hosts, scan_env
 from validator.transports import Job
 from validator.transports.local import Local
+from validator.transports.table import TRANSPORTS as TABLE
 
 pytestmark = [pytest.mark.root]
-TRANSPORTS = ["local", "ssh", "slurm", "kubectl"]
+TRANSPORTS = list(TABLE)  # every transport of the table; one without a Rig in RIGS fails every scenario
 STATUS = {"unreachable": "unreachable", "timeout": "timeout", "nopython": "no-python", "garbage": "unparsed"}
 
 # Runs the scan, waits (bounded) for `ok` lines on its stderr and for a file, sends SIGINT; the

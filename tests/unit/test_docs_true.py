@@ -329,7 +329,7 @@ def test_every_shell_block_pastes_as_written() -> None:
 
 # --- claims docs/usage.md makes about errors ------------------------------------------------
 
-USAGE_FORMATS = {"check": "table, json, junit, html", "scan": "table, json, junit, html", "diagnose": "table, json, junit",
+USAGE_FORMATS = {"check": "table, json, junit, html, markdown", "scan": "table, json, junit, html, markdown", "diagnose": "table, json, junit",
                  "rehearse": "table, json, junit", "preflight": "table, json", "node-check": "table, json"}  # fmt: skip
 
 

@@ -31,8 +31,8 @@ from validator.report.text import COLOURS, RESET, render_facts, visible
 from validator.targets import fold_hosts, unfold_hosts
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-FORMATS = ("table", "json", "junit", "html")
-HOSTILE = "\x00\x07\x08\t\n\r\x1b\x7f\x85\x9b\u200e\u202a\u202e\u2066\u2069\u2028\ufeff\ufffe[]<&>\"',!*?^@ %"
+FORMATS = ("table", "json", "junit", "html", "markdown")
+HOSTILE = "\x00\x07\x08\t\n\r\x1b\x7f\x85\x9b\u200e\u202a\u202e\u2066\u2069\u2028\ufeff\ufffe[]<&>\"',!*?^@ %|`\\_~$#"
 FUZZ = settings(
     max_examples=60,
     deadline=timedelta(seconds=20),
@@ -113,6 +113,27 @@ def parse_junit(xml: str) -> ET.Element:
     return suite
 
 
+def parse_markdown(text: str) -> str:
+    """The text a reader of the Markdown sees (CommonMark with tables, raw HTML allowed so that
+    any would show): no HTML, link, image, code span, emphasis or strikethrough came from the
+    world, and every row of a table has its header's cells."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"]).parse(text)
+    kinds = {t.type for t in tokens} | {c.type for t in tokens for c in t.children or []}
+    assert not kinds & {"html_inline", "html_block", "link_open", "image", "code_inline", "em_open", "s_open"}, kinds
+    widths: list[list[int]] = []  # per table, the cells of each row
+    for t in tokens:
+        if t.type == "table_open":
+            widths.append([])
+        elif t.type == "tr_open":
+            widths[-1].append(0)
+        elif t.type in ("th_open", "td_open"):
+            widths[-1][-1] += 1
+    assert all(len(set(w)) == 1 for w in widths), widths
+    return "\n".join(c.content for t in tokens if t.type == "inline" for c in t.children or [] if c.type == "text")
+
+
 def check_every_format(report: Report, strings: list[str], hosts: list[str]) -> None:
     """Render ``report`` in every format and parse each back; ``strings`` (texts the report
     shows) and the findings' hosts appear in each, escaped or, in the JSON report, exact."""
@@ -124,15 +145,18 @@ def check_every_format(report: Report, strings: list[str], hosts: list[str]) -> 
         coloured = coloured.replace(seq, "")
     assert shown(coloured)
     text = parse_html(render(report, "html", options))
+    markdown = parse_markdown(render(report, "markdown", options))
     suite = parse_junit(render(report, "junit", options))
     xml_text = "\n".join(
         [*(el.text or "" for el in suite.iter()), *(v for el in suite.iter() for v in el.attrib.values())]
     )
     for s in strings:
         assert visible(s) in table and visible(s) in text and visible(s) in xml_text
+        assert visible(s).strip(" ") in markdown  # Markdown trims a cell's and a heading's outer spaces
     for f in report.findings:  # the culprits, folded where they fold, each shown
         shown_hosts = visible(fold_hosts(f.hosts))
         assert shown_hosts in table and shown_hosts in text and shown_hosts in xml_text
+        assert shown_hosts.strip(" ") in markdown
     doc = json.loads(render(report, "json"))
     assert doc["hosts"] == fold_hosts(report.hosts) == fold_hosts(hosts)
     for f, d in zip(report.findings, doc["findings"], strict=True):
@@ -210,6 +234,8 @@ def test_check_with_hostile_host_names_in_every_format(tmp_path: Path, fmt: str)
         doc = json.loads(out)
         assert "x\x1b[31mred" in doc["hosts"] and any("2.4\x07\x08\r" in f["message"] for f in doc["findings"])
         return
+    if fmt == "markdown":
+        out = parse_markdown(out)  # what a reader sees: Markdown's own escapes undone
     assert shown(out) and "x\\x1b[31mred" in out and "2.4\\x07\\x08\\r" in out
     if fmt == "junit":
         suite = parse_junit(out)

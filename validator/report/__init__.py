@@ -23,6 +23,7 @@ FORMATS: dict[str, str] = {
     "json": "validator.report.text:render_json",
     "junit": "validator.report.junit:render_junit",
     "html": "validator.report.html:render_html",
+    "markdown": "validator.report.markdown:render_markdown",
 }
 
 __all__ = ["FORMATS", "RenderOptions", "Renderer", "render", "renderer"]

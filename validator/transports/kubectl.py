@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import subprocess
 from dataclasses import dataclass
+from typing import Protocol
 
 from validator.errors import UserError
 from validator.model import Outcome
-from validator.transports import Job, Result, _tail
+from validator.transports import Job, Result, Transport, _tail
 from validator.transports.local import Local
 
 GET_TIMEOUT_S = 60.0
@@ -62,6 +63,22 @@ def list_pods(selector: str | None, namespace: str | None, context: str | None) 
     if not pods:
         raise UserError("no pods match", where)
     return Pods([n for n, _, _ in pods], {n: ns for n, ns, _ in pods}, {n: ph for n, _, ph in pods})
+
+
+class Flags(Protocol):
+    """What `validator scan --k8s` reads of the scan's options."""
+
+    selector: str | None  # -l under --k8s, or --selector
+    namespace: str | None
+    context: str | None
+    python: str
+    fanout: int
+
+
+def from_options(opts: Flags) -> tuple[Transport, list[str]]:  # mypy holds the class to Transport
+    """The pods the selector matches, each through kubectl exec."""
+    pods = list_pods(opts.selector, opts.namespace, opts.context)
+    return Kubectl(pods, opts.context, opts.python, opts.fanout), pods.names
 
 
 class Kubectl(Local):

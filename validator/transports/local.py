@@ -17,6 +17,7 @@ import contextlib
 import os
 import signal
 import socket
+from typing import Protocol
 
 from validator.errors import UserError
 from validator.model import Outcome
@@ -26,6 +27,7 @@ from validator.transports import (
     Job,
     OnDone,
     Result,
+    Transport,
     bootstrap,
     classify,
     every,
@@ -41,6 +43,18 @@ START_SLACK_S = 10.0  # the carrier's own start-up (kubectl reaching the API ser
 
 def this_host() -> str:
     return socket.gethostname()
+
+
+class Flags(Protocol):
+    """What `validator scan --local` reads of the scan's options."""
+
+    python: str
+    fanout: int
+
+
+def from_options(opts: Flags) -> tuple[Transport, list[str]]:  # mypy holds the class to Transport
+    """This machine, through a local python3."""
+    return Local(opts.python, opts.fanout), [this_host()]
 
 
 class Local:

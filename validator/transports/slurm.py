@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from validator.errors import UserError
 from validator.model import Outcome
@@ -27,6 +28,7 @@ from validator.transports import (
     Job,
     OnDone,
     Result,
+    Transport,
     bootstrap,
     classify,
     last_json_line,
@@ -57,6 +59,25 @@ def allocation_nodes(environ: Mapping[str, str] | None = None) -> list[str]:
     if not nodelist:
         raise UserError("SLURM_JOB_ID is set but SLURM_JOB_NODELIST is not; is this a SLURM allocation?")
     return expand(nodelist)
+
+
+class Flags(Protocol):
+    """What `validator scan --slurm` reads of the scan's options."""
+
+    slurm_nodes: str | None  # --slurm-nodes
+    python: str
+
+
+def from_options(opts: Flags) -> tuple[Transport, list[str]]:  # mypy holds the class to Transport
+    """The allocation's nodes (or the --slurm-nodes among them), one srun step a job."""
+    nodes = allocation_nodes()
+    if opts.slurm_nodes:
+        wanted = expand(opts.slurm_nodes)
+        outside = [n for n in wanted if n not in nodes]
+        if outside:
+            raise UserError(f"not in this allocation: {', '.join(outside[:5])}", "--slurm-nodes")
+        nodes = wanted
+    return Slurm(opts.python), nodes
 
 
 def partition_nodes(partition: str, timeout: float = 30.0) -> list[str]:

@@ -18,7 +18,7 @@ import resource
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import asyncssh
 
@@ -29,6 +29,7 @@ from validator.transports import (
     Job,
     OnDone,
     Result,
+    Transport,
     bootstrap,
     classify,
     every,
@@ -68,6 +69,44 @@ class SshOptions:
                 raise UserError(f"ssh config: {e.strerror}: {e.filename}", path) from None
         if self.fanout < 1 or self.connect_timeout <= 0 or self.command_timeout <= 0:
             raise UserError("--fanout, --connect-timeout and --timeout must be positive")
+
+
+class Flags(Protocol):
+    """What `validator scan` over SSH (no transport flag) reads of the scan's options."""
+
+    targets: list[str]  # hostlists and @files
+    partition: str | None
+    fanout: int
+    connect_timeout: float
+    timeout: float
+    ssh_config: list[str] | None  # None: the files OpenSSH's client reads
+    user: str | None
+    accept_new_host_keys: bool
+    python: str
+    net_check: bool  # with --net-check or --probes, connections stay open for the next jobs
+    probes: bool
+
+
+def from_options(opts: Flags) -> tuple[Transport, list[str]]:  # mypy holds the class to Transport
+    """The hosts of TARGETS and --partition (sinfo), over SSH."""
+    from validator.targets import expand_targets
+    from validator.transports.slurm import partition_nodes
+
+    hosts = expand_targets(opts.targets)
+    if opts.partition:
+        hosts = list(dict.fromkeys(hosts + partition_nodes(opts.partition)))
+    if not hosts:
+        raise UserError("nothing to scan: give a hostlist, @file, --partition, --slurm or --k8s")
+    ssh = SshOptions(
+        fanout=opts.fanout,
+        connect_timeout=opts.connect_timeout,
+        command_timeout=opts.timeout,
+        config=default_config_paths() if opts.ssh_config is None else list(opts.ssh_config),
+        username=opts.user,
+        accept_new_host_keys=opts.accept_new_host_keys,
+    )
+    ssh.check()
+    return Fleet(ssh, opts.python, keep=opts.net_check or opts.probes), hosts
 
 
 @dataclass

@@ -134,10 +134,10 @@ class Connection(asyncio.Protocol):
             self.got_header(wire.decode(body))
         elif self.state == "body":
             self.got_facts(body)
-        elif self.state == "probing":
-            rows = rf.netcheck_rows(wire.decode(body))
+        elif self.state == "probing":  # a net-check or node probe's answer: its round reads it (bounded)
+            msg = wire.decode(body)
             if self.results is not None and not self.results.done():
-                self.results.set_result(rows)
+                self.results.set_result(msg)
             self.state = "registered"
         elif self.state == "proposed":  # coordinator.confirm: still here, and (a leader) which ranks are not
             msg = wire.decode(body)

@@ -299,12 +299,7 @@ class Coordinator:
         from validator.facts.network import uses_nccl
         from validator.netcheck import rounds
 
-        def rank_order(a: Arrival) -> tuple[int, int, str]:
-            k = order(a.facts)
-            return (0, k, "") if isinstance(k, int) else (1, 0, str(k))
-
-        ranked = sorted(self.arrivals.values(), key=rank_order)
-        per_host = list({a.facts["host"]: a for a in reversed(ranked)}.values())[::-1]
+        ranked, per_host = self.per_host(order)
         chosen = per_host if len(per_host) > 1 else ranked
         by_label = {str(i): a for i, a in enumerate(chosen)}
         nccl = uses_nccl([a.facts for a in ranked], gpus_per_node)
@@ -320,13 +315,63 @@ class Coordinator:
 
         return await rounds.run(nodes, lambda plans: self.net_round(plans, by_label))
 
+    def per_host(self, order: Callable[[Facts], Any]) -> tuple[list[Arrival], list[Arrival]]:
+        """The arrivals in rank order, and the first of each host among them."""
+
+        def rank_order(a: Arrival) -> tuple[int, int, str]:
+            k = order(a.facts)
+            return (0, k, "") if isinstance(k, int) else (1, 0, str(k))
+
+        ranked = sorted(self.arrivals.values(), key=rank_order)
+        return ranked, list({a.facts["host"]: a for a in reversed(ranked)}.values())[::-1]
+
+    async def check_nodes(self, order: Callable[[Facts], Any]) -> Any:
+        """--probes over the arrivals (validator/probes/): the compute and memory probes on one
+        participant per host, every host at once, then the suspects again beside controls
+        (probes/rounds.py); returns a ``rounds.Outcome``. Our own node's probe runs here."""
+        from validator.probes import rounds
+        from validator.probes.local import TIMEOUT_S
+        from validator.probes.local import run as run_probe
+
+        by_host = {a.facts["host"]: a for a in self.per_host(order)[1]}
+        loop = asyncio.get_running_loop()
+
+        async def probe_round(kind: rounds.Kind, hosts: list[str]) -> rounds.Answers:
+            waiting: dict[str, asyncio.Future[Any]] = {}
+            answers: rounds.Answers = {}
+            own = None
+            for host in hosts:
+                conn = by_host[host].conn
+                if conn is None:
+                    own = host
+                elif conn.state == "registered":
+                    conn.results = waiting[host] = loop.create_future()
+                    conn.state = "probing"
+                    conn.tell(wire.encode({"type": "nodeprobe", "kind": kind}))
+                else:
+                    answers[host] = "the participant's connection closed before the probes"
+            if own is not None:
+                answers[own] = await asyncio.to_thread(run_probe, kind)  # a child process: the loop keeps serving
+            if waiting:
+                await asyncio.wait(list(waiting.values()), timeout=TIMEOUT_S + NET_ROUND_S)
+            for host, fut in waiting.items():
+                msg = fut.result() if fut.done() else None
+                got = msg.get("answer") if isinstance(msg, dict) and msg.get("type") == "nodeprobed" else None
+                answers[host] = got if isinstance(got, (dict, str)) else f"no {kind} probe answer"
+                conn = by_host[host].conn
+                if conn is not None and conn.state == "probing":
+                    conn.state = "registered"
+            return {h: a if isinstance(a, dict) else str(a)[:300] for h, a in answers.items()}
+
+        return await rounds.run(list(by_host), probe_round)
+
     async def net_round(self, plans: dict[str, list[dict[str, Any]]], who: dict[str, Arrival]) -> dict[str, Any]:
         """Hand out the targets (label -> targets; ``who``: label -> arrival), probe our own, collect
         everyone's rows (bounded by NET_ROUND_S): label -> rows, or why there are none."""
         from validator.netcheck.probe import TIMEOUT_S, probe
 
         loop = asyncio.get_running_loop()
-        waiting: dict[str, asyncio.Future[list[dict[str, Any]]]] = {}
+        waiting: dict[str, asyncio.Future[Any]] = {}
         results: dict[str, Any] = {}
         own: tuple[str, list[dict[str, Any]]] | None = None
         for label, targets in plans.items():
@@ -344,7 +389,9 @@ class Coordinator:
         if waiting:
             await asyncio.wait(list(waiting.values()), timeout=NET_ROUND_S)
         for label, fut in waiting.items():
-            results[label] = fut.result() if fut.done() else f"no probe results within {NET_ROUND_S:g} s"
+            results[label] = (
+                rf.netcheck_rows(fut.result()) if fut.done() else f"no probe results within {NET_ROUND_S:g} s"
+            )
             conn = who[label].conn
             if conn is not None and conn.state == "probing":
                 conn.state = "registered"  # late results are dropped; the verdict still reaches it

@@ -25,7 +25,13 @@ if TYPE_CHECKING:
     from validator.preflight.local import Group
 
 VERDICT_GRACE_S = 30.0  # the coordinator's checks run after its deadline; allow for them at scale
-ACTED_ON = ("verdict", "go", "probe", "resolve")  # what a rank does something with: sealed, with a secret (protocol.py)
+ACTED_ON = (
+    "verdict",
+    "go",
+    "probe",
+    "nodeprobe",
+    "resolve",
+)  # what a rank does something with: sealed, with a secret (protocol.py)
 GO_S = 15.0  # after confirming a proposed pass, the go (or the failure) comes within the coordinator's CONFIRM_S
 LOST = "LOST: "  # the coordinator proposed a pass, then stopped answering: no retry can make it a pass
 HELLO_S = 1.0  # our coordinator says hello as it accepts; silence this long is something else
@@ -130,8 +136,9 @@ def _exchange(
     s.settimeout(min(3600.0, max(0.0, deadline_in if isinstance(deadline_in, (int, float)) else 0.0)) + VERDICT_GRACE_S)
     pending: dict[str, Any] | None = None  # a pass proposed: it counts only with the go (two phases)
     # ack (a coordinator that ignores "quiet"), probe rounds (the first, then at most 3 alone in each of
-    # the net check's 2 confirmations: netcheck/rounds.py), resolve, a leader's re-hellos, verdict, go
-    for _ in range(16):
+    # the net check's 2 confirmations: netcheck/rounds.py), node probes (--probes: 3 rounds of each of
+    # 2 kinds: probes/rounds.py), resolve, a leader's re-hellos, verdict, go
+    for _ in range(32):
         try:
             body = wire.recv_frame(s, wire.MAX_VERDICT)
         except (OSError, wire.ProtocolError) as e:
@@ -172,6 +179,11 @@ def _exchange(
             s.sendall(wire.encode(resolved(msg)))
             continue
         if kind == "ack" or kind == "seal":  # a seal we do not check: our node's coordinator, trusted as our leader
+            continue
+        if kind == "nodeprobe":  # --probes: this node's compute or memory probe, in a child process
+            from validator.probes.local import run as run_probe
+
+            s.sendall(wire.encode({"type": "nodeprobed", "answer": run_probe(str(msg.get("kind")))}))
             continue
         if kind != "probe" or not isinstance(msg.get("targets"), list):
             return f"unexpected {msg.get('type')!r}"

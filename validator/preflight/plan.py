@@ -36,6 +36,7 @@ class Options(NamedTuple):
     ignore: list[str] = []  # noqa: RUF012
     allow_incomplete: bool = False
     net_check: bool = False
+    probes: bool = False  # the node probes (compute, memory) on every host, judged against the peers
     smoke: bool = False
     groups: bool = False  # after a pass, rehearse the layout's process groups (groups.py)
     verbose: bool = False

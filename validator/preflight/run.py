@@ -130,6 +130,12 @@ def coordinate(
             outcome = await c.check_network(key(p), profile.gpus_per_node if profile else None)
             net = outcome.findings
             notes.append(outcome.line)
+        out: list[str] = []  # --probes: the slow nodes, to take out
+        if opts.probes and gathered.complete and not c.early:
+            probed = await c.check_nodes(key(p))
+            net += probed.findings
+            notes.append(probed.doc["line"])
+            out = [r["host"] for r in probed.doc["nodes"] if r["named"]]
         all_facts = [a.facts for a in gathered.arrivals]
         wanted = not c.early and bool(set(peers.NAME_CODES) & set(codes(opts)))  # an early verdict does not wait
         t_names = time.monotonic()
@@ -147,6 +153,7 @@ def coordinate(
             notes.append(f"decided at {gathered.seconds:.1f} s: no late arrival can make this a pass")
         arrived = [a.facts for a in gathered.arrivals]
         text = render(report, exit_code, arrived, p, gathered.seconds, notes, gathered.present)
+        text += exclude_lines(arrived, out)
         doc = report.to_json()  # once: every participant gets it, and it is printed here
         if exit_code == 0:  # two phases: nobody acts on a pass until everyone counted confirms it
             lost = await c.confirm(*verdicts(report, doc, exit_code, text, c.port, pending=True))
@@ -157,9 +164,8 @@ def coordinate(
             report.findings = sorted([vanished(lost, p), *report.findings], key=lambda f: (-f.severity, f.code))
             exit_code = report.exit_code(opts.fail_on, opts.allow_incomplete)
             gone = {id(a.facts) for a in lost}
-            text = render(
-                report, exit_code, [f for f in arrived if id(f) not in gone], p, time.monotonic() - t_start, notes
-            )
+            kept = [f for f in arrived if id(f) not in gone]
+            text = render(report, exit_code, kept, p, time.monotonic() - t_start, notes) + exclude_lines(kept, out)
             doc = report.to_json()
         emit(opts, doc, text, True, exit_code)  # now: the coordinator may linger for late arrivals
         await c.deliver(*verdicts(report, doc, exit_code, text, c.port), linger=exit_code != 0)
@@ -173,6 +179,19 @@ def coordinate(
         sock.close()
         if node is not None:
             node.close()
+
+
+def exclude_lines(arrived: list[Facts], out: list[str]) -> str:
+    """--probes named slow nodes: how to take them out, in each launcher's form (probes/exclude.py);
+    the hostfile's slots are each host's ranks."""
+    if not out:
+        return ""
+    from validator.probes.exclude import exclusion, lines
+
+    slots: dict[str, int] = {}
+    for f in arrived:
+        slots[f["host"]] = slots.get(f["host"], 0) + 1
+    return "\n" + "\n".join(lines(exclusion(list(slots), out, slots))) + "\n"
 
 
 def execute(opts: Options) -> int:

@@ -67,6 +67,8 @@ def host(samples: int, window: float, mib: int) -> dict[str, Any]:
 
 
 def devices(samples: int, window: float, mib: int) -> list[dict[str, Any]]:
+    if not any(os.path.exists(d) for d in ("/dev/nvidiactl", "/dev/kfd")):  # no GPU driver: torch's import (1 s) spared
+        return []
     try:
         import torch  # type: ignore[import-not-found,unused-ignore]
     except Exception:  # noqa: BLE001 - no torch: host memory only

@@ -84,6 +84,11 @@ _ENTRY = re.compile(r"^\s*\[(\d+)\]:\s*$")
 _FIELD = re.compile(r"^\s{1,4}(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
 
 
+def is_entry(text: str) -> bool:
+    """A summary entry's opening line: ``[1]:``."""
+    return _ENTRY.match(text) is not None
+
+
 def read_summary(lines: list[bytes], stream: bytes) -> tuple[list[Failure], int, bool]:
     """torchrun's ChildFailedError block -> failures (root cause flagged), lines spanned, complete."""
     out: list[Failure] = []

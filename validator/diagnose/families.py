@@ -350,6 +350,19 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # accelerate's launcher pre-check (commands/launch.py): "Tried to launch distributed communication on port
     # `{port}`, but another process is utilizing it."
     ("net.addr_in_use", ORG, "another process is utilizing it", r"on port `?(?P<port>\d+)`?, but another process"),
+    # NCCL src/transport/net_ib.cc: WARN("NET/IB : %s:%d Got async error event: %s", ...) with ibv_event_type_str:
+    # a port that went down ("port error", IBV_EVENT_PORT_ERR) under a running job is the network failing
+    # ("port active" is it coming back: no failure)
+    (
+        "nccl.ib_error",
+        S,
+        "Got async error event: port error",
+        r"NET/IB : (?P<dev>\S+?):(?P<port>\d+) Got async error event: (?P<what>port error)",
+    ),
+    # ncclGetErrorString's text after any framework's "NCCL ...: " (TensorFlow, HybridBackend: "NCCL communication
+    # aborted: unhandled system error"): after the specific rules above, which read more of these lines
+    ("nccl.error", S, "unhandled system error", r"\bNCCL\b.*?: (?P<what>unhandled system error)"),
+    ("nccl.error", S, "network error", r"\bNCCL\b.*?: (?P<what>remote process exited or there was a network error)"),
 )
 
 # What NCCL and PyTorch print for each ncclResult_t, and the corpus class it belongs to

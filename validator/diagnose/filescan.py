@@ -140,6 +140,8 @@ def _handle(st: _State, hit: Hit) -> bool:
         return True
     if "ChildFailedError" in text or text.startswith("Root Cause (first observed failure)"):
         return _summary(st, hit, stream, line)
+    if text.strip() == "Failures:" and _entry_follows(hit, stream):  # the summary, cut above its header
+        return _summary(st, hit, stream, line)
     if text.rstrip().endswith("Last error:"):
         follow, more = hit.following(8)
         nxt = [
@@ -245,6 +247,14 @@ def _nth_line(follow: list[bytes], stream: bytes, n: int) -> int:
                 return i
             seen += 1
     return len(follow)
+
+
+def _entry_follows(hit: Hit, stream: bytes) -> bool:
+    """The next line of ``stream`` is a summary entry (``[1]:``): a bare "Failures:" of another
+    program opens no 600-line block."""
+    follow, _ = hit.following(4)
+    nxt = [f for f in follow if stream_of(f) == stream][:1]
+    return bool(nxt) and blocks.is_entry(parse_line(nxt[0].decode("utf-8", "replace"), 0).text)
 
 
 def _summary(st: _State, hit: Hit, stream: bytes, line: Any) -> bool:

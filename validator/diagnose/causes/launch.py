@@ -90,8 +90,27 @@ def summaries(ev: Evidence) -> list[Cause]:
     elif isinstance(exit_code, int) and exit_code < 0:
         code = "DGN011"
     rank = first.data.get("rank")
-    culprits = [rank] if isinstance(rank, int) else []
     what = message or f"exit code {exit_code}{' (' + first.data['signal'] + ')' if first.data.get('signal') else ''}"
+    if len(tied) > 1:  # torchrun stamps whole seconds and its Root Cause is the first of equal stamps
+        # in its own order (elastic/multiprocessing/errors: get_first_failure, min by timestamp): a tie
+        return [
+            Cause(
+                code=code,
+                summary=f"{who(ranks_of(e.data.get('rank') for e in tied))} failed in the same second; the "
+                f"summary's Root Cause (rank {rank}) is the first of a tie, not a first failure: {what[:200]}",
+                culprits=[],
+                confidence="unknown",
+                reason="several failures at the same second: torchrun's Root Cause among them is a tie broken by order",
+                evidence=[quote(e) for e in tied[:3]],
+                hosts=hosts
+                if len(hosts := sorted({str(e.data["host"]) for e in tied if e.data.get("host")})) == 1
+                else [],
+                stack=first.stack,
+                time=first.time,
+                strength=S.TIED_FAILURES,
+            )
+        ]
+    culprits = [rank] if isinstance(rank, int) else []
     return [
         Cause(
             code=code,

@@ -1,0 +1,67 @@
+"""Shapes the blind held-out set r (tests/corpus/diagnose-heldout/r) showed were misread: a torchrun
+summary whose Root Cause ties other failures in the same second; a summary excerpt that starts below
+its ChildFailedError header; an InfiniBand port going down; ncclGetErrorString's text after a
+framework's own "NCCL ...:" prefix. Each log is written here in the printed formats (torch
+elastic/multiprocessing/errors, NCCL net_ib.cc and its error strings)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from validator.diagnose.run import diagnose_paths
+
+ENTRY = """[{i}]:
+  time      : 2024-04-01_05:16:{sec}
+  host      : node01
+  rank      : {rank} (local_rank: {rank})
+  exitcode  : 1 (pid: {pid})
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+"""
+
+
+def summary(root_sec: str, other_sec: str, header: bool) -> str:
+    head = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n" if header else ""
+    return (
+        head + "=" * 60 + "\ntrain.py FAILED\n" + "-" * 60 + "\nFailures:\n"
+        + ENTRY.format(i=1, sec=other_sec, rank=1, pid=101)
+        + "-" * 60 + "\nRoot Cause (first observed failure):\n"
+        + ENTRY.format(i=0, sec=root_sec, rank=0, pid=100) + "=" * 60 + "\n"
+    )  # fmt: skip
+
+
+def primary(tmp_path: Path, text: str) -> tuple[str | None, list[int], list[str]]:
+    log = tmp_path / "case.log"
+    log.write_text(text)
+    _report, d = diagnose_paths([str(log)])
+    assert d.primary is not None
+    return d.vocab_class, d.primary.culprits, d.primary.hosts
+
+
+def test_a_root_cause_tied_in_the_same_second_names_nobody(tmp_path: Path) -> None:
+    for header in (True, False):  # with the ChildFailedError line, and an excerpt cut below it
+        assert primary(tmp_path, summary("50", "50", header)) == ("child_failed_other", [], ["node01"])
+
+
+def test_a_root_cause_seconds_before_the_others_is_named(tmp_path: Path) -> None:
+    for header in (True, False):
+        cls, culprits, _ = primary(tmp_path, summary("48", "50", header))
+        assert (cls, culprits) == ("child_failed_other", [0])
+
+
+def test_a_bare_failures_line_of_another_program_opens_no_summary(tmp_path: Path) -> None:
+    text = "Failures:\n  none\nRuntimeError: CUDA error: an illegal memory access was encountered\n"
+    assert primary(tmp_path, text)[0] == "cuda_error"
+
+
+def test_an_infiniband_port_going_down_is_a_network_failure(tmp_path: Path) -> None:
+    text = (
+        "node-2:311:405 [0] transport/net_ib.cc:199 NCCL WARN NET/IB : mlx5_3:1 Got async error event: port error\n"
+        "node-2:311:405 [0] transport/net_ib.cc:199 NCCL WARN NET/IB : mlx5_3:1 Got async error event: port active\n"
+    )
+    assert primary(tmp_path, text)[0] == "nccl_remote_error"
+
+
+def test_an_nccl_error_string_after_a_frameworks_prefix(tmp_path: Path) -> None:
+    text = "2023-10-26 12:12:06.704113: E nccl_collective.cc:461] NCCL communication aborted: unhandled system error\n"
+    assert primary(tmp_path, text)[0] == "nccl_system_error"

@@ -15,7 +15,7 @@ from validator.model import Facts, Finding, Outcome, Report, Severity
 from validator.pipeline import check, keep, to_facts
 from validator.probes.exclude import exclusion
 from validator.profiles import Profile, load_profile
-from validator.transports import Gathered, Job, OnDone, Transport
+from validator.transports import Gathered, OnDone, Program, Transport
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -111,7 +111,7 @@ async def _gather(
     from validator.transports import agent_source
 
     # --env values travel on the agent's stdin, never on the command line
-    job = Job(agent_source(), ["--no-port-probe"], env=opts.env, timeout=opts.timeout)
+    job = Program(agent_source(), ["--no-port-probe"], env=opts.env, timeout=opts.timeout)
     async with transport:
         gathered = await transport.run(job, hosts, on_done)
         probed = await _probes(transport, hosts, gathered, opts, note) if opts.probes else None
@@ -136,7 +136,7 @@ async def _probes(
     sources = {"compute": Path(compute.__file__).read_text(), "memory": Path(memory.__file__).read_text()}
 
     async def probe_round(kind: rounds.Kind, nodes: list[str]) -> rounds.Answers:
-        job = Job(sources[kind], [], timeout=opts.timeout, answer=lambda d: d.get("probe") == kind)
+        job = Program(sources[kind], [], timeout=opts.timeout, answer=lambda d: d.get("probe") == kind)
         ran = await transport.run(job, nodes)
         return {h: r if isinstance(r, dict) else f"{r.status}: {r.detail}"[:300] for h, r in ran.items()}
 
@@ -165,7 +165,7 @@ async def _net_check(
     note(f"net check: listening on {len(nodes)} nodes")
     source = Path(netprobe.__file__).read_text()
     lifetime = opts.net_timeout * (len(nodes) // 64 + 4) + opts.timeout + 60
-    listen = Job(source, {n.label: ["listen", str(n.addr)] for n in nodes}, timeout=lifetime,
+    listen = Program(source, {n.label: ["listen", str(n.addr)] for n in nodes}, timeout=lifetime,
                  answer=lambda d: "port" in d or "error" in d)  # fmt: skip
     started = await transport.start(listen, [n.label for n in nodes])
     for n in nodes:
@@ -183,7 +183,7 @@ async def _net_check(
             return {}
         per = max(len(p) for p in busy.values())
         budget = opts.net_timeout * (per // netprobe.PROBE_THREADS + 2) + 10
-        job = Job(source, ["probe", str(opts.net_timeout)], {h: json.dumps(p) for h, p in busy.items()},
+        job = Program(source, ["probe", str(opts.net_timeout)], {h: json.dumps(p) for h, p in busy.items()},
                   timeout=budget, answer=lambda d: isinstance(d.get("results"), list))  # fmt: skip
         ran = await transport.run(job, list(busy))
         return {

@@ -21,7 +21,7 @@ from tests.conftest import VALIDATOR
 from tests.leftovers import alive, leftovers, marker
 from tests.scan.conftest import foreground, scan_env
 from validator.netcheck import probe
-from validator.transports import Job
+from validator.transports import Program
 from validator.transports.local import Local
 
 # A python3 that first starts a hidden grandchild (its pid appended to argv[1]'s file), then runs
@@ -97,7 +97,7 @@ def test_the_net_check_listeners_leave_nothing(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("CV_MARK", mark)  # the listeners carry it too
     python, pids = fake_python(tmp_path, mark)
     source = Path(probe.__file__).read_text()
-    job = Job(source, {t: ["listen", "127.0.0.1"] for t in ("a", "b")}, timeout=60, answer=lambda d: "port" in d)
+    job = Program(source, {t: ["listen", "127.0.0.1"] for t in ("a", "b")}, timeout=60, answer=lambda d: "port" in d)
 
     async def listen() -> list[object]:
         async with Local(python) as local:

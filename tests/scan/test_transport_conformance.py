@@ -30,7 +30,7 @@ import pytest
 from tests.conftest import VALIDATOR, Slurm
 from tests.k8s.cluster import Cluster, k8s_cluster  # noqa: F401  (the fixture)
 from tests.scan.conftest import CLOSED, GARBAGE, GOOD, HANG, NO_PYTHON, ScanSshd, expand_hosts, scan_env
-from validator.transports import Job
+from validator.transports import Program
 from validator.transports.local import Local
 from validator.transports.table import TRANSPORTS as TABLE
 
@@ -217,7 +217,7 @@ def test_an_interrupted_run_leaves_no_pipe_to_the_garbage_collector(tmp_path: Pa
     )
 
     async def interrupted() -> None:
-        run = asyncio.ensure_future(Local(sys.executable).run(Job(source, timeout=20), ["here"]))
+        run = asyncio.ensure_future(Local(sys.executable).run(Program(source, timeout=20), ["here"]))
         for _ in range(200):  # bounded: 10 s
             if pidfile.exists() and pidfile.read_text():
                 break
@@ -254,7 +254,7 @@ def test_ctrl_c_at_any_moment_of_a_run_leaves_nothing_to_the_garbage_collector(
         for step in range(30):  # cancelled 0, 5, ... 145 ms after the start: bounded, ~3 s in all
 
             async def interrupted(delay: float = step * 0.005) -> None:
-                run = asyncio.ensure_future(Local(sys.executable).run(Job(source, timeout=20), ["a", "b", "c"]))
+                run = asyncio.ensure_future(Local(sys.executable).run(Program(source, timeout=20), ["a", "b", "c"]))
                 await asyncio.sleep(delay)
                 run.cancel()
                 await asyncio.gather(run, return_exceptions=True)

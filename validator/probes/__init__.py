@@ -12,6 +12,6 @@
     codes.py    the PRB codes
     exclude.py  the named nodes taken out, in each launcher's form
 
-compute.py and memory.py are sent to the nodes as a transport ``Job``, like the net check's
+compute.py and memory.py are sent to the nodes as a transport ``Program``, like the net check's
 prober; importing this package imports nothing.
 """

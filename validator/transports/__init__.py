@@ -1,6 +1,6 @@
 """Transports: how to reach a node and run a program there. They move bytes; they know no checks.
 
-Every transport (``Transport`` below: local, ssh, slurm, kubectl) runs a ``Job`` -- a
+Every transport (``Transport`` below: local, ssh, slurm, kubectl) runs a ``Program`` -- a
 standard-library Python program such as the agent or the net check's prober -- on its targets
 and returns, per target, the program's answer (a dict) or an ``Outcome`` saying why there is
 none (unreachable, auth, hostkey, timeout, no-python, unparsed, error). What the agent's output
@@ -39,7 +39,7 @@ def is_agent_doc(doc: Raw) -> bool:
 
 
 @dataclass(frozen=True)
-class Job:
+class Program:
     """A standard-library Python program to run on every target, and what it gets there. Its
     arguments, input and environment travel on its stdin (``payload``), never on a command line,
     which every user of the node can read."""
@@ -68,12 +68,12 @@ class Transport(Protocol):
 
     async def __aexit__(self, *exc: object) -> None: ...
 
-    async def run(self, job: Job, targets: list[str], on_done: OnDone | None = None) -> Gathered:
+    async def run(self, job: Program, targets: list[str], on_done: OnDone | None = None) -> Gathered:
         """Run ``job`` to completion on every target; each result goes to ``on_done`` as soon as
         it is known (an interrupted run keeps them)."""
         ...
 
-    async def start(self, job: Job, targets: list[str]) -> Gathered:
+    async def start(self, job: Program, targets: list[str]) -> Gathered:
         """Start ``job`` on every target and return its first answer there; the programs keep
         running, with stdin open, until ``stop``."""
         ...
@@ -127,7 +127,7 @@ FRAME_NODE = "cv@"  # first line under ``label``: the task's node name
 FRAME_WIDTH = 900  # srun --label splits lines at 1024 bytes
 
 
-def payload(job: Job, target: str = "", nodes: Sequence[str] | None = None, embedded: bool = False) -> str:
+def payload(job: Program, target: str = "", nodes: Sequence[str] | None = None, embedded: bool = False) -> str:
     """What ``bootstrap`` reads on stdin: one JSON line (the source's length, the target's
     arguments, input and environment), then the source unless it is ``embedded`` in the command
     line. ``nodes``: one entry per node, picked by SLURMD_NODENAME, for a step where every task

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from validator.errors import UserError
 from validator.model import Outcome
-from validator.transports import Job, Result, Transport, _tail
+from validator.transports import Program, Result, Transport, _tail
 from validator.transports.local import Local
 
 GET_TIMEOUT_S = 60.0
@@ -101,7 +101,7 @@ class Kubectl(Local):
             target, "unreachable", f"the pod is {phase}, not Running: kubectl exec needs a running container"
         )
 
-    def outcome(self, target: str, out: str, err: str, rc: int | None, job: Job) -> Result:
+    def outcome(self, target: str, out: str, err: str, rc: int | None, job: Program) -> Result:
         low = err.lower()
         if rc not in (0, None) and "command terminated with exit code" not in low and not out.strip():
             if "executable file not found" in low or ("no such file or directory" in low and self.python in err):

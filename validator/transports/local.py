@@ -24,8 +24,8 @@ from validator.model import Outcome
 from validator.procs import Tree
 from validator.transports import (
     Gathered,
-    Job,
     OnDone,
+    Program,
     Result,
     Transport,
     bootstrap,
@@ -80,7 +80,7 @@ class Local:
         """An outcome known without running anything (a pod that is not running)."""
         return None
 
-    def outcome(self, target: str, out: str, err: str, rc: int | None, job: Job) -> Result:
+    def outcome(self, target: str, out: str, err: str, rc: int | None, job: Program) -> Result:
         """The program's answer, or why there is none, from what the command left behind."""
         signame = None
         if rc is not None and rc < 0:
@@ -101,7 +101,7 @@ class Local:
         if self.orphans is not None:
             self.orphans.end(grace=0)
 
-    async def _spawn(self, target: str, job: Job, tree: Tree) -> Proc | Outcome:
+    async def _spawn(self, target: str, job: Program, tree: Tree) -> Proc | Outcome:
         argv = [*self.command(target), self.python, "-c", bootstrap(job.timeout)]
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -125,7 +125,7 @@ class Local:
             await proc.stdin.drain()
         return proc
 
-    async def run(self, job: Job, targets: list[str], on_done: OnDone | None = None) -> Gathered:
+    async def run(self, job: Program, targets: list[str], on_done: OnDone | None = None) -> Gathered:
         out: Gathered = {}
         tree = Tree()
 
@@ -142,7 +142,7 @@ class Local:
             tree.end(grace=0)  # each was killed by its group: this ends what left its session
         return out
 
-    async def _run_one(self, target: str, job: Job, tree: Tree) -> Result:
+    async def _run_one(self, target: str, job: Program, tree: Tree) -> Result:
         proc = await self._spawn(target, job, tree)
         if isinstance(proc, Outcome):
             return proc
@@ -161,7 +161,7 @@ class Local:
         finally:
             await _kill(proc)
 
-    async def start(self, job: Job, targets: list[str]) -> Gathered:
+    async def start(self, job: Program, targets: list[str]) -> Gathered:
         async def one(target: str) -> tuple[str, Result]:
             if skipped := self.skip(target):
                 return target, skipped

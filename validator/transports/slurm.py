@@ -25,8 +25,8 @@ from validator.transports import (
     FRAME_NODE,
     MAX_OUTPUT,
     Gathered,
-    Job,
     OnDone,
+    Program,
     Result,
     Transport,
     bootstrap,
@@ -173,7 +173,7 @@ async def _spawn(cmd: list[str], env: Mapping[str, str], stdin: bool = False) ->
         raise UserError("srun not found: --slurm needs the SLURM client tools") from None
 
 
-def _by_node(lines: list[str], job: Job) -> dict[str, Result]:
+def _by_node(lines: list[str], job: Program) -> dict[str, Result]:
     """node -> its task's answer, from a step's labelled lines (each task names its node first)."""
     tasks: dict[int, list[str]] = {}
     names: dict[int, str] = {}
@@ -208,7 +208,7 @@ class Slurm:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def _step(self, job: Job, nodes: list[str], framed: bool) -> asyncio.subprocess.Process:
+    async def _step(self, job: Program, nodes: list[str], framed: bool) -> asyncio.subprocess.Process:
         program = bootstrap(job.timeout, job.source, framed=framed, drop=STEP_VARS, label=True)
         proc = await _spawn(_srun(nodes, self.python, program), {}, stdin=True)
         assert proc.stdin is not None
@@ -216,7 +216,7 @@ class Slurm:
         await proc.stdin.drain()
         return proc
 
-    async def run(self, job: Job, targets: list[str], on_done: OnDone | None = None) -> Gathered:
+    async def run(self, job: Program, targets: list[str], on_done: OnDone | None = None) -> Gathered:
         """Run ``job`` once per node in one step. Each node's answer is reported (``on_done``)
         as soon as its task finishes, so an interrupted scan keeps them."""
         nodes = targets
@@ -276,7 +276,7 @@ class Slurm:
         timed_out = bool(pending) and not overflow
         return _collect(nodes, out, err, timed_out, job, self.python, report, early, names, overflow)
 
-    async def start(self, job: Job, targets: list[str]) -> Gathered:
+    async def start(self, job: Program, targets: list[str]) -> Gathered:
         """One step, one task per node; they run until ``stop`` (stdin closes) or the job's
         timeout. Waits for every node's first answer, at most the step's start slack."""
         nodes = targets
@@ -335,7 +335,7 @@ def _collect(
     out_lines: list[str],
     err_lines: list[str],
     timed_out: bool,
-    job: Job,
+    job: Program,
     python: str,
     on_done: OnDone,
     early: Gathered,

@@ -26,8 +26,8 @@ from validator.errors import UserError
 from validator.model import Outcome
 from validator.transports import (
     Gathered,
-    Job,
     OnDone,
+    Program,
     Result,
     Transport,
     bootstrap,
@@ -267,7 +267,7 @@ class Fleet:
             return conn
         raise AssertionError("unreachable: the loop returns")  # pragma: no cover
 
-    async def execute(self, conn: asyncssh.SSHClientConnection, job: Job, target: str) -> Exec | None:
+    async def execute(self, conn: asyncssh.SSHClientConnection, job: Program, target: str) -> Exec | None:
         """Run ``job``; None when it did not finish in time. Output beyond the caps ends it at
         once: the command is killed and the result says so."""
         proc = await conn.create_process(remote_command(self.python, bootstrap(job.timeout)), encoding=None)
@@ -298,7 +298,7 @@ class Fleet:
             conn.close()
             self._closing.append(conn)
 
-    async def run_one(self, target: str, job: Job) -> Result:
+    async def run_one(self, target: str, job: Program) -> Result:
         async with self.sem:
             conn = await self._session(target)
             if isinstance(conn, Outcome):
@@ -321,7 +321,7 @@ class Fleet:
             self._release(target, conn, isinstance(result, dict))
             return result
 
-    async def run(self, job: Job, targets: list[str], on_done: OnDone | None = None) -> Gathered:
+    async def run(self, job: Program, targets: list[str], on_done: OnDone | None = None) -> Gathered:
         out: Gathered = {}
         if self.keep:  # every reached host keeps its connection open for the net check
             _raise_nofile(len(targets) + 2 * self.opts.fanout + 64)
@@ -335,7 +335,7 @@ class Fleet:
         await every(one(t) for t in targets)
         return out
 
-    async def start(self, job: Job, targets: list[str]) -> Gathered:
+    async def start(self, job: Program, targets: list[str]) -> Gathered:
         limit = self.opts.command_timeout
 
         async def one(target: str) -> tuple[str, Result]:

@@ -146,6 +146,7 @@ def facts(host: str = "node001", *, node: int = 0, gpus: int = 8, **over: Any) -
             "devices": [gpu(i, node) for i in range(gpus)],
             "visible": None,
             "visible_error": None,
+            "health": None,
         },
         "network": {
             "interfaces": [LO, iface("eth0", f"{ip}/24", "fe80::1/64")],

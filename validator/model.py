@@ -78,6 +78,40 @@ class GpuDevice(TypedDict):
     mig_uuids: list[str]
 
 
+class GpuHealth(TypedDict):
+    """One GPU's health counters (docs/facts.md, "GpuHealth"); null: unknown (the device has no such
+    counter, nvidia-smi said [N/A] or [Not Supported]), never 0."""
+
+    index: int
+    ecc_uncorrected_volatile: int | None  # since the driver loaded
+    ecc_corrected_volatile: int | None
+    ecc_uncorrected_aggregate: int | None  # over the device's life
+    ecc_corrected_aggregate: int | None
+    retired_pending: bool | None  # pages waiting for a reset to be retired (before Ampere)
+    remap_pending: bool | None  # rows waiting for a reset to be remapped (Ampere and newer)
+    remap_failure: bool | None  # a row remapping ever failed
+    clock_reasons: list[str] | None  # active clocks-event (throttle) reasons by name: gpu_idle, hw_slowdown, ...
+    pcie_gen: int | None  # PCIe link generation now
+    pcie_gen_max: int | None  # the most this device and slot can do
+    pcie_width: int | None  # lanes now
+    pcie_width_max: int | None
+
+
+class XidEvent(TypedDict):
+    xid: int
+    pci_bus_id: str  # 0000:18:00.0
+    index: int | None  # the GPU at that address on this node, when known
+    age_s: float | None  # seconds since the kernel logged it (null: no timestamp)
+    text: str  # the driver's words after the number, at most 200 characters
+
+
+class GpuHealthFacts(TypedDict):
+    devices: list[GpuHealth]
+    xid: list[XidEvent] | None  # null: the kernel log was not readable
+    xid_source: str | None  # /dev/kmsg | dmesg
+    xid_error: str | None  # why the kernel log was not readable
+
+
 class GpuFacts(TypedDict):
     source: str  # nvml | nvidia-smi | proc | none
     driver: str | None
@@ -85,6 +119,7 @@ class GpuFacts(TypedDict):
     devices: list[GpuDevice]
     visible: list[str] | None  # UUIDs this process may use, in CUDA order (None: all)
     visible_error: str | None
+    health: GpuHealthFacts | None  # null: not collected (no GPU stack, an older agent)
 
 
 class Interface(TypedDict):

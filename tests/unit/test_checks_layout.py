@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.factories import check, fires, node_job, only, rank_job, tweak
+from validator.agent.probe import job_configs
 from validator.errors import UserError
-from validator.facts.layout import parse_explicit
+from validator.facts.layout import parse_explicit, parse_layout
 from validator.model import Facts, LayoutFacts, Severity
 
 
@@ -201,3 +203,73 @@ def test_a_rank_whose_command_names_no_layout_differs() -> None:
     job = tweak(laid(rank_job(1, 4), megatron(tp=2)), 2, launch={"layout": None})
     f = only(check(job, "LAY001"))
     assert f.ranks == [2] and f.actual == "no layout"
+
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "layout"
+
+
+def from_fixture(argv: list[str]) -> LayoutFacts:
+    """The layout the agent's reader and the controller's parser make of a real configuration."""
+    lay = parse_layout(argv, job_configs(argv, {"HF_HOME": "/nonexistent"}), {})
+    assert lay is not None
+    return lay
+
+
+def test_accelerate_megatron_example_by_megatrons_rule() -> None:
+    """accelerate's own Megatron-LM example (TP 2, PP 2, 4 processes) passes (an unnamed context
+    parallel size counts as 1); a CP of 2 named on the command line makes Megatron's world %
+    (TP x PP x CP) fail on 4 ranks."""
+    path = str(FIXTURES / "accelerate_megatron_gpt.yaml")
+    lay = from_fixture(["accelerate", "launch", "--config_file", path, "train.py"])
+    assert check(laid(rank_job(1, 4), lay), "LAY002") == []
+    cp2 = from_fixture(
+        ["accelerate", "launch", "--config_file", path, "--megatron_lm_context_parallel_size=2", "t.py"]
+    )
+    f = only(check(laid(rank_job(1, 4), cp2), "LAY002"))
+    assert "world 4 % (tp 2 x pp 2 x cp 2 = 8) = 4" in f.message
+
+
+def test_accelerate_parallelism_config_total_size_is_num_processes() -> None:
+    lay = from_fixture(["accelerate", "launch", "--config_file", str(FIXTURES / "accelerate_tp_hsdp.yaml"), "t.py"])
+    assert check(laid(rank_job(1, 8), lay), "LAY002") == []
+    f = only(check(laid(rank_job(2, 8), lay), "LAY002"))
+    assert "total_size dp_replicate(2) x dp_shard(2) x cp(1) x tp(2) = 8 != num_processes 16" in f.message
+    ddp = {**lay, "degrees": {"dp_replicate": 1, "dp_shard": 1}}  # total 1: accelerate makes it DDP
+    assert check(laid(rank_job(2, 8), ddp), "LAY002") == []
+    assert "dp_shard=-1 is not >= 1" in only(check(laid(rank_job(1, 8), {**lay, "degrees": {"dp_shard": -1}}),
+                                                    "LAY005")).message  # fmt: skip
+
+
+def test_accelerate_processes_not_divisible_by_machines() -> None:
+    lay = from_fixture(["accelerate", "launch", "--config_file", str(FIXTURES / "accelerate_tp_hsdp.yaml"),
+                        "--num_processes", "6", "--num_machines", "4", "t.py"])  # fmt: skip
+    job = rank_job(1, 8)
+    for i in range(len(job)):
+        job = tweak(job, i, launch={"world_size": None})  # the contract did not name it: num_processes does
+    msgs = [f.message for f in check(laid(job, lay), "LAY002")]
+    assert any("num_processes 6 % num_machines 4 = 2: accelerate starts 1 a machine, 4 in all" in m for m in msgs)
+
+
+def test_torchtitan_global_batch_rule() -> None:
+    """torchtitan/train.py: global_batch_size % (local_batch_size x dp) == 0. llama3 70B's TOML:
+    local 8, TP 8, dp_shard -1; on 64 ranks dp is 8, so a global batch must be a multiple of 64."""
+    toml = ["torchrun", "-m", "torchtitan.train", "--job.config_file", str(FIXTURES / "torchtitan_llama3_70b.toml")]
+    assert check(laid(rank_job(8, 8), from_fixture(toml)), "LAY004") == []  # -1: one accumulation step
+    bad = from_fixture([*toml, "--training.global_batch_size", "96"])
+    f = only(check(laid(rank_job(8, 8), bad), "LAY004"))
+    assert "global_batch_size 96 % (local_batch_size 8 x dp 8 = 64) = 32" in f.message
+    assert check(laid(rank_job(8, 8), from_fixture([*toml, "--training.global_batch_size=128"])), "LAY004") == []
+
+
+def test_torchtitan_pipeline_microbatches_divide_the_local_batch() -> None:
+    toml = [
+        "torchrun",
+        "-m",
+        "torchtitan.train",
+        "--job.config_file",
+        str(FIXTURES / "torchtitan_llama4_17bx128e.toml"),
+    ]
+    assert check(laid(rank_job(8, 8), from_fixture(toml)), "LAY004") == []
+    lay = from_fixture([*toml, "--parallelism.pipeline_parallel_microbatch_size", "2"])
+    f = only(check(laid(rank_job(8, 8), lay), "LAY004"))
+    assert "local_batch_size 1 % pipeline_parallel_microbatch_size 2 = 1" in f.message

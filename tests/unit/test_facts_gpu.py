@@ -84,6 +84,7 @@ def test_no_gpu_stack_is_a_fact() -> None:
         "devices": [],
         "visible": None,
         "visible_error": None,
+        "health": None,
     }
     assert parse_gpus(None, {"CUDA_VISIBLE_DEVICES": "0"})["visible"] == []
 

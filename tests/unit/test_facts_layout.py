@@ -177,3 +177,82 @@ def test_an_agent_python_without_tomllib_says_so(tmp_path: Path) -> None:
     assert lay is not None and lay["errors"] == [
         f"--job.config_file {entry['path']}: unreadable: no tomllib (Python < 3.11)"
     ]
+
+
+def accelerate_layout(argv: list[str], home: Path) -> LayoutFacts | None:
+    """The layout of an `accelerate launch` line, its files read by the agent with HF_HOME=home."""
+    return parse_layout(argv, job_configs(argv, {"HF_HOME": str(home)}), {})
+
+
+def test_accelerate_megatron_lm_config_read_by_the_agent(tmp_path: Path) -> None:
+    """accelerate's own Megatron-LM example config: TP 2, PP 2 on 4 processes; the plugin's context
+    parallel size, unset there, counts as 1 (its default is 2 since accelerate 1.13, 1 before: the
+    version on the node is unknown, and the gate must not block the older)."""
+    path = str(FIXTURES / "accelerate_megatron_gpt.yaml")
+    lay = accelerate_layout(["accelerate", "launch", "--config_file", path, "train.py"], tmp_path)
+    assert lay is not None and (lay["framework"], lay["source"]) == ("accelerate", f"--config_file {path}")
+    assert lay["degrees"] == {"pp": 2, "tp": 2, "cp": 1, "ep": 1, "etp": 1}
+    assert lay["sizes"] == {"machines": 1, "processes": 4} and lay["order"] == "tp-cp-ep-dp-pp"
+    # the command line wins over the file (accelerate's _validate_launch_command)
+    argv = ["accelerate", "launch", f"--config-file={path}", "--megatron_lm_context_parallel_size", "1",
+            "--num_processes=8", "train.py"]  # fmt: skip
+    lay = accelerate_layout(argv, tmp_path)
+    assert lay is not None and lay["degrees"]["cp"] == 1 and lay["sizes"]["processes"] == 8
+
+
+def test_accelerate_parallelism_config_and_its_mesh(tmp_path: Path) -> None:
+    path = str(FIXTURES / "accelerate_tp_hsdp.yaml")
+    lay = accelerate_layout(["accelerate", "launch", "--config_file", path, "train.py", "--lr", "1"], tmp_path)
+    assert lay is not None and lay["framework"] == "accelerate"
+    assert lay["degrees"] == {"dp_replicate": 2, "dp_shard": 2, "tp": 2, "cp": 1}
+    assert lay["sizes"] == {"fsdp_version": 2, "machines": 1, "processes": 8}
+    gm = group_map(lay, 8)  # the mesh ["dp_replicate", "dp_shard", "cp", "sp", "tp"]: TP innermost
+    assert gm is not None and gm["tp"] == [[0, 1], [2, 3], [4, 5], [6, 7]] and gm["dp"] == [[0, 2, 4, 6], [1, 3, 5, 7]]
+
+
+def test_accelerate_fsdp_template_names_no_layout(tmp_path: Path) -> None:
+    """The FSDP template (comments, quoted values): its keys are read, but plain FSDP has no degrees."""
+    path = str(FIXTURES / "accelerate_fsdp.yaml")
+    argv = ["accelerate", "launch", "--config_file", path, "train.py"]
+    (entry,) = job_configs(argv, {"HF_HOME": str(tmp_path)})
+    assert entry["values"] == {"distributed_type": "FSDP", "num_processes": "2"} and entry["error"] is None
+    assert parse_layout(argv, [entry], {}) is None
+
+
+def test_accelerate_default_config_only_when_accelerate_reads_it(tmp_path: Path) -> None:
+    """commands/launch.py: the default config is read when --config_file is not given, it exists,
+    and not --cpu; a --config_file after the script is the script's."""
+    (tmp_path / "accelerate").mkdir()
+    shutil.copy(FIXTURES / "accelerate_megatron_gpt.yaml", tmp_path / "accelerate" / "default_config.yaml")
+    lay = accelerate_layout(["accelerate", "launch", "--num_processes", "8", "train.py"], tmp_path)
+    assert lay is not None and lay["source"].startswith("default ") and lay["degrees"]["tp"] == 2
+    assert lay["sizes"]["processes"] == 8
+    assert job_configs(["accelerate", "launch", "--cpu", "train.py"], {"HF_HOME": str(tmp_path)}) == []
+    script_own = ["accelerate", "launch", "train.py", "--config_file", str(FIXTURES / "accelerate_tp_hsdp.yaml")]
+    assert [c["option"] for c in job_configs(script_own, {"HF_HOME": str(tmp_path)})] == ["default"]
+    assert job_configs(["python", "train.py", "--config_file", "x.yaml"], {"HF_HOME": str(tmp_path)}) == []
+    assert accelerate_layout(["accelerate", "launch", "train.py"], tmp_path / "none") is None
+
+
+def test_accelerate_json_config_and_hostile_yaml(tmp_path: Path) -> None:
+    js = tmp_path / "cfg.json"
+    js.write_text(json.dumps({"distributed_type": "MEGATRON_LM", "num_processes": 8,
+                              "megatron_lm_config": {"megatron_lm_tp_degree": 4}, "main_process_ip": "s3cret"}))  # fmt: skip
+    lay = accelerate_layout(["accelerate", "launch", "--config_file", str(js), "t.py"], tmp_path)
+    assert lay is not None and lay["degrees"]["tp"] == 4 and lay["sizes"] == {"processes": 8}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("distributed_type: MEGATRON_LM\nnum_processes: [8\nmegatron_lm_tp_degree: !!python/name:os\n")
+    configs = job_configs(["accelerate", "launch", "--config_file", str(bad), "t.py"], {"HF_HOME": str(tmp_path)})
+    assert "s3cret" not in json.dumps(job_configs(["accelerate", "launch", "--config_file", str(js), "t.py"], {}))
+    lay = parse_layout(["accelerate", "launch", "--config_file", str(bad), "t.py"], configs, {})
+    assert lay is not None and lay["degrees"].get("tp") == 1  # the unsafe tag is not constructed
+    assert any("num_processes" in e and "not a whole number" in e for e in lay["errors"])
+    assert any("megatron_lm_tp_degree" in e for e in lay["errors"])
+
+
+def test_torchtitan_pipeline_microbatch_override() -> None:
+    path = str(FIXTURES / "torchtitan_llama4_17bx128e.toml")
+    lay = agent_layout(["torchrun", "-m", "torchtitan.train", "--job.config_file", path,
+                        "--parallelism.pipeline_parallel_microbatch_size=2"])  # fmt: skip
+    assert lay is not None and lay["degrees"]["pp"] == 4
+    assert lay["sizes"] == {"micro_batch": 1, "pp_micro_batch": 2}

@@ -353,18 +353,159 @@ def nvml() -> dict[str, Any]:
                     mh = ctypes.c_void_p()
                     if lib.nvmlDeviceGetMigDeviceHandleByIndex(h, j, ctypes.byref(mh)) == 0:
                         dev["mig"].append(text(lib.nvmlDeviceGetUUID, mh))
+            try:  # health never costs the inventory
+                dev["health"] = nvml_health(lib, h)
+            except Exception as e:  # noqa: BLE001 - a driver without a symbol or a lost GPU fails its own way
+                dev["health"] = {"error": f"{type(e).__name__}: {e}"[:200]}
             out["devices"].append(dev)
         return out
     finally:
         lib.nvmlShutdown()
 
 
+# GPU health, read through NVML by the signatures of nvml.h (NVIDIA/go-nvml gen/nvml/nvml.h, driver
+# 580): nvmlDeviceGetTotalEccErrors(device, nvmlMemoryErrorType_t CORRECTED=0|UNCORRECTED=1,
+# nvmlEccCounterType_t VOLATILE=0|AGGREGATE=1, unsigned long long *), nvmlDeviceGetRetiredPagesPendingStatus
+# (device, nvmlEnableState_t *) (pre-Ampere), nvmlDeviceGetRemappedRows(device, unsigned int *corrRows,
+# *uncRows, *isPending, *failureOccurred) (Ampere and newer), nvmlDeviceGetCurrentClocksEventReasons(device,
+# unsigned long long *) (before driver 535: ...ClocksThrottleReasons, the same bits), and
+# nvmlDeviceGetCurrPcieLinkGeneration/Width, nvmlDeviceGetMaxPcieLinkGeneration/Width(device, unsigned int *)
+# (the max "possible with this device and system"). A call the device or driver does not support leaves
+# its key out: unknown, never 0.
+NVML_ECC = {
+    "ecc_uncorrected_volatile": (1, 0), "ecc_corrected_volatile": (0, 0),
+    "ecc_uncorrected_aggregate": (1, 1), "ecc_corrected_aggregate": (0, 1),
+}  # fmt: skip
+NVML_PCIE = {
+    "pcie_gen": "nvmlDeviceGetCurrPcieLinkGeneration", "pcie_gen_max": "nvmlDeviceGetMaxPcieLinkGeneration",
+    "pcie_width": "nvmlDeviceGetCurrPcieLinkWidth", "pcie_width_max": "nvmlDeviceGetMaxPcieLinkWidth",
+}  # fmt: skip
+
+
+def nvml_health(lib: Any, h: Any) -> dict[str, Any]:
+    """One GPU's health counters, raw (parsed by validator.facts.gpu.parse_health)."""
+
+    def call(name: str, *args: Any) -> bool:
+        fn = getattr(lib, name, None)  # None: a driver older than the function
+        return fn is not None and fn(h, *args) == 0
+
+    out: dict[str, Any] = {}
+    big, small = ctypes.c_ulonglong, ctypes.c_uint
+    for key, (error_type, counter) in NVML_ECC.items():
+        n = big()
+        if call("nvmlDeviceGetTotalEccErrors", error_type, counter, ctypes.byref(n)):
+            out[key] = n.value
+    pending = small()
+    if call("nvmlDeviceGetRetiredPagesPendingStatus", ctypes.byref(pending)):
+        out["retired_pending"] = pending.value
+    rows = [small() for _ in range(4)]
+    if call("nvmlDeviceGetRemappedRows", *map(ctypes.byref, rows)):
+        out["remapped_rows"] = [r.value for r in rows]  # correctable, uncorrectable, pending, failure
+    reasons = big()
+    if call("nvmlDeviceGetCurrentClocksEventReasons", ctypes.byref(reasons)) or call(
+        "nvmlDeviceGetCurrentClocksThrottleReasons", ctypes.byref(reasons)
+    ):
+        out["clocks_event_reasons"] = reasons.value
+    for key, name in NVML_PCIE.items():
+        link = small()  # a generation or a lane count
+        if call(name, ctypes.byref(link)):
+            out[key] = link.value
+    return out
+
+
 SMI_FIELDS = "index,uuid,name,pci.bus_id,memory.total,driver_version"
+# The health fields of `nvidia-smi --help-query-gpu` ([N/A] or [Not Supported] where the device has no
+# such counter). A field an older nvidia-smi does not know fails the whole query, so these go in a
+# query of their own, newest spelling first: clocks_event_reasons.active (driver 535 and newer) was
+# clocks_throttle_reasons.active, and remapped_rows.* are not --query-gpu fields on older drivers.
+SMI_HEALTH = (
+    "index,ecc.errors.uncorrected.volatile.total,ecc.errors.corrected.volatile.total,"
+    "ecc.errors.uncorrected.aggregate.total,ecc.errors.corrected.aggregate.total,retired_pages.pending,"
+    "pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max"
+)
+SMI_HEALTH_QUERIES = (
+    SMI_HEALTH + ",remapped_rows.pending,remapped_rows.failure,clocks_event_reasons.active",
+    SMI_HEALTH + ",remapped_rows.pending,remapped_rows.failure,clocks_throttle_reasons.active",
+    SMI_HEALTH + ",clocks_throttle_reasons.active",
+)
+SMI_MAX = 64 << 10  # bytes of one query's output kept
 
 
 def nvidia_smi() -> dict[str, Any]:
     out = run(["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv"], timeout=15)
-    return {"query": SMI_FIELDS, "csv": out}
+    return {"query": SMI_FIELDS, "csv": out, "health": smi_health()}
+
+
+def smi_health() -> dict[str, Any]:
+    """The health query, by the first spelling this nvidia-smi accepts; its error, never raised."""
+    error = ""
+    for query in SMI_HEALTH_QUERIES:
+        try:
+            csv = run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"], timeout=10)
+            return {"query": query, "csv": csv[:SMI_MAX]}
+        except subprocess.TimeoutExpired:
+            return {"error": "nvidia-smi timed out after 10s"}
+        except (OSError, RuntimeError) as e:
+            error = str(e)[:300]
+    return {"error": error}
+
+
+# Xid events: the NVIDIA driver's `NVRM: Xid (PCI:0000:18:00): 79, pid=..., GPU has fallen off the bus.`
+# lines of the kernel log, read from /dev/kmsg without blocking (else `dmesg`), bounded in time and size.
+XID_MARK = "NVRM: Xid"
+XID_MAX = 64  # the most recent events kept
+XID_TEXT = 300  # characters of one line kept
+XID_BUDGET_S = 1.0
+XID_RECORDS = 1 << 20  # kernel log records read at most
+
+
+def xid_events(kmsg: str = "/dev/kmsg") -> dict[str, Any]:
+    """The Xid lines of the kernel log as [age in seconds or null, line]; where the log cannot be
+    read (dmesg_restrict without CAP_SYSLOG, no /dev/kmsg in a container), its error instead."""
+    try:
+        fd = os.open(kmsg, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            return {"source": kmsg, "events": kmsg_xids(fd)}
+        finally:
+            os.close(fd)
+    except OSError as e:
+        first = f"{kmsg}: {e.strerror or e}"
+    try:
+        text = run(["dmesg"], timeout=2)
+    except (OSError, RuntimeError, subprocess.TimeoutExpired) as e:
+        return {"source": None, "error": f"{first}; dmesg: {e}"[:300]}
+    now, events = time.monotonic(), []
+    for line in text.splitlines():
+        if XID_MARK in line:
+            m = re.match(r"\[\s*(\d+(?:\.\d+)?)\]\s?(.*)", line)
+            age = round(now - float(m.group(1)), 1) if m else None
+            events.append([age, (m.group(2) if m else line)[:XID_TEXT]])
+    return {"source": "dmesg", "events": events[-XID_MAX:]}
+
+
+def kmsg_xids(fd: int) -> list[list[Any]]:
+    """The Xid records of a non-blocking /dev/kmsg descriptor (one ``prio,seq,usec,flags;text``
+    record a read), oldest first, read until EAGAIN: the last XID_MAX, within XID_BUDGET_S."""
+    events: list[list[Any]] = []
+    now_us, deadline = time.monotonic() * 1e6, time.monotonic() + XID_BUDGET_S
+    for _ in range(XID_RECORDS):
+        try:
+            record = os.read(fd, 8192)
+        except BlockingIOError:
+            break  # the end of the log
+        except BrokenPipeError:
+            continue  # a record overwritten while we read: the next one follows
+        if not record or time.monotonic() > deadline:
+            break
+        head, _, text = record.decode("utf-8", "replace").partition(";")
+        if XID_MARK in text:
+            fields = head.split(",")
+            usec = fields[2] if len(fields) > 2 and fields[2].isdigit() else None
+            age = round((now_us - int(usec)) / 1e6, 1) if usec else None
+            events.append([age, text.split("\n", 1)[0][:XID_TEXT]])
+            if len(events) > XID_MAX:
+                del events[0]
+    return events
 
 
 def proc_nvidia() -> dict[str, Any]:
@@ -388,15 +529,22 @@ def gpus(sources: list[str], errors: dict[str, str]) -> dict[str, Any] | None:
     error); a source that exists but fails is recorded in ``errors``."""
     for name in sources:
         try:
-            return {"source": name, "data": GPU_SOURCES[name]()}
+            found = {"source": name, "data": GPU_SOURCES[name]()}
         except (FileNotFoundError, NotADirectoryError):
             continue  # no nvidia-smi, no /proc/driver/nvidia: nothing to report
         except OSError as e:
             if "libnvidia-ml" in str(e):
                 continue  # NVML library absent
             errors[f"gpu.{name}"] = f"{type(e).__name__}: {e}"[:300]
+            continue
         except Exception as e:  # noqa: BLE001 - a broken GPU stack fails in its own ways; recorded, never raised
             errors[f"gpu.{name}"] = f"{type(e).__name__}: {e}"[:300]
+            continue
+        try:  # only where a GPU stack answered: a node without one reads no kernel log
+            found["xid"] = xid_events()
+        except Exception as e:  # noqa: BLE001 - never fails the agent
+            found["xid"] = {"source": None, "error": f"{type(e).__name__}: {e}"[:300]}
+        return found
     return None
 
 
@@ -574,7 +722,7 @@ def ib_sysfs(root: str = IB_ROOT, budget_s: float = 1.0) -> dict[str, Any]:
 CONFIG_OPTS = {
     "--deepspeed_config": "deepspeed", "--deepspeed-config": "deepspeed", "--deepspeed": "deepspeed",
     "--ds_config": "deepspeed", "--ds-config": "deepspeed", "--job.config_file": "torchtitan",
-    "--job.config-file": "torchtitan",
+    "--job.config-file": "torchtitan", "--config_file": "accelerate", "--config-file": "accelerate",
 }  # fmt: skip
 CONFIG_KEYS = {
     "deepspeed": (
@@ -586,39 +734,101 @@ CONFIG_KEYS = {
         "parallelism.tensor_parallel_degree", "parallelism.pipeline_parallel_degree",
         "parallelism.context_parallel_degree", "parallelism.expert_parallel_degree",
         "parallelism.expert_tensor_parallel_degree", "training.local_batch_size", "training.global_batch_size",
+        "parallelism.pipeline_parallel_microbatch_size",
+    ),
+    # accelerate's config, one level flattened (accelerate copies megatron_lm_config.x, ... to its options)
+    "accelerate": (
+        "distributed_type", "num_processes", "num_machines", "fsdp_version", "megatron_lm_tp_degree",
+        "megatron_lm_pp_degree", "megatron_lm_context_parallel_size", "megatron_lm_expert_model_parallel_size",
+        "megatron_lm_expert_tensor_parallel_size", "parallelism_config_dp_replicate_size",
+        "parallelism_config_dp_shard_size", "parallelism_config_tp_size", "parallelism_config_cp_size",
     ),
 }  # fmt: skip
 CONFIG_MAX = 256 << 10  # bytes of one configuration file
 CONFIG_FILES = 4  # files read at most
 
 
-def job_configs(argv: list[str]) -> list[dict[str, Any]]:
-    """The layout keys of the configuration files named on the command line, each with its error."""
+def accelerate_options(argv: list[str]) -> int:
+    """How many words of ``argv`` are `accelerate launch` and its options (up to the script); 0:
+    not accelerate. Only there is ``--config_file`` accelerate's (the controller parses exactly)."""
+    prog = os.path.basename(argv[0]) if argv else ""
+    start = 2 if prog == "accelerate" and argv[1:2] == ["launch"] else 1 if prog == "accelerate-launch" else 0
+    if not start:
+        return 0
+    return next((i for i in range(start, len(argv)) if argv[i].endswith(".py") or argv[i - 1] in ("-m", "--module")),
+                len(argv))  # fmt: skip
+
+
+def accelerate_default(env: dict[str, str]) -> str:
+    """accelerate's default config (commands/config/config_args.py: default_config_file)."""
+    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or "~/.cache", "huggingface")
+    return os.path.join(os.path.expanduser(home), "accelerate", "default_config.yaml")
+
+
+def job_configs(argv: list[str], env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The layout keys of the configuration files named on the command line, each with its error;
+    for `accelerate launch` without --config_file (nor --cpu), its default config if there is one."""
     out: list[dict[str, Any]] = []
-    for i, word in enumerate(argv):
-        name, eq, inline = word.partition("=")
+    acc = accelerate_options(argv)
+    named = [(w.partition("=")[0], i) for i, w in enumerate(argv)]
+    for name, i in named:
+        word = argv[i]
         kind = CONFIG_OPTS.get(name)
-        path = inline if eq else argv[i + 1] if i + 1 < len(argv) else ""
+        path = word.partition("=")[2] if "=" in word else argv[i + 1] if i + 1 < len(argv) else ""
         if kind is None or not path or path.startswith("-") or len(out) >= CONFIG_FILES:
             continue
         if name == "--deepspeed" and not path.endswith(".json"):
             continue  # DeepSpeed's own --deepspeed is a flag; HF's takes the config's path
-        entry: dict[str, Any] = {"option": name, "path": redact(path)[:200], "kind": kind, "values": {}, "error": None}
-        try:
-            entry["values"] = config_values(read_config(path), CONFIG_KEYS[kind])
-        except (OSError, ValueError, UnicodeDecodeError) as e:
-            entry["error"] = (e.strerror or str(e) if isinstance(e, OSError) else str(e))[:200]
-        out.append(entry)
+        if kind == "accelerate" and i >= acc:
+            continue  # a --config_file of the script, not accelerate's
+        out.append(config_entry(name, path, kind))
+    default = accelerate_default(dict(os.environ) if env is None else env)
+    given = any(n in ("--config_file", "--config-file", "--cpu") for n, _ in named[:acc])
+    if acc and not given and os.path.isfile(default) and len(out) < CONFIG_FILES:  # read only if it exists
+        out.append(config_entry("default", default, "accelerate"))
     return out
 
 
-def read_config(path: str) -> Any:
-    """One JSON or TOML document, at most CONFIG_MAX bytes."""
+def config_entry(option: str, path: str, kind: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"option": option, "path": redact(path)[:200], "kind": kind, "values": {}, "error": None}
+    try:
+        entry["values"] = config_values(read_config(path, kind), CONFIG_KEYS[kind])
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        entry["error"] = (e.strerror or str(e) if isinstance(e, OSError) else str(e))[:200]
+    return entry
+
+
+YAML_KEY = re.compile(r"^[ ]*([A-Za-z_][A-Za-z0-9_]*)[ ]*:[ ]+(.+?)[ ]*$")
+
+
+def yaml_scalars(text: str) -> dict[str, str]:
+    """The ``key: value`` lines of a block-style YAML mapping (what accelerate's ``yaml.safe_dump``
+    writes), at any depth, the first of each key, the value as written without its comment. Not a
+    YAML parser (the agent has only the standard library): the controller reads each value as YAML."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = YAML_KEY.match(line)
+        if m and m.group(1) not in out:
+            value = m.group(2)
+            out[m.group(1)] = value if value[:1] in "'\"" else value.partition(" #")[0].rstrip()
+    return out
+
+
+def read_config(path: str, kind: str = "") -> Any:
+    """One JSON or TOML document, at most CONFIG_MAX bytes; accelerate's YAML or JSON, flattened."""
     with open(path, "rb") as f:
         data = f.read(CONFIG_MAX + 1)
     if len(data) > CONFIG_MAX:
         raise ValueError(f"larger than {CONFIG_MAX >> 10} KiB")
     text = data.decode("utf-8")
+    if kind == "accelerate":  # commands/config/config_args.py: JSON if it ends in .json, else YAML
+        if not path.endswith(".json"):
+            return yaml_scalars(text)
+        doc = read_json(text)
+        flat: dict[str, Any] = {}
+        for key, value in doc.items() if isinstance(doc, dict) else ():
+            flat.update(value if isinstance(value, dict) else {key: value})
+        return flat
     if path.endswith(".toml"):
         try:  # Python 3.11+; the agent runs on older interpreters too
             tomllib: Any = __import__("tomllib")
@@ -628,6 +838,10 @@ def read_config(path: str) -> Any:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise ValueError(f"not TOML: {e}") from None
+    return read_json(text)
+
+
+def read_json(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as e:
@@ -746,7 +960,7 @@ def collect(
     attempt("sysctl", sysctl)
     attempt("ib_devices", ib_devices)
     attempt("ib", ib_sysfs)
-    attempt("configs", lambda: job_configs(argv))
+    attempt("configs", lambda: job_configs(argv, env))
     names = master_names(env, argv) + list(resolve_names)
     names.append(doc["hostname"])  # Gloo binds to what the hostname resolves to
     resolved = attempt("resolve", lambda: resolve(list(dict.fromkeys(names))))

@@ -6,7 +6,7 @@ import gc
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from validator.checks import gpu, ib, k8s, layout, meta, net, profile, rank, rdzv, software, system
+from validator.checks import gpu, gpuhealth, ib, k8s, layout, meta, net, profile, rank, rdzv, software, system
 from validator.checks.base import Check, Hit, Job
 from validator.codes import Code, table
 from validator.errors import UserError
@@ -21,6 +21,7 @@ CODES: dict[str, Code] = table(
     *k8s.CODES.values(),
     *rdzv.CODES.values(),
     *gpu.CODES.values(),
+    *gpuhealth.CODES.values(),
     *net.CODES.values(),
     *ib.CODES.values(),
     *software.CODES.values(),

@@ -45,8 +45,12 @@ def _show(layout: LayoutFacts) -> str:
     return f"{layout['framework']} ({layout['source']}): {', '.join(parts) or 'defaults'}"
 
 
-def _world(job: Job) -> int | None:
+def _world(job: Job, layout: LayoutFacts | None = None) -> int | None:
+    """The job's world size; for accelerate, else its num_processes (config file or option), which
+    the launch contract does not read from the file."""
     w = job.world_size
+    if not (isinstance(w, int) and w > 0) and layout is not None and layout["framework"] == "accelerate":
+        w = layout["sizes"].get("processes")
     return w if isinstance(w, int) and w > 0 else None
 
 
@@ -81,7 +85,8 @@ def layout_differs(job: Job) -> Any:
 
 def _degree_errors(layout: LayoutFacts) -> list[str]:
     d = layout["degrees"]
-    out = [f"{k}={v} is not >= 1" for k, v in d.items() if v < 1 and not (k == "dp_shard" and v == -1)]
+    titan = layout["framework"] == "torchtitan"
+    out = [f"{k}={v} is not >= 1" for k, v in d.items() if v < 1 and not (titan and k == "dp_shard" and v == -1)]
     if layout["framework"] == "torchtitan" and d.get("dp_shard", -1) == 0:
         out.append("data_parallel_shard_degree=0: torchtitan takes -1 (inferred) or >= 1")
     return out
@@ -136,7 +141,12 @@ def world_mismatch(job: Job) -> Any:
     divisible by ..."); torchtitan: dp_replicate x dp_shard x CP x TP x PP == world, with
     dp_shard -1 inferred as world // (dp_replicate x CP x TP x PP) and then >= 1, and EP dividing
     dp_shard x CP x TP (torchtitan/distributed/parallel_dims.py, ParallelDims._validate); DeepSpeed:
-    world % autotp_size == 0; an explicit --layout with dp: TP x PP x CP x DP == world.
+    world % autotp_size == 0; accelerate: a parallelism config's dp_replicate x dp_shard x CP x TP
+    == num_processes unless it is 1 (accelerate/parallelism_config.py,
+    ParallelismConfig._validate_accelerator: "total_size (...) does not match num_processes"), the
+    Megatron-LM plugin's degrees by Megatron's rule (its context parallel size 2 when unset), and
+    num_processes % num_machines == 0 (accelerate starts num_processes // num_machines a machine:
+    utils/launch.py); an explicit --layout with dp: TP x PP x CP x DP == world.
 
     The framework raises this at its first line of parallel setup, after every node has been
     booked, the containers pulled and NCCL initialised: a crash minutes into the job.
@@ -145,10 +155,10 @@ def world_mismatch(job: Job) -> Any:
     the number of nodes; the finding shows the arithmetic.
     """
     expected, groups = _layout(job)
-    world = _world(job)
+    world = _world(job, expected)
     if expected is None or world is None or _degree_errors(expected):
         return
-    r, d, fw = resolve(expected, world), expected["degrees"], expected["framework"]
+    r, d, fw, s = resolve(expected, world), expected["degrees"], expected["framework"], expected["sizes"]
     wrong: list[str] = []
     if fw == "torchtitan":
         rep, shard = d.get("dp_replicate", 1), d.get("dp_shard", -1)
@@ -159,6 +169,11 @@ def world_mismatch(job: Job) -> Any:
                          f"pp({r['pp']}) = {got} != world {world}" + (" (dp_shard inferred)" if shard < 0 else ""))  # fmt: skip
         elif (sparse := (r["dp"] // max(rep, 1)) * r["cp"] * r["tp"]) % r["ep"]:
             wrong.append(f"ep({r['ep']}) does not divide dp_shard x cp x tp = {sparse}")
+    elif fw == "accelerate" and "dp_shard" in d:
+        total = d.get("dp_replicate", 1) * d["dp_shard"] * r["cp"] * r["tp"]
+        if total not in (1, world):
+            wrong.append(f"ParallelismConfig total_size dp_replicate({d.get('dp_replicate', 1)}) x dp_shard("
+                         f"{d['dp_shard']}) x cp({r['cp']}) x tp({r['tp']}) = {total} != num_processes {world}")  # fmt: skip
     elif fw == "deepspeed":
         if world % r["tp"]:
             wrong.append(f"world {world} % tensor_parallel.autotp_size {r['tp']} != 0")
@@ -173,6 +188,10 @@ def world_mismatch(job: Job) -> Any:
             )
         if "dp" in d and not wrong and model * d["dp"] != world:
             wrong.append(f"tp x pp x cp x dp = {model * d['dp']} != world {world}")
+    machines, procs = s.get("machines", 1), s.get("processes")
+    if fw == "accelerate" and procs and machines > 0 and procs % machines:  # utils/launch.py: nproc_per_node
+        wrong.append(f"num_processes {procs} % num_machines {machines} = {procs % machines}: accelerate starts "
+                     f"{procs // machines} a machine, {procs // machines * machines} in all")  # fmt: skip
     if wrong:
         yield Hit(f"{_show(expected)} on {world} ranks: {'; '.join(wrong)}", groups[_key(expected)][:1],
                   expected=f"degrees that fit {world} ranks", actual="; ".join(wrong))  # fmt: skip
@@ -233,6 +252,22 @@ def _deepspeed_batch(s: dict[str, int], dp: int) -> str | None:
     return None
 
 
+def _torchtitan_batch(s: dict[str, int], dp: int, pp: int) -> str | None:
+    """torchtitan/train.py Trainer.__init__ ("verify batch sizes"): a global batch of -1 is
+    local x dp (one gradient accumulation step), then ``global_batch_size > 0`` and
+    ``global_batch_size % (local_batch_size * dp) == 0``, gradient accumulation being the quotient;
+    with PP, torchtitan/distributed/pipeline_parallel.py: local_batch_size % microbatch size == 0."""
+    local, gbs, pmb = s.get("micro_batch", 8), s.get("global_batch", -1), s.get("pp_micro_batch", 1)
+    gbs = local * dp if gbs < 0 else gbs
+    if local <= 0 or gbs <= 0:
+        return f"global batch {gbs}, local_batch_size {local}: each must be > 0"
+    if gbs % (local * dp):
+        return f"global_batch_size {gbs} % (local_batch_size {local} x dp {dp} = {local * dp}) = {gbs % (local * dp)}"
+    if pp > 1 and pmb > 0 and local % pmb:
+        return f"local_batch_size {local} % pipeline_parallel_microbatch_size {pmb} = {local % pmb}"
+    return None
+
+
 @check("LAY004", Severity.ERROR, "Global batch does not divide by micro-batch x data parallel")
 def batch_split(job: Job) -> Any:
     """The global batch is a whole number of micro-batches on every data-parallel rank.
@@ -241,21 +276,27 @@ def batch_split(job: Job) -> Any:
     not divisible by micro batch size (...) times data parallel size"); DeepSpeed: train_batch_size
     == micro_batch_per_gpu x gradient_accumulation_steps x DP after its own filling-in of a missing
     value by integer division (deepspeed/runtime/config.py, _set_batch_related_parameters and
-    _batch_assertion), DP being world / autotp_size.
+    _batch_assertion), DP being world / autotp_size; torchtitan: global_batch_size (-1: local x DP)
+    % (local_batch_size x DP) == 0, gradient accumulation being the quotient, DP = dp_replicate x
+    dp_shard, and with PP local_batch_size % pipeline_parallel_microbatch_size == 0
+    (torchtitan/train.py, Trainer.__init__ "verify batch sizes"; torchtitan/distributed/
+    pipeline_parallel.py, "Batch size ... must be divisible by microbatch_size").
 
-    Both frameworks stop at start-up with an assertion on every rank, after NCCL is up.
+    Each framework stops at start-up with an assertion on every rank, after NCCL is up.
 
     Choose a global batch that is a multiple of micro-batch x DP (DP = world / (TP x PP x CP)),
     or let the framework derive the missing value (leave one of the three out).
     """
     expected, groups = _layout(job)
-    world = _world(job)
+    world = _world(job, expected)
     if expected is None or world is None or _degree_errors(expected):
         return
     r, s = resolve(expected, world), expected["sizes"]
-    if r["dp"] < 1 or expected["framework"] == "torchtitan":
-        return
-    if expected["framework"] == "deepspeed":
+    if r["dp"] < 1 or expected["framework"] == "accelerate":
+        return  # accelerate's Megatron-LM plugin derives the global batch: dp x micro x num_micro_batches
+    if expected["framework"] == "torchtitan":
+        wrong = _torchtitan_batch(s, r["dp"], r["pp"])
+    elif expected["framework"] == "deepspeed":
         wrong = _deepspeed_batch(s, r["dp"])
     else:
         gbs, mbs = s.get("global_batch"), s.get("micro_batch")
@@ -286,7 +327,7 @@ def _spanning(job: Job) -> tuple[list[tuple[str, list[int], list[str]]], int] | 
 
     def compute() -> tuple[list[tuple[str, list[int], list[str]]], int] | None:
         expected, _ = _layout(job)
-        world = _world(job)
+        world = _world(job, expected)
         if expected is None or world is None or world > 1 << 17:
             return None
         gm, hosts = group_map(expected, world), rank_hosts(job, world)
@@ -359,7 +400,7 @@ def summary(job: Job) -> LayoutDoc | None:
     """The report's layout section: the majority layout, its degrees for this world and the group
     map (each kind's size, count, groups on more than one host, and the first groups named)."""
     expected, _ = _layout(job)
-    world = _world(job)
+    world = _world(job, expected)
     if expected is None or world is None:
         return None
     doc: LayoutDoc = {"framework": expected["framework"], "source": expected["source"], "world": world,

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from validator.model import CommandFacts, Facts, GpuDevice, GpuFacts
+    from validator.model import CommandFacts, Facts, GpuDevice, GpuFacts, GpuHealth, GpuHealthFacts, XidEvent
 
 
 NO_GPUS: GpuFacts = {
@@ -19,6 +19,7 @@ NO_GPUS: GpuFacts = {
     "devices": [],
     "visible": None,
     "visible_error": None,
+    "health": None,
 }
 
 
@@ -147,7 +148,148 @@ def parse_gpus(raw: dict[str, Any] | None, env: dict[str, str]) -> GpuFacts:
         "devices": devices,
         "visible": visible,
         "visible_error": err,
+        "health": parse_health(raw, devices),
     }
+
+
+# ----------------------------------------------------------------------------- health
+
+# Clocks-event (formerly throttle) reason bits, nvml.h (NVIDIA/go-nvml gen/nvml/nvml.h,
+# nvmlClocksEventReason*), named as nvidia-smi's clocks_event_reasons.* fields name them.
+REASONS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}  # fmt: skip
+HEALTH_MAX = 64  # GPUs and Xid events read from one node at most (the node's words are hostile)
+COUNT_MAX = (1 << 64) - 1  # an ECC counter is an unsigned long long
+PCIE_GEN_MAX, PCIE_WIDTH_MAX = 32, 64  # beyond: garbage, read as unknown
+XID_TEXT = 200
+SMI_KEYS = {  # nvidia-smi --query-gpu field -> GpuHealth key
+    "ecc.errors.uncorrected.volatile.total": "ecc_uncorrected_volatile",
+    "ecc.errors.corrected.volatile.total": "ecc_corrected_volatile",
+    "ecc.errors.uncorrected.aggregate.total": "ecc_uncorrected_aggregate",
+    "ecc.errors.corrected.aggregate.total": "ecc_corrected_aggregate",
+    "retired_pages.pending": "retired_pending",
+    "remapped_rows.pending": "remap_pending",
+    "remapped_rows.failure": "remap_failure",
+    "clocks_event_reasons.active": "clock_reasons",
+    "clocks_throttle_reasons.active": "clock_reasons",
+    "pcie.link.gen.current": "pcie_gen",
+    "pcie.link.gen.max": "pcie_gen_max",
+    "pcie.link.width.current": "pcie_width",
+    "pcie.link.width.max": "pcie_width_max",
+}
+XID_LINE = re.compile(
+    r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{1,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.([0-7]))?\): (\d{1,4})\b,?\s*(.*)"
+)
+
+
+def _count(x: Any, top: int = COUNT_MAX) -> int | None:
+    """A counter from NVML (an int) or nvidia-smi (digits): anything else is unknown, never 0."""
+    if isinstance(x, str):
+        x = int(x) if re.fullmatch(r"\d{1,20}", x.strip()) else None
+    return x if isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= top else None
+
+
+def _flag(x: Any) -> bool | None:
+    """Yes/No (nvidia-smi) or 0/1 (NVML); [N/A] and anything else: unknown."""
+    if isinstance(x, str):
+        return {"yes": True, "no": False, "1": True, "0": False}.get(x.strip().lower())
+    n = _count(x, 1)
+    return None if n is None else bool(n)
+
+
+def reason_names(mask: Any) -> list[str] | None:
+    """The clocks-event bitmask (an int, or nvidia-smi's ``0x0000000000000001``) as names; an
+    unknown bit by its value (``0x200``)."""
+    if isinstance(mask, str):
+        mask = int(mask.strip(), 16) if re.fullmatch(r"0x[0-9a-fA-F]{1,16}", mask.strip()) else None
+    if _count(mask) is None:
+        return None
+    return [REASONS.get(1 << b, hex(1 << b)) for b in range(64) if mask >> b & 1]
+
+
+def _health(index: int, values: dict[str, Any]) -> GpuHealth:
+    rows = values.get("remapped_rows")  # NVML: [correctable, uncorrectable, pending, failure]
+    rows = rows if isinstance(rows, list) and len(rows) == 4 else [None] * 4
+    return {
+        "index": index,
+        "ecc_uncorrected_volatile": _count(values.get("ecc_uncorrected_volatile")),
+        "ecc_corrected_volatile": _count(values.get("ecc_corrected_volatile")),
+        "ecc_uncorrected_aggregate": _count(values.get("ecc_uncorrected_aggregate")),
+        "ecc_corrected_aggregate": _count(values.get("ecc_corrected_aggregate")),
+        "retired_pending": _flag(values.get("retired_pending")),
+        "remap_pending": _flag(values.get("remap_pending", rows[2])),
+        "remap_failure": _flag(values.get("remap_failure", rows[3])),
+        "clock_reasons": reason_names(values.get("clock_reasons", values.get("clocks_event_reasons"))),
+        "pcie_gen": _count(values.get("pcie_gen"), PCIE_GEN_MAX),
+        "pcie_gen_max": _count(values.get("pcie_gen_max"), PCIE_GEN_MAX),
+        "pcie_width": _count(values.get("pcie_width"), PCIE_WIDTH_MAX),
+        "pcie_width_max": _count(values.get("pcie_width_max"), PCIE_WIDTH_MAX),
+    }
+
+
+def health_from_nvml(d: dict[str, Any]) -> list[GpuHealth]:
+    out = []
+    for g in d.get("devices", [])[:HEALTH_MAX]:
+        values = g.get("health")
+        if isinstance(values, dict) and "error" not in values and isinstance(g.get("index"), int):
+            out.append(_health(g["index"], values))
+    return out
+
+
+def health_from_smi(d: dict[str, Any]) -> list[GpuHealth]:
+    """``--query-gpu=<the agent's health query> --format=csv,noheader,nounits``: one row a GPU."""
+    h = d.get("health")
+    if not isinstance(h, dict) or not isinstance(h.get("csv"), str) or not isinstance(h.get("query"), str):
+        return []
+    fields = h["query"].split(",")
+    out = []
+    for line in [ln for ln in h["csv"].splitlines() if ln.strip()][:HEALTH_MAX]:
+        row = dict(zip(fields, (c.strip() for c in line.split(",")), strict=False))
+        index = _count(row.get("index", ""), 1 << 16)
+        if index is not None:
+            out.append(_health(index, {SMI_KEYS[k]: v for k, v in row.items() if k in SMI_KEYS}))
+    return out
+
+
+def parse_xid(raw: Any, devices: list[GpuDevice]) -> tuple[list[XidEvent] | None, str | None, str | None]:
+    """The agent's Xid lines (``[age, line]``) as events; (None, None, why) where the log was unreadable."""
+    if not isinstance(raw, dict):
+        return None, None, None
+    if not isinstance(raw.get("events"), list):
+        return None, None, str(raw.get("error") or "not read")[:300]
+    by_bus = {d["pci_bus_id"]: d["index"] for d in devices}
+    events: list[XidEvent] = []
+    for item in raw["events"][-HEALTH_MAX:]:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], str)):
+            continue
+        m = XID_LINE.search(item[1])
+        if not m:
+            continue
+        domain, bus, dev, fn, xid, text = m.groups()
+        bus_id = f"{int(domain, 16):04x}:{bus.lower()}:{dev.lower()}.{fn or 0}"
+        age = item[0] if isinstance(item[0], (int, float)) and not isinstance(item[0], bool) else None
+        events.append({
+            "xid": int(xid),
+            "pci_bus_id": bus_id,
+            "index": by_bus.get(bus_id),
+            "age_s": max(0.0, float(age)) if age is not None and abs(age) < 1e10 else None,
+            "text": text.strip()[:XID_TEXT],
+        })  # fmt: skip
+    source = raw.get("source")
+    return events, source[:40] if isinstance(source, str) else None, None
+
+
+def parse_health(raw: dict[str, Any], devices: list[GpuDevice]) -> GpuHealthFacts | None:
+    """Health counters and Xid events; None where the agent read neither (an older agent)."""
+    data = raw.get("data") or {}
+    found = health_from_nvml(data) if raw["source"] == "nvml" else health_from_smi(data)
+    if not found and "xid" not in raw:
+        return None
+    xid, source, error = parse_xid(raw.get("xid"), devices)
+    return {"devices": found, "xid": xid, "xid_source": source, "xid_error": error}
 
 
 class GpuEvidence(NamedTuple):  # not a dataclass: every participant imports this module (test_lean)

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
+from validator.facts.command import parse_command
+
 if TYPE_CHECKING:
     from validator.model import LayoutFacts
 
@@ -55,7 +59,27 @@ TORCHTITAN = {
     "parallelism.expert_tensor_parallel_degree": ("degrees", "etp"),
     "training.local_batch_size": ("sizes", "micro_batch"),
     "training.global_batch_size": ("sizes", "global_batch"),
+    "parallelism.pipeline_parallel_microbatch_size": ("sizes", "pp_micro_batch"),
 }
+# accelerate's config keys, which are also `accelerate launch` options (commands/launch.py; the
+# command line wins: _validate_launch_command copies a config value only to an option not given)
+ACCELERATE = {
+    "num_processes": ("sizes", "processes"), "num_machines": ("sizes", "machines"),
+    "fsdp_version": ("sizes", "fsdp_version"),
+    "megatron_lm_tp_degree": ("degrees", "tp"), "megatron_lm_pp_degree": ("degrees", "pp"),
+    "megatron_lm_context_parallel_size": ("degrees", "cp"), "megatron_lm_expert_model_parallel_size": ("degrees", "ep"),
+    "megatron_lm_expert_tensor_parallel_size": ("degrees", "etp"),
+    "parallelism_config_dp_replicate_size": ("degrees", "dp_replicate"),
+    "parallelism_config_dp_shard_size": ("degrees", "dp_shard"),
+    "parallelism_config_tp_size": ("degrees", "tp"), "parallelism_config_cp_size": ("degrees", "cp"),
+}  # fmt: skip
+# the Megatron-LM plugin's defaults for what neither names (utils/dataclasses.py MegatronLMPlugin
+# __post_init__). Its context_parallel_size defaults to 2 since accelerate 1.13 and to 1 before; the
+# node's accelerate version is not known here, so an unnamed CP counts as 1: a gate that blocked
+# accelerate's own example on an older accelerate would be wrong, and a missed CP of 2 fails there
+# at Megatron's own assertion, as it would without us.
+ACCELERATE_MEGATRON = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": 1}
+ACCELERATE_MODES = ("use_megatron_lm", "use_fsdp", "multi_gpu", "use_deepspeed", "cpu", "tpu")
 # DeepSpeed's config JSON (deepspeed/runtime/config.py)
 DEEPSPEED = {
     "train_batch_size": ("sizes", "train_batch"),
@@ -140,7 +164,7 @@ def parse_layout(argv: list[str], configs: Any, env: dict[str, str]) -> LayoutFa
     errors = [f"{c.get('option')} {c.get('path')}: {c['error']}" for c in entries if c.get("error")]
     if env.get(LAYOUT_ENV):
         return parse_explicit(env[LAYOUT_ENV], LAYOUT_ENV)
-    layout = _megatron(argv) or _torchtitan(argv, entries) or _deepspeed(entries)
+    layout = _megatron(argv) or _torchtitan(argv, entries) or _accelerate(argv, entries) or _deepspeed(entries)
     if layout is None and errors:  # a named configuration that could not be read: say so
         layout = _Builder("unknown", "argv", MEGATRON_ORDER).layout
     if layout is not None:
@@ -177,6 +201,49 @@ def _torchtitan(argv: list[str], entries: list[dict[str, Any]]) -> LayoutFacts |
     return b.layout
 
 
+def _yaml_scalar(raw: Any) -> Any:
+    """A value of accelerate's YAML as the agent sent it (the text after ``key:``), read as YAML."""
+    if not isinstance(raw, str) or len(raw) > 64:
+        return raw
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+
+
+def _accelerate(argv: list[str], entries: list[dict[str, Any]]) -> LayoutFacts | None:
+    """`accelerate launch`: its config file (--config_file, else the default one the agent found)
+    under its command-line options. The Megatron-LM plugin (distributed_type MEGATRON_LM or
+    --use_megatron_lm) hands its degrees to Megatron; a parallelism config (FSDP2) builds a device
+    mesh; anything else names no layout."""
+    command = parse_command(argv)
+    if command["tool"] != "accelerate":
+        return None
+    opts = command["options"]
+    want = "default" if "config_file" not in opts else None
+    files = [c for c in entries if c.get("kind") == "accelerate" and (c.get("option") == "default") == bool(want)]
+    values = {k: _yaml_scalar(v) for k, v in dict(files[0].get("values") or {}).items()} if files else {}
+    values.update({k: v for k, v in opts.items() if k in ACCELERATE})
+    mode = next((m for m in ACCELERATE_MODES if m in opts), None)
+    kind = str(values.get("distributed_type") or "") if mode is None else mode
+    megatron = kind in ("MEGATRON_LM", "use_megatron_lm")
+    if not megatron and not any(k.startswith("parallelism_config_") for k in values):
+        return None
+    source = f"{files[0].get('option')} {files[0].get('path')}" if files else "argv"
+    b = _Builder("accelerate", source, MEGATRON_ORDER if megatron else TORCHTITAN_ORDER)
+    for key, raw in values.items():
+        if key in ACCELERATE and (megatron or not key.startswith("megatron_lm_")):
+            b.put(ACCELERATE[key], raw, key)
+    if megatron:
+        b.layout["degrees"] = {k: v for k, v in b.layout["degrees"].items() if k not in ("dp_replicate", "dp_shard")}
+        for key, value in ACCELERATE_MEGATRON.items():
+            b.layout["degrees"].setdefault(key, value)
+    else:
+        b.layout["degrees"].setdefault("dp_replicate", 1)
+        b.layout["degrees"].setdefault("dp_shard", 1)
+    return b.layout
+
+
 def _deepspeed(entries: list[dict[str, Any]]) -> LayoutFacts | None:
     files = [c for c in entries if c.get("kind") == "deepspeed" and not c.get("error")]
     if not files:
@@ -197,11 +264,13 @@ def resolve(layout: LayoutFacts, world: int) -> dict[str, int]:
     dp ep etp edp (the expert data-parallel size). A degree that does not divide gives 0."""
     d, fw = layout["degrees"], layout["framework"]
     tp, pp, cp, ep = d.get("tp", 1), d.get("pp", 1), d.get("cp", 1), d.get("ep", 1)
-    if fw == "torchtitan":  # ParallelDims._validate: dp_shard -1 is world // (dp_replicate*cp*tp*pp)
+    if fw == "torchtitan" or "dp_shard" in d:  # ParallelDims._validate: dp_shard -1 is world // (dp_replicate*cp*tp*pp)
         rep, shard = d.get("dp_replicate", 1), d.get("dp_shard", -1)
         inner = rep * cp * tp * pp
         if shard < 0 and inner > 0:
             shard = world // inner
+        if fw == "accelerate" and rep * shard * cp * tp == 1:  # ParallelismConfig._validate_accelerator: DDP
+            rep = world
         dp, etp = rep * shard, d.get("etp", 1)
     else:
         model = tp * pp * cp

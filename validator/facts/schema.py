@@ -43,7 +43,7 @@ def _bad(want: str, got: Any) -> SchemaError:
 
 
 # Nullable fields added after FACTS_SCHEMA 1: a document that lacks one loads with it null.
-ADDED_LATER: dict[str, tuple[str, ...]] = {"Facts": ("ib",), "LaunchFacts": ("layout",)}
+ADDED_LATER: dict[str, tuple[str, ...]] = {"Facts": ("ib",), "LaunchFacts": ("layout",), "GpuFacts": ("health",)}
 
 # Leaves are checked inline by exact class (JSON gives exact types; bool is not an int here).
 LeafSpec = tuple[frozenset[type], str]

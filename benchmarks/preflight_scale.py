@@ -20,7 +20,7 @@ simulated participant is a node leader (validator/preflight/local.py) sending on
 connection), beside the TCPStore gather of N clients; last line {"ratio": r, "runs": [...]}.
 --checks: no sockets (it can run beside other tests): N + 1 nodes' facts read as the coordinator
 reads them (sections.Parsed, the schema, facts.share), then what the coordinator does at the last
-arrival, timed, median of 5: the checks (run.Gate), and the report (the MISSING outcome from the
+arrival, timed, median of 5: the checks (gate.Gate), and the report (the MISSING outcome from the
 keys counted as they came, the table, the JSON, the verdict frames); last line {"checks_s": c,
 "report_s": r, "seconds": c + r}.
 """
@@ -297,8 +297,8 @@ def run_validator(
     from validator import pipeline
     from validator.preflight import coordinator as coord
     from validator.preflight import protocol as wire
+    from validator.preflight.gate import Gate
     from validator.preflight.plan import Options, Plan, key, missing
-    from validator.preflight.run import Gate
 
     class Quiet(Gate):
         """The coordinator's own policy, silent. With nodes missing it checks the arrivals while
@@ -478,8 +478,9 @@ def run_checks_alone(n: int) -> dict[str, Any]:
     from validator.facts.schema import validate_facts
     from validator.facts.share import Shared
     from validator.preflight import sections
+    from validator.preflight.gate import Gate
     from validator.preflight.plan import Options, Plan, key, missing
-    from validator.preflight.run import Gate, render, verdicts
+    from validator.preflight.run import render, verdicts
 
     tpl, parsed, shared = template(), sections.Parsed(), Shared(across_hosts=False)
     facts = []

@@ -84,6 +84,37 @@ def test_elastic_range_passes_with_three_of_four_after_the_last_call(tmp_path: P
     assert coordinator.report is not None and not coordinator.report["outcomes"]
 
 
+def elastic(nnodes: str, port: int, last_call: int, *extra: str) -> list[str]:
+    cmd = c10d(None, nnodes, port, "127.0.0.1", *extra)
+    return [f"--rdzv-conf=timeout=60,last_call_timeout={last_call}" if a.startswith("--rdzv-conf") else a for a in cmd]
+
+
+def test_elastic_range_starts_at_once_and_a_late_node_is_checked_at_the_door(tmp_path: Path, port: int) -> None:
+    """--nnodes=2:3, the third node 4 s late: the two decide once arrivals pause (not after the
+    last call) and exec torchrun; the third meets torchrun's store on the job's port, is checked at
+    the door against the two, passes, and joins torchrun's own last call: one world of 3."""
+    cmd = elastic("2:3", port, 15)
+    runs = preflight(tmp_path, [{}, {}, {"_DELAY": "4"}], "--timeout", "60", commands=[cmd] * 3, limit=200)
+    ran(runs, 3)
+    err = "".join(r.err for r in runs)
+    assert "preflight PASSED: 2/3 nodes" in err and "checked against them on port" in err, err[-3000:]
+    late = runs[2]
+    assert "late: checked against the 2 node(s) that started" in late.err, late.err[-2000:]
+    assert late.report is not None and late.report["participants"] == 3
+
+
+def test_elastic_late_node_that_drifts_is_turned_away_at_the_door(tmp_path: Path, port: int) -> None:
+    """The late node launches with --nnodes=2:4: the door names the drift (RNK009) and keeps it out
+    (exit 1, torchrun never started there); the two that started run as a world of 2."""
+    runs = preflight(tmp_path, [{}, {}, {"_DELAY": "4"}], "--timeout", "60",
+                     commands=[elastic("2:3", port, 8)] * 2 + [elastic("2:4", port, 8)], limit=200)  # fmt: skip
+    ran(runs[:2], 2)
+    late = runs[2]
+    assert late.rc == 1 and "RNK009" in codes(late), late.err[-2000:]
+    assert "[start]" not in late.out + late.err
+    assert "turned away (exit 1)" in runs[0].err + runs[1].err
+
+
 def test_elastic_minimum_of_one_passes_alone(tmp_path: Path, port: int) -> None:
     runs = preflight(tmp_path, [{}], "--timeout", "30", commands=[c10d(None, "1:4", port)], limit=120)
     ran(runs, 1)

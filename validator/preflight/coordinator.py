@@ -56,6 +56,7 @@ class Expect:
     maximum: int
     minimum: int
     last_call: float = 0.0
+    settle: float = 0.0  # with a door for late nodes (door.py): decide once arrivals pause this long
 
 
 def expectation(p: Plan) -> Expect:
@@ -211,8 +212,16 @@ class Coordinator:
 
     def last_call_over(self) -> bool:
         """Elastic range: the minimum is present and the last call has passed (torchrun completes
-        its rendezvous then, with whoever has joined)."""
-        return self.minimum_at is not None and time.monotonic() >= self.minimum_at + self.expect.last_call
+        its rendezvous then, with whoever has joined), or, with a door for late nodes, arrivals
+        have paused for ``settle``: a node that comes later is checked at the door (door.py)."""
+        return self.minimum_at is not None and time.monotonic() >= self.decide_at()
+
+    def decide_at(self) -> float:
+        """When an elastic range's gather ends (once the minimum is present)."""
+        assert self.minimum_at is not None
+        e = self.expect
+        end = self.minimum_at + e.last_call
+        return min(end, max(self.minimum_at, self.last_arrival) + e.settle) if e.settle else end
 
     def registered(self) -> list[Connection]:
         """Connections of participants whose facts count and that are still open."""
@@ -246,7 +255,7 @@ class Coordinator:
             if len(self.arrivals) != looked_at:
                 wake.append(self.last_arrival + quiet)
             if self.minimum_at is not None:
-                wake.append(self.minimum_at + self.expect.last_call)
+                wake.append(self.decide_at())
             # timers, completion, and while idle the next arrival: no wake-up per arrival in a burst
             self.watch = len(self.arrivals) == looked_at
             self.wake.clear()

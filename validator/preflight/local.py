@@ -212,14 +212,14 @@ def join(opts: Options, p: Plan, facts: Facts, listen: dict[str, Any] | None, ti
     fields = {"listen": listen, "brief": brief(opts), "rdzv_job": rdzv_job(opts, facts)}
     lrank = facts["launch"]["local_rank"]
     if not grouped(facts, p.mode) or lrank is None:
-        return participate(facts, p.host, p.ports, p.job_id, secret, timeout or opts.timeout, fields, patient)
+        return participate(facts, p.host, p.candidates, p.job_id, secret, timeout or opts.timeout, fields, patient)
     if lrank == 0 and (sock := bind_node(job_key(p), facts["host"])) is not None:
         group = Group(sock, int(facts["launch"]["local_world_size"] or 1) - 1)
         result = None
         try:
             group.gather(t0 + min(GATHER_S, opts.timeout / 4))
             left = opts.timeout - (time.monotonic() - t0)
-            result = participate(facts, p.host, p.ports, p.job_id, secret, left, fields, patient, token, group)
+            result = participate(facts, p.host, p.candidates, p.job_id, secret, left, fields, patient, token, group)
         finally:
             group.finish(result.verdict if result else None)
         return result
@@ -230,7 +230,7 @@ def join(opts: Options, p: Plan, facts: Facts, listen: dict[str, Any] | None, ti
             return Result(None, att)
         return Result(got, Attempts())
     left = opts.timeout - (time.monotonic() - t0)
-    return participate(facts, p.host, p.ports, p.job_id, secret, left, fields, patient, token)
+    return participate(facts, p.host, p.candidates, p.job_id, secret, left, fields, patient, token)
 
 
 def via_leader(

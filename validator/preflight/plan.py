@@ -63,10 +63,16 @@ class Plan(NamedTuple):
     last_call: float
     job_id: str
     names: list[str]  # expected hosts in node (or node-of-rank) order, when known
+    door: int | None = None  # an elastic range: where late nodes are checked after the pass (door.py)
 
     @property
     def port(self) -> int:
         return self.ports[0]
+
+    @property
+    def candidates(self) -> list[int]:
+        """Where a participant looks for the coordinator: the job's port(s), then the door."""
+        return self.ports + ([self.door] if self.door else [])
 
 
 def endpoint(opts: Options, facts: Facts) -> tuple[str, list[int]]:
@@ -128,7 +134,9 @@ def plan(opts: Options, facts: Facts, profile: Profile | None) -> Plan:
 
         names = expand(hostlist)
     job = opts.job_id or launch["job_id"] or ""
-    return Plan(host, ports, mode, keyed, int(expected), min(minimum or expected, expected), last_call, job, names)
+    low = min(minimum or expected, expected)
+    door = ports[-1] + 1 if low < expected and ports[-1] < 65535 else None  # DOOR_OFFSET in door.py
+    return Plan(host, ports, mode, keyed, int(expected), low, last_call, job, names, door)
 
 
 def rdzv_job(opts: Options, facts: Facts) -> bool:

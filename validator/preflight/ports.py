@@ -8,7 +8,16 @@ import errno
 import socket
 
 
-def bind(port: int, host: str = "") -> socket.socket:
+def bound(port: int) -> socket.socket | None:
+    """Bound like ``bind`` but not listening (a connection is refused at once until it listens),
+    or None when the port is taken: the door's socket (door.py), held through the gather."""
+    try:
+        return bind(port, listen=False)
+    except OSError:
+        return None
+
+
+def bind(port: int, host: str = "", listen: bool = True) -> socket.socket:
     """Bind and listen like TCPStore does (all addresses, dual stack, SO_REUSEADDR)."""
     last: OSError | None = None
     for family, addr in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
@@ -24,7 +33,8 @@ def bind(port: int, host: str = "") -> socket.socket:
             if family == socket.AF_INET6 and not host:
                 s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
             s.bind((addr, port))
-            s.listen(65535)  # capped by net.core.somaxconn
+            if listen:
+                s.listen(65535)  # capped by net.core.somaxconn
             s.setblocking(False)
             return s
         except OSError as e:

@@ -9,7 +9,6 @@ coordinates: plan.py.
 from __future__ import annotations
 
 import errno
-import operator
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -19,8 +18,8 @@ from validator.agent.probe import port_owner
 from validator.errors import UserError
 from validator.preflight import protocol as wire
 from validator.preflight.finish import act, after_pass, emit, finish_local, named, speaks
+from validator.preflight.gate import Gate
 from validator.preflight.plan import (
-    HEALABLE,
     Options,
     Plan,
     is_candidate,
@@ -37,66 +36,11 @@ from validator.preflight.verdict import codes, local_report, rejected_findings, 
 # standard library, the agent and the facts parser.
 if TYPE_CHECKING:
     from validator.model import Facts, Finding
-    from validator.preflight.coordinator import Coordinator
+    from validator.preflight.door import Door
     from validator.profiles import Profile
 
 
 DEPUTY_S = 1.5  # a node holding the endpoint that is not node rank 0 waits this long for node rank 0 to host
-
-
-class Gate:
-    """The coordinator's policy during the gather (coordinator.Policy): decide early on a failure
-    no late arrival can fix, and say on stderr what it is waiting for."""
-
-    def __init__(self, opts: Options, p: Plan, profile: Profile | None) -> None:
-        self.opts, self.p, self.profile = opts, p, profile
-        self.checked: tuple[list[Facts], list[Finding]] | None = None  # the last facts checked, and what was found
-
-    def findings(self, facts: list[Facts]) -> list[Finding]:
-        """The checks' findings over ``facts``, computed once for the same arrivals: what was
-        checked while waiting (nodes missing until the deadline) is not checked again after it."""
-        kept = self.checked
-        if kept is not None and len(kept[0]) == len(facts) and all(map(operator.is_, kept[0], facts)):
-            return list(kept[1])
-        from validator.checks import run_checks
-
-        found = run_checks(facts, self.profile, codes(self.opts), "preflight")
-        self.checked = (facts, found)
-        return list(found)
-
-    def decisive(self, facts: list[Facts]) -> bool:
-        """A failure no late arrival can fix. Checked whenever arrivals pause, whatever --fail-on:
-        the coordinator is idle then, and the verdict at the deadline reuses the findings."""
-        fail_on = self.opts.fail_on
-        found = self.findings(facts)
-        return fail_on is not None and any(f.severity >= fail_on and f.code not in HEALABLE for f in found)
-
-    def flooded(self, c: Coordinator) -> None:
-        from validator.preflight.refusals import FLOOD_WAIT_S
-
-        sys.stderr.write(f"validator: port {c.port} is flooded ({c.rejected.flood_text()}); the verdict "
-                         f"waits up to {FLOOD_WAIT_S:g} s for it to stop\n")  # fmt: skip
-        sys.stderr.flush()
-
-    def waiting(self, c: Coordinator) -> None:
-        from validator.targets import fold_hosts, fold_ranks
-
-        p = self.p
-        if p.keyed:
-            absent = sorted(c.waiting)
-            what = f"{'rank' if p.mode == 'rank' else 'node rank'} {fold_ranks(absent[:10000])}"
-            hosts = [p.names[k] for k in absent[:10000] if p.mode == "node" and k < len(p.names)]
-            what += f" ({fold_hosts(hosts)})" if hosts else ""
-        else:
-            n = c.missing_count()
-            what = f"{n} more node{'s' if n != 1 else ''}"
-            if p.minimum < p.expected:
-                what += f" (--nnodes={p.minimum}:{p.expected}: passes with {p.minimum} after the last call)"
-        arrived = len(c.arrivals)
-        unit = "ranks" if p.mode == "rank" else "nodes"
-        sys.stderr.write(f"validator: waiting for {what} ({arrived}/{p.expected} {unit} arrived, "
-                         f"{c.remaining():.0f} s left)\n")  # fmt: skip
-        sys.stderr.flush()
 
 
 def coordinate(
@@ -107,9 +51,11 @@ def coordinate(
     profile: Profile | None,
     listen: dict[str, Any] | None,
     node: Any = None,
+    door: Door | None = None,
 ) -> int:
     """Gather, decide, print the report here, send it to everyone; returns the exit code.
-    ``node``: our node's local socket, where its other ranks meet us (local.py)."""
+    ``node``: our node's local socket, where its other ranks meet us (local.py). ``door``: an
+    elastic range decides once arrivals pause; later nodes are checked at the door (door.py)."""
     import asyncio
 
     from validator.preflight import coordinator as coord
@@ -118,7 +64,9 @@ def coordinate(
     secret = wire.load_secret(opts.secret_file)
 
     async def main() -> int:
-        c = coord.Coordinator(facts, coord.expectation(p), key(p), p.job_id, secret, opts.timeout,
+        expect = coord.expectation(p)
+        expect.settle = door.settle if door is not None else 0.0
+        c = coord.Coordinator(facts, expect, key(p), p.job_id, secret, opts.timeout,
                               own_listen=listen, net_check=opts.net_check, rdzv_job=rdzv_job(opts, facts))  # fmt: skip
         gate = Gate(opts, p, profile)
         t_start = time.monotonic()
@@ -160,6 +108,8 @@ def coordinate(
             if not lost:
                 emit(opts, doc, text, True, exit_code)
                 await c.go()
+                if door is not None:
+                    door.admitted = [a.facts for a in gathered.arrivals]
                 return exit_code
             report.findings = sorted([vanished(lost, p), *report.findings], key=lambda f: (-f.severity, f.code))
             exit_code = report.exit_code(opts.fail_on, opts.allow_incomplete)
@@ -176,6 +126,8 @@ def coordinate(
         with coord.paused_gc():
             return asyncio.run(main())
     finally:
+        if door is not None and door.admitted:  # a pass: the door listens before the job's port is let go
+            door.open(opts, p)
         sock.close()
         if node is not None:
             node.close()
@@ -242,7 +194,11 @@ def open_listener(facts: Facts) -> Any:
 def rendezvous(
     opts: Options, p: Plan, facts: Facts, profile: Profile | None, listen: dict[str, Any] | None, t0: float
 ) -> int:
-    if is_candidate(facts, p):
+    from validator.preflight.door import listening
+
+    # a late node of an elastic range on the endpoint's host: the door is open, the job's port is (or
+    # is about to be) torchrun's: it joins the door, never takes the port (door.py)
+    if is_candidate(facts, p) and not (p.door is not None and listening(p.door)):
         from validator.preflight.ports import bind_first  # before asyncio loads: our node's ranks can connect
 
         try:
@@ -262,9 +218,14 @@ def rendezvous(
                 return finish_local(opts, local_report(opts, mark_busy(facts, p.port), p, None, []))
         else:
             from validator.preflight import local
+            from validator.preflight.door import Door
 
             node = local.bind_node(local.job_key(p), facts["host"]) if local.grouped(facts, p.mode) else None
-            code = coordinate(opts, p, facts, sock, profile, listen, node)
+            door = Door(p)
+            try:
+                code = coordinate(opts, p, facts, sock, profile, listen, node, door)
+            finally:
+                door.close()
             return act(opts, code, after_pass(opts, p, facts, port))
     from validator.preflight.local import join
 

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks.usage import measured  # noqa: E402
-from validator.diagnose.scan import ANCHORS  # noqa: E402
+from validator.diagnose.anchors import ANCHORS  # noqa: E402
 
 NOISE = [
     b"node@N@:12345:12399 [@L@] NCCL INFO Channel 03/0 : @R@[@L@] -> @R1@[@L@] via P2P/CUMEM/read\n",

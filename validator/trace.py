@@ -12,6 +12,9 @@ Cost: the call path only builds a tuple and appends it to a list (a few microsec
 thread writes the file every 0.1 s, so a rank that hangs inside a collective has its last call
 on disk, and a rank that is killed loses at most 0.1 s of calls. Standard library and torch only:
 this module runs inside the user's training processes.
+
+With ``$VALIDATOR_TRACE_GROUPS`` (``validator rehearse`` of a job with a parallel layout), each rank
+first rehearses the layout's process groups (``rehearse_groups``), before the recorder and the script.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 FORMAT = "validator-trace"
+GROUPS = "VALIDATOR_TRACE_GROUPS"  # a JSON file: {"world": N, "groups": {kind: [[ranks], ...]}}
 VERSION = 1
 COLLECTIVES = (
     "all_reduce", "all_gather", "all_gather_into_tensor", "_all_gather_base", "all_gather_object",
@@ -271,6 +275,43 @@ def _exception_site(tb: Any) -> str | None:
     return site
 
 
+def rehearse_groups(path: str) -> bool:
+    """Before the script and the recorder (which records the script's calls alone), this rank creates
+    the layout's process groups and runs a collective in each, as ``preflight --groups`` does
+    (validator.preflight.groups: the same code, the same decision on every rank); under torchrun on
+    its agent's store, as a client. The answer goes beside ``path`` as ``.groups-rank<R>.json``
+    (diagnose reads no dot file). False: a group failed, and this rank stops before the script."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    from validator.preflight.groups import decision
+
+    rank, world = _int_env("RANK") or 0, _int_env("WORLD_SIZE") or 1
+    with open(path) as f:
+        spec = json.load(f)
+    if spec.get("world") != world:
+        got = {"error": f"the layout's groups are for {spec.get('world')} ranks, this run has {world}", "lines": []}
+    else:
+        addr, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), _int_env("MASTER_PORT") or 29500
+        local = _int_env("LOCAL_RANK")  # NCCL when each rank of the node has a GPU: every rank alike
+        on_gpu = os.environ.get("VALIDATOR_TRACE_BACKEND") != "gloo" and local is not None
+        gpu = local if on_gpu and torch.cuda.device_count() >= (_int_env("LOCAL_WORLD_SIZE") or 1) else None
+        try:
+            store = None
+            if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":  # torchrun's agent holds MASTER_PORT
+                client = dist.TCPStore(addr, port, world, False, timeout=datetime.timedelta(seconds=30))  # type: ignore[attr-defined]
+                restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+                store = dist.PrefixStore(f"validator-rehearse/{restart}/", client)  # type: ignore[attr-defined]
+            got = decision(addr, port, rank, world, spec["groups"], socket.gethostname(), gpu, store=store)
+        except RuntimeError as e:  # torchrun's store unreachable, or rank 0's port taken
+            got = {"error": f"no store at {addr}:{port} for the process groups: {str(e)[:200]}", "lines": []}
+    with open(os.path.join(os.path.dirname(path), f".groups-rank{rank}.json"), "w") as f:
+        json.dump(got, f)
+    return not got["error"]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     directory = None
@@ -279,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(__doc__, file=sys.stderr)
         return 2
+    if os.environ.get(GROUPS) and not rehearse_groups(os.environ[GROUPS]):
+        return 1  # a group failed (its answer is in the trace directory): the script would fail the same way
     rec = install(directory)
     _on_term(rec)
     module = args[0] == "-m"

@@ -192,10 +192,10 @@ def test_many_different_error_lines_are_counted_and_other_ranks_still_kept(tmp_p
 def test_block_readers_get_a_bounded_window_after_a_hit() -> None:
     import io
 
-    from validator.diagnose.scan import FOLLOW_BYTES, MAX_LINE, hits
+    from validator.diagnose.anchors import FOLLOW_BYTES, MAX_LINE, anchored
 
     data = (b"[rank1]: Traceback (most recent call last):\n" + b"[rank1]: " + b"y" * 10_000 + b"\n") * 200
-    first = next(hits(io.BytesIO(data)))
+    first = next(anchored(io.BytesIO(data)))
     follow, more = first.following(400)
     assert sum(map(len, follow)) <= FOLLOW_BYTES + MAX_LINE
     assert not more  # nothing more is asked for: the window is what a block reader gets

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from validator.diagnose.inputs import display_names, expand, file_rank
+from validator.diagnose.inputs import display_names, file_rank, log_files
 
 
 def _tree(tmp_path: Path) -> Path:
@@ -19,7 +19,7 @@ def _tree(tmp_path: Path) -> Path:
 
 def test_names_below_the_directory_given(tmp_path: Path) -> None:
     logs = _tree(tmp_path)
-    files = expand([str(logs)])
+    files = log_files([str(logs)])
     assert sorted(display_names(files, [str(logs)]).values()) == ["rank2/stderr.log", "rank3/stderr.log"]
 
 
@@ -30,13 +30,13 @@ def test_names_of_files_and_globs(tmp_path: Path) -> None:
     one = two[:1]
     assert display_names(one, one) == {one[0]: "stderr.log"}
     pattern = str(logs / "*" / "stderr.log")
-    assert sorted(display_names(expand([pattern]), [pattern]).values()) == ["rank2/stderr.log", "rank3/stderr.log"]
+    assert sorted(display_names(log_files([pattern]), [pattern]).values()) == ["rank2/stderr.log", "rank3/stderr.log"]
 
 
 def test_relative_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _tree(tmp_path)
     monkeypatch.chdir(tmp_path)
-    files = expand(["logs"])
+    files = log_files(["logs"])
     assert sorted(display_names(files, ["logs"]).values()) == ["rank2/stderr.log", "rank3/stderr.log"]
 
 

@@ -6,10 +6,10 @@ import io
 
 import pytest
 
+from validator.diagnose.anchors import anchored
 from validator.diagnose.classify import classify, fingerprint
 from validator.diagnose.events import Role
 from validator.diagnose.logs import parse_line, rank_in_message
-from validator.diagnose.scan import hits
 
 
 @pytest.mark.parametrize(
@@ -137,7 +137,7 @@ def test_rank_in_message_variants() -> None:
     ],
 )  # fmt: skip
 def test_classify(text: str, kind: str, role: Role, field: str | None, value: str | None) -> None:
-    assert list(hits(io.BytesIO(text.encode()))), "the scanner must hand this line to the classifier (an anchor)"
+    assert list(anchored(io.BytesIO(text.encode()))), "the scanner must hand this line to the classifier (an anchor)"
     got = classify(text)
     assert got is not None
     assert got[:2] == (kind, role)

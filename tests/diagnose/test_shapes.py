@@ -11,10 +11,10 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from validator.diagnose.anchors import ANCHORS
 from validator.diagnose.filescan import FileResult, scan_file
 from validator.diagnose.logs import line_cleaner, parse_line, stream_of
 from validator.diagnose.run import diagnose_paths
-from validator.diagnose.scan import ANCHORS
 
 SHAPES = Path(__file__).parent.parent / "fixtures" / "diagnose" / "shapes"
 YEAR = 2026

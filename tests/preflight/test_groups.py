@@ -60,8 +60,11 @@ def test_decide_names_a_silent_rank_and_a_failed_group() -> None:
     got = decide(reports, groups, 4)
     assert got["error"] == "dp group [0,2]: rank 0 (a): Timeout; rank 2 (b): Timeout; dp group [1,3]: rank 3: " \
         "never reported; tp group [2-3]: rank 3: never reported"  # fmt: skip
+    assert (got["ranks"], got["hosts"]) == ([0, 2, 3], ["a", "b"])  # failed or never reported (rank 3: no host known)
     healthy = {r: {"host": "h", "groups": {"tp": ok, "dp": ok}} for r in range(4)}
     assert decide(healthy, groups, 4) == {
         "error": None,
         "lines": ["groups: 4 groups (dp x2, tp x2) rehearsed on 4 ranks"],
+        "ranks": [],
+        "hosts": [],
     }

@@ -222,9 +222,7 @@ def test_accelerate_megatron_example_by_megatrons_rule() -> None:
     path = str(FIXTURES / "accelerate_megatron_gpt.yaml")
     lay = from_fixture(["accelerate", "launch", "--config_file", path, "train.py"])
     assert check(laid(rank_job(1, 4), lay), "LAY002") == []
-    cp2 = from_fixture(
-        ["accelerate", "launch", "--config_file", path, "--megatron_lm_context_parallel_size=2", "t.py"]
-    )
+    cp2 = from_fixture(["accelerate", "launch", "--config_file", path, "--megatron_lm_context_parallel_size=2", "t.py"])
     f = only(check(laid(rank_job(1, 4), cp2), "LAY002"))
     assert "world 4 % (tp 2 x pp 2 x cp 2 = 8) = 4" in f.message
 

@@ -48,6 +48,9 @@ SECTIONS = {
     "IbDevice": model.IbDevice,
     "IbPort": model.IbPort,
     "LayoutFacts": model.LayoutFacts,
+    "GpuHealthFacts": model.GpuHealthFacts,
+    "GpuHealth": model.GpuHealth,
+    "XidEvent": model.XidEvent,
 }
 FACTS_DOC = (DOCS / "facts.md").read_text()
 

@@ -12,19 +12,20 @@ from validator.cliopts_typer import DIAGNOSE_FORMAT, FAIL_ON, OUTPUT, output_pat
 from validator.diagnose.events import Diagnosis
 from validator.model import Outcome, Report
 
+NOT_RUN = "the process groups failed (PRE011), so no rank ran the script: nothing else to diagnose"
 EXPLAIN = Annotated[
     bool, typer.Option("--explain", help="also print the verdict as prose (stderr with --format json/junit)")
 ]
 
 
-def _emit(report: Report, diag: Diagnosis, fmt: str, output: str | None, explain: bool) -> None:
+def _emit(report: Report, diag: Diagnosis, fmt: str, output: str | None, explain: bool, verdict: str = "") -> None:
     from validator.diagnose.report import explain as prose
     from validator.diagnose.report import verdict_text
     from validator.report import RenderOptions, render
     from validator.report.text import visible
 
     report.diagnosis = diag.to_json()
-    text = render(report, fmt, RenderOptions(verdict=verdict_text(diag) if fmt == "table" else None))
+    text = render(report, fmt, RenderOptions(verdict=verdict or verdict_text(diag) if fmt == "table" else None))
     if explain:
         told = "\n".join(map(visible, prose(diag).split("\n")))  # it quotes the logs: escaped like the table
         if fmt == "table":
@@ -100,22 +101,33 @@ def rehearse(
     fail_on: FAIL_ON = "error",
     output: OUTPUT = None,
     explain: EXPLAIN = False,
+    layout: Annotated[str | None, typer.Option("--layout", metavar="tp=N,pp=N,...", help=cliopts.LAYOUT_HELP)] = None,
 ) -> None:
     """Run a few steps with every collective recorded and report the first divergence.
 
     `validator rehearse -- torchrun --nproc-per-node=4 train.py --steps 3` runs the job (CPU and
     gloo at small world size work) with `python -m validator.trace` in front of the script, then
     compares the ranks' call sequences by majority: "rank 3 skipped all_reduce #41 at train.py:88".
+    A job with a parallel layout (its configuration, or --layout) first has every rank create the
+    layout's process groups and run a collective in each (PRE011/PRE012, docs/layout.md).
     """
     from validator.diagnose import rehearse as rh
     from validator.diagnose.run import diagnose_paths
 
     level = cliopts.fail_level(fail_on)
+    groups = rh.layout_groups(command, layout)  # a layout that cannot be made: exit 2 before anything starts
     directory = trace_dir or rh.temp_dir()
     keep = False
     try:
-        result = rh.run(command, directory, max_seconds, stall_seconds, backend, echo=verbose and not quiet)
+        result = rh.run(command, directory, max_seconds, stall_seconds, backend, verbose and not quiet, groups)
         report, diag = diagnose_paths([directory], title="cluster-validator rehearse")
+        told = rh.groups_verdict(directory, result) if groups else ([], [])
+        report.findings[:0] = told[0]
+        failed = any(f.code == "PRE011" for f in told[0])
+        if failed:  # the ranks stopped there, before the script: the log holds only their own exits
+            report.findings = told[0]
+            diag.primary, diag.others, diag.collateral = None, [], []
+            diag.notes.append(NOT_RUN)
         if result.stopped:  # the stop signal in the output is ours, not the scheduler's
             report.findings = [f for f in report.findings if f.code != "DGN014"]
             diag.others = [c for c in diag.others if c.code != "DGN014"]
@@ -125,7 +137,7 @@ def rehearse(
             report.outcomes.append(
                 Outcome(" ".join(command[:3]), "timeout", f"stopped: {result.stopped}; no divergence seen")
             )
-        elif result.returncode not in (0, None) and diag.primary is None:
+        elif result.returncode not in (0, None) and diag.primary is None and not failed:
             report.outcomes.append(
                 Outcome(" ".join(command[:3]), "error", f"exit code {result.returncode}; no divergence seen")
             )
@@ -137,8 +149,10 @@ def rehearse(
             if keep
             else "nothing kept (--trace-dir DIR keeps it)"
         )
+        for line in told[1]:
+            print(f"validator: {line}", file=sys.stderr)
         print(f"validator: rehearsal {state} after {result.seconds:.1f} s; {where}", file=sys.stderr)
-        _emit(report, diag, fmt, output_path(output), explain)
+        _emit(report, diag, fmt, output_path(output), explain, f"verdict: {NOT_RUN}" if failed else "")
     finally:
         if trace_dir is None and not keep:
             rh.cleanup(directory)

@@ -387,7 +387,7 @@ KIND_CLASS = {
     "nccl.connect_failed": "system",
     "nccl.syscall_failed": "system",
 }
-VOCAB = {"remote": "nccl_remote_error", "system": "nccl_system_error", "internal": "nccl_system_error",
+NCCL_VOCAB = {"remote": "nccl_remote_error", "system": "nccl_system_error", "internal": "nccl_system_error",
          "usage": "nccl_system_error"}  # fmt: skip
 LOOPBACK = re.compile(r"^(?:127\.\d+\.\d+\.\d+|::1|localhost|0\.0\.0\.0)$")
 
@@ -416,12 +416,12 @@ def nccl_vocab(classes: list[tuple[str, bool]]) -> str:
     result of the message family underneath decides before it."""
     explicit = [c for c, sure in classes if sure]
     if "remote" in explicit:
-        return VOCAB["remote"]
+        return NCCL_VOCAB["remote"]
     for c in explicit:
         if c != "internal":
-            return VOCAB[c]
+            return NCCL_VOCAB[c]
     guessed = [c for c, sure in classes if not sure]
-    return VOCAB[guessed[0]] if guessed else VOCAB["internal" if explicit else "remote"]
+    return NCCL_VOCAB[guessed[0]] if guessed else NCCL_VOCAB["internal" if explicit else "remote"]
 
 
 _HVD = re.compile(r"\[(missing|ready) ranks: ([\d, ]+)\]")

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from validator.diagnose import blocks, collseq
+from validator.diagnose.anchors import ANCHORS, Anchored, anchored
 from validator.diagnose.classify import classify
 from validator.diagnose.events import Event, Ident, Role
 from validator.diagnose.inputs import local_rank_from_path, open_binary
 from validator.diagnose.logs import line_cleaner, parse_line, rank_in_message, starts_message, stream_of, strip_time
-from validator.diagnose.scan import ANCHORS, Hit, hits
 
 PER_KEY = 3  # events kept per (kind, who); the rest are counted
 TEXT_MAX = 400
@@ -107,7 +107,7 @@ def _event(st: _State, kind: str, role: Role, data: dict[str, Any], text: str, l
     return Event(kind, role, text[:TEXT_MAX], f"{st.name}:{line_no}", ident, line.time, data, file=st.res.path)
 
 
-def _handle(st: _State, hit: Hit) -> bool:
+def _handle(st: _State, hit: Anchored) -> bool:
     """Process one hit; False when it needs more of the file (deferred)."""
     raw = hit.raw
     stream = stream_of(raw)
@@ -188,14 +188,14 @@ def _handle(st: _State, hit: Hit) -> bool:
     return True
 
 
-def _following(hit: Hit, n: int) -> tuple[list[bytes], bool]:
+def _following(hit: Anchored, n: int) -> tuple[list[bytes], bool]:
     """The lines after a hit for the block readers, without time stamps in front of their
     prefixes (``Oct 16 02:07:00   File ...``: a stamp users or CI add to every line)."""
     follow, more = hit.following(n)
     return [strip_time(raw) for raw in follow], more
 
 
-def _unwrap(st: _State, hit: Hit, first: str) -> str | None:
+def _unwrap(st: _State, hit: Anchored, first: str) -> str | None:
     """A line exactly as wide as the terminal, joined with the lines it was wrapped into; None
     when more of the file is needed."""
     follow, more = hit.following(8)
@@ -249,7 +249,7 @@ def _nth_line(follow: list[bytes], stream: bytes, n: int) -> int:
     return len(follow)
 
 
-def _entry_follows(hit: Hit, stream: bytes) -> bool:
+def _entry_follows(hit: Anchored, stream: bytes) -> bool:
     """The next line of ``stream`` is a summary entry (``[1]:``): a bare "Failures:" of another
     program opens no 600-line block."""
     follow, _ = hit.following(4)
@@ -257,7 +257,7 @@ def _entry_follows(hit: Hit, stream: bytes) -> bool:
     return bool(nxt) and blocks.is_entry(parse_line(nxt[0].decode("utf-8", "replace"), 0).text)
 
 
-def _summary(st: _State, hit: Hit, stream: bytes, line: Any) -> bool:
+def _summary(st: _State, hit: Anchored, stream: bytes, line: Any) -> bool:
     follow, more = _following(hit, 600)
     lead = [hit.raw] if "ChildFailedError" not in line.text else []  # an excerpt that starts at Root Cause
     failures, span, complete = blocks.read_summary(lead + follow, stream)
@@ -304,7 +304,7 @@ def scan_file(path: str, name: str | None = None) -> FileResult:
             st.res.streams = tee_streams(head)
             clean = line_cleaner(head, ANCHORS)
             st.wrap = wrap_width(head, clean, st.year)
-            for hit in hits(f, head=head, clean=clean):
+            for hit in anchored(f, head=head, clean=clean):
                 st.last = None
                 if _handle(st, hit):
                     st.res.lines = hit.line

@@ -137,7 +137,7 @@ def _walk(top: str, unread: list[tuple[str, str]]) -> list[str]:
     return out
 
 
-def expand(paths: Iterable[str], unread: list[tuple[str, str]] | None = None) -> list[str]:
+def log_files(paths: Iterable[str], unread: list[tuple[str, str]] | None = None) -> list[str]:
     """Files, directories (recursively) and globs -> files, in a stable order. A path that names
     nothing is a usage error. Symbolic links to files are listed as they are (``unreadable``
     tells); directories that cannot be listed go to ``unread`` as (path, why)."""

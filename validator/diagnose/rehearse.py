@@ -4,11 +4,15 @@
 (``python train.py`` likewise), so each rank writes its trace; the run is stopped at
 ``max_seconds`` or when no rank has recorded a call for ``stall_seconds`` (a hang), every process
 it started is ended, and the traces and the captured output (``LOG``) are diagnosed together.
+
+A job with a parallel layout (``--layout``, or its own configuration: docs/layout.md) first has its
+process groups rehearsed in every rank, before the script (``layout_groups``, ``groups_verdict``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -20,13 +24,19 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import validator
 from validator.errors import UserError
 from validator.facts.command import TORCHRUN, identify, parse_options
 from validator.procs import Tree
 
+if TYPE_CHECKING:
+    from validator.model import Finding
+
 LOG = "rehearsal.log"  # the command's output (stdout and stderr), in the trace directory
+GROUPS = ".groups.json"  # the layout's groups, for the ranks (validator.trace); their answers: .groups-rank<R>.json
+ANSWER_BYTES = 1 << 20  # a rank's answer file, read bounded
 GRACE_S = 5.0  # between SIGTERM and SIGKILL when the run is stopped
 
 
@@ -51,6 +61,68 @@ def wrap(argv: list[str]) -> list[str]:
     raise UserError(
         "rehearse wraps a torchrun or python command (e.g. -- torchrun --nproc-per-node=4 train.py)", "rehearse"
     )
+
+
+def layout_groups(argv: list[str], layout: str | None) -> dict[str, Any] | None:
+    """The job's parallel layout as the ranks rehearse it, {"world": N, "groups": group_map}, from
+    ``--layout`` or else the job's own configuration (read as the agent reads it); None when the job
+    names none, or every degree is 1. One that cannot be read or does not tile the ranks of this
+    launch is a UserError (one line, exit 2): its groups cannot be made."""
+    from validator.agent.probe import filtered_env, job_configs
+    from validator.facts.command import parse_command
+    from validator.facts.launch import parse_launch
+    from validator.facts.layout import group_map, parse_explicit, parse_layout
+
+    env = dict(os.environ)
+    found = parse_explicit(layout, "--layout") if layout else parse_layout(argv, job_configs(argv, env), env)
+    if found is None:
+        return None
+    if found["errors"]:
+        raise UserError(f"the layout: {found['errors'][0]}", "rehearse")
+    launch = parse_launch(filtered_env(env), parse_command(argv))
+    world = launch["world_size"] or (1 if identify(argv)[0] == "python" else None)
+    degrees = " ".join(f"{k}={v}" for k, v in found["degrees"].items())
+    what = f"the layout ({'--layout' if layout else found['framework'] + ' ' + found['source']}: {degrees})"
+    if world is None:
+        raise UserError(f"{what} needs a fixed world size: torchrun --nnodes N --nproc-per-node M", "rehearse")
+    groups = group_map(found, world)
+    if groups is None:
+        raise UserError(f"{what} does not tile the {world} rank{'s' * (world != 1)} of this launch", "rehearse")
+    return {"world": world, "groups": groups} if groups else None
+
+
+def groups_verdict(trace_dir: str, result: RunResult) -> tuple[list[Finding], list[str]]:
+    """The ranks' answers to the group rehearsal (every rank gets the same one; a rank's own failure
+    is the first found): a group that failed or hung is PRE011, naming its kind, its ranks and the
+    rank and host that failed; a slow rank or group PRE012; and the lines to print. No answer at
+    all (the launcher failed, or the ranks died or were stopped before one) is a line, not a
+    finding: the run's own diagnosis names what happened."""
+    from validator.preflight import findings
+    from validator.safejson import loads, read_text
+
+    answers = []
+    for path in sorted(Path(trace_dir).glob(".groups-rank*.json")):
+        try:
+            got = loads(read_text(str(path), ANSWER_BYTES, "answer"), path.name)
+        except (UserError, ValueError):
+            continue  # a rank killed while writing it: another rank's answer is the same
+        if isinstance(got, dict) and isinstance(got.get("lines"), list):
+            answers.append(got)
+    if not answers:
+        state = result.stopped or f"exit code {result.returncode}"
+        return [], [f"groups: no rank answered the process group rehearsal ({state})"]
+    got = next((a for a in answers if a.get("error")), answers[0])
+    ranks = [r for r in got.get("ranks") or [] if isinstance(r, int) and not isinstance(r, bool)]
+    hosts = [str(h) for h in got.get("hosts") or []]
+    found, lines = [], []
+    if got.get("error"):
+        found.append(findings.groups_failed.finding(str(got["error"]), ranks=ranks, hosts=hosts))
+    for line in map(str, got["lines"]):
+        if line.startswith("PRE012 "):
+            found.append(findings.groups_slow.finding(line.removeprefix("PRE012 ")))
+        else:
+            lines.append(line)
+    return found, lines
 
 
 @dataclass(slots=True)
@@ -85,14 +157,26 @@ def _trace_size(d: str) -> int:
 
 
 def run(
-    argv: list[str], trace_dir: str, max_seconds: float, stall_seconds: float, backend: str | None, echo: bool
+    argv: list[str],
+    trace_dir: str,
+    max_seconds: float,
+    stall_seconds: float,
+    backend: str | None,
+    echo: bool,
+    groups: dict[str, Any] | None = None,
 ) -> RunResult:
-    """Run the wrapped command; whatever way it ends (a hang, a timeout, Ctrl-C or SIGTERM of this
-    process), every process it started is ended before this returns (``procs.Tree``)."""
+    """Run the wrapped command (with ``groups``, ``layout_groups``: every rank rehearses them
+    first); whatever way it ends (a hang, a timeout, Ctrl-C or SIGTERM of this process), every
+    process it started is ended before this returns (``procs.Tree``)."""
     cmd = wrap(argv)
     os.makedirs(trace_dir, exist_ok=True)
     tree = Tree(adopt=True)  # this process starts nothing else until the tree ends
     env = tree.env(dict(os.environ, VALIDATOR_TRACE_DIR=os.path.abspath(trace_dir)))
+    for stale in Path(trace_dir).glob(".groups-rank*.json"):  # a --trace-dir used before
+        stale.unlink()
+    if groups:
+        env["VALIDATOR_TRACE_GROUPS"] = path = os.path.join(os.path.abspath(trace_dir), GROUPS)
+        Path(path).write_text(json.dumps(groups))
     root = str(Path(validator.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     if backend:

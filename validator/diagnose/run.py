@@ -12,9 +12,9 @@ from validator.diagnose.events import Diagnosis, Event, Ident, Role
 from validator.diagnose.filescan import FileResult, scan_file
 from validator.diagnose.inputs import (
     display_names,
-    expand,
     file_rank,
     local_rank_from_path,
+    log_files,
     read_json,
     sniff,
     unreadable,
@@ -68,7 +68,7 @@ class NothingRead(UserError):
 def gather(paths: list[str]) -> Inputs:
     got = Inputs()
     unread: list[tuple[str, str]] = []
-    files = expand(paths, unread)
+    files = log_files(paths, unread)
     got.names = display_names(files, paths)
     got.outcomes += [Outcome(path, "unparsed", why) for path, why in unread]
     under = files + [u for u, _ in unread]

@@ -255,10 +255,10 @@ groups_failed = code(
     "PRE011",
     Severity.ERROR,
     "Process group rehearsal failed",
-    """With `validator preflight --groups`, every rank created the process groups of the job's
-    parallel layout (TP, CP, DP, PP, EP, in the framework's rank order: docs/layout.md) and ran an
-    all_reduce in each of its groups within 10 s, after the verdict passed and before the job
-    starts.
+    """With `validator preflight --groups` (after the verdict passed, before the job starts) or in
+    `validator rehearse` (before the script runs), every rank created the process groups of the
+    job's parallel layout (TP, CP, DP, PP, EP, in the framework's rank order: docs/layout.md) and
+    ran an all_reduce in each of its groups within 10 s.
 
     A group whose collective fails or hangs here fails the same way at the job's first collective
     in that group, after it booked its GPUs and initialised NCCL: a rank that cannot reach its
@@ -276,7 +276,7 @@ groups_slow = code(
     "PRE012",
     Severity.WARNING,
     "Slow rank or group in the process group rehearsal",
-    """With `validator preflight --groups`, every rank reached each of its groups' collectives
+    """With `validator preflight --groups` or in `validator rehearse`, every rank reached each of its groups' collectives
     within 3x of its peers' median and 250 ms more, and each group's timed all_reduce (1 MiB) took
     less than 3x the median group of its kind and 50 ms more.
 

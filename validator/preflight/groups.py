@@ -25,24 +25,34 @@ BYTES = 1 << 20  # the timed all_reduce
 FACTOR, FLOOR_MS = 3.0, 50.0  # a group's collective this much slower than its kind's median group
 LATE_MS = 250.0  # a rank this much later than its peers to a collective (CPU ranks share cores: noise)
 KEY = "validator/groups/"
-FAULT = "CV_FAULT_GROUPS"  # tests only (not a VALIDATOR_ name: the agent would collect it as a fact): "delay:KIND:SECONDS" or "exit:KIND" on this rank
+FAULT = "CV_FAULT_GROUPS"  # tests only (not a VALIDATOR_ name: the agent would collect it as a fact): "delay:KIND:SECONDS" or "exit:KIND" on this rank (with "@R": on rank R alone, for launchers that give every rank one environment)
 
 
 def rehearse(host: str, port: int, rank: int, world: int, groups: dict[str, list[list[int]]], name: str,
              gpu: int | None = None, timeout: float = 30.0) -> tuple[str | None, list[str]]:  # fmt: skip
     """(what failed, the lines to print) for this rank; every rank gets the same answer."""
+    got = decision(host, port, rank, world, groups, name, gpu, timeout)
+    return got["error"], list(got["lines"])
+
+
+def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list[list[int]]], name: str,
+             gpu: int | None = None, timeout: float = 30.0, store: Any = None) -> dict[str, Any]:  # fmt: skip
+    """The rehearsal on this rank: ``decide``'s answer, the same on every rank, or this rank's own
+    failure (no culprits). ``store``: one the launcher already hosts (torchrun's agent store, as a
+    client; `validator rehearse`); else rank 0 opens one on ``host:port``."""
     try:
         import torch
         import torch.distributed
 
         dist: Any = torch.distributed  # TCPStore and PrefixStore are not in its typed exports
     except ImportError:
-        return "torch is not importable here, so the process groups cannot be rehearsed", []
+        return _own("torch is not importable here, so the process groups cannot be rehearsed")
     backend, device = ("nccl", f"cuda:{gpu}") if gpu is not None and torch.cuda.is_available() else ("gloo", "cpu")
     if backend == "nccl":
         torch.cuda.set_device(gpu)
     limit = datetime.timedelta(seconds=timeout)
-    store = dist.TCPStore(host, port, world, rank == 0, timeout=limit, wait_for_workers=False)
+    if store is None:
+        store = dist.TCPStore(host, port, world, rank == 0, timeout=limit, wait_for_workers=False)
     try:
         dist.init_process_group(
             backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world, timeout=limit
@@ -58,20 +68,25 @@ def rehearse(host: str, port: int, rank: int, world: int, groups: dict[str, list
         if rank == 0:
             store.set(f"{KEY}decision", json.dumps(decide(_collect(store, world, timeout), groups, world)))
         store.wait([f"{KEY}decision"], limit)
-        decision = json.loads(store.get(f"{KEY}decision"))
+        decided: dict[str, Any] = json.loads(store.get(f"{KEY}decision"))
         dist.destroy_process_group()
     except Exception as e:  # noqa: BLE001 - a failure of the stack is the rehearsal's finding
-        return f"{backend} process groups over {world} ranks failed: {type(e).__name__}: {str(e)[:300]}", []
+        return _own(f"{backend} process groups over {world} ranks failed: {type(e).__name__}: {str(e)[:300]}")
     finally:
         del store  # the job's port: released before the job starts
-    return decision.get("error"), list(decision.get("lines", []))
+    return decided
+
+
+def _own(error: str) -> dict[str, Any]:
+    return {"error": error, "lines": [], "ranks": [], "hosts": []}
 
 
 def _try(dist: Any, torch: Any, device: str, kind: str, members: list[int], g: Any) -> dict[str, Any]:
     """One group's small all_reduce (its sum checked; it also lines the members up), then the timed
     one: how late this rank entered it after the line-up ("late": a slow or stalled rank) and how
     long it took here ("s": a member waiting for a late one, or a slow link, shows here)."""
-    fault = os.environ.get(FAULT, "").split(":")
+    spec, _, only = os.environ.get(FAULT, "").partition("@")
+    fault = spec.split(":") if only in ("", os.environ.get("RANK")) else []
     if fault[:2] == ["exit", kind]:
         os._exit(1)  # tests: a rank that never joins this group's collective
     try:
@@ -106,15 +121,17 @@ def _collect(store: Any, world: int, timeout: float) -> dict[int, dict[str, Any]
 
 
 def decide(reports: dict[int, dict[str, Any]], groups: dict[str, list[list[int]]], world: int) -> dict[str, Any]:
-    """What every rank acts on: {"error": text or None, "lines": [...]} from every rank's report."""
+    """What every rank acts on: {"error": text or None, "lines": [...], "ranks": [...], "hosts":
+    [...]} from every rank's report (ranks and hosts: those that failed or never reported)."""
     host = {r: str(rep.get("host", "?")) for r, rep in reports.items()}
-    failed, lines = [], []
+    failed, lines, named = [], [], set()
     gone = [r for r in range(world) if r not in reports]
     for kind in sorted(groups):
         for members in groups[kind]:
             bad = [(r, reports[r]["groups"].get(kind, {}).get("error")) for r in members if r in reports]
             bad = [(r, e) for r, e in bad if e]
             absent = [r for r in members if r in gone]
+            named.update([r for r, _ in bad] + absent)
             if bad or absent:
                 who = "; ".join([f"rank {r} ({host[r]}): {e}" for r, e in bad[:4]]
                                 + [f"rank {r}: never reported" for r in absent[:4]])  # fmt: skip
@@ -126,7 +143,13 @@ def decide(reports: dict[int, dict[str, Any]], groups: dict[str, list[list[int]]
         lines.insert(0, f"groups: {done} groups ({', '.join(f'{k} x{len(v)}' for k, v in sorted(groups.items()))}) "
                         f"rehearsed on {world} ranks")  # fmt: skip
     error = "; ".join(failed[:8]) + (f"; and {len(failed) - 8} more" if len(failed) > 8 else "") if failed else None
-    return {"error": error, "lines": lines}
+    culprits = sorted(named)
+    return {
+        "error": error,
+        "lines": lines,
+        "ranks": culprits,
+        "hosts": sorted({host[r] for r in culprits if r in host}),
+    }
 
 
 def _slow(reports: dict[int, dict[str, Any]], groups: dict[str, list[list[int]]], kind: str,

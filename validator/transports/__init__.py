@@ -222,7 +222,7 @@ def _tail(text: str, limit: int = 300) -> str:
     return " | ".join(lines[-3:])[-limit:]
 
 
-def classify(
+def answer_of(
     target: str,
     stdout: str,
     stderr: str,

@@ -28,8 +28,8 @@ from validator.transports import (
     Program,
     Result,
     Transport,
+    answer_of,
     bootstrap,
-    classify,
     every,
     first_answer,
     payload,
@@ -88,7 +88,7 @@ class Local:
                 signame = signal.Signals(-rc).name[3:]
             except ValueError:
                 signame = str(-rc)
-        return classify(target, out, err, None if signame else rc, signame, self.python, job.answer)
+        return answer_of(target, out, err, None if signame else rc, signame, self.python, job.answer)
 
     # ------------------------------------------------------------------ the Transport protocol
 

@@ -29,8 +29,8 @@ from validator.transports import (
     Program,
     Result,
     Transport,
+    answer_of,
     bootstrap,
-    classify,
     last_json_line,
     payload,
     release,
@@ -238,7 +238,7 @@ class Slurm:
             if text.startswith(FRAME_NODE):
                 names[task] = text[len(FRAME_NODE) :].strip()
             elif text.startswith(FRAME_END):
-                doc = classify("", unframe(per_task.pop(task, [])), "", 0, None, self.python, job.answer)
+                doc = answer_of("", unframe(per_task.pop(task, [])), "", 0, None, self.python, job.answer)
                 node = names.get(task, "")
                 if isinstance(doc, dict) and node in nodes and node not in early:
                     early[node] = doc
@@ -356,7 +356,7 @@ def _collect(
                 srun_err.append(line.strip())
     exits = _task_exits("\n".join(srun_err), len(nodes))
     results = {
-        task: classify(
+        task: answer_of(
             exits.get(task, ("", 0, None))[0],
             unframe(task_out.get(task, [])),
             "\n".join(task_err.get(task, []) + ([other] if (other := exits.get(task, ("", 0, None))[2]) else [])),

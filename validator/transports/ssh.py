@@ -30,8 +30,8 @@ from validator.transports import (
     Program,
     Result,
     Transport,
+    answer_of,
     bootstrap,
-    classify,
     every,
     first_answer,
     payload,
@@ -311,7 +311,7 @@ class Fleet:
                 elif ex.overflow:
                     result = Outcome(target, "unparsed", f"too much output ({ex.overflow}); the agent was stopped")
                 else:
-                    result = classify(target, ex.stdout, ex.stderr, ex.exit_status, ex.exit_signal, self.python,
+                    result = answer_of(target, ex.stdout, ex.stderr, ex.exit_status, ex.exit_signal, self.python,
                                       job.answer)  # fmt: skip
             except (asyncssh.Error, OSError) as e:
                 result = Outcome(target, "error", f"session failed: {type(e).__name__}: {e}")
@@ -355,7 +355,7 @@ class Fleet:
             proc.close()
             if not text:
                 return target, Outcome(target, "timeout", f"no answer within {limit:g} s")
-            return target, classify(target, text, "", None, None, self.python, job.answer)
+            return target, answer_of(target, text, "", None, None, self.python, job.answer)
 
         return dict(await every(one(t) for t in targets))
 

@@ -6,8 +6,8 @@ import gzip
 import io
 from pathlib import Path
 
+from validator.diagnose.anchors import anchored
 from validator.diagnose.filescan import scan_file
-from validator.diagnose.scan import hits
 
 LOG = b"".join(
     [b"step %d loss 1.0\n" % i for i in range(50)]
@@ -20,7 +20,7 @@ LOG = b"".join(
 
 def test_hits_have_file_line_numbers_for_any_chunk_size() -> None:
     for chunk in (7, 64, 1 << 20):
-        got = [(h.line, h.raw) for h in hits(io.BytesIO(LOG), chunk=chunk)]
+        got = [(h.line, h.raw) for h in anchored(io.BytesIO(LOG), chunk=chunk)]
         assert got == [
             (51, b"[rank1]: Traceback (most recent call last):\n"[:-1]),
             (55, b"[rank1]: RuntimeError: boom"),
@@ -28,18 +28,18 @@ def test_hits_have_file_line_numbers_for_any_chunk_size() -> None:
 
 
 def test_traceback_across_chunks_gives_the_call_site(tmp_path: Path, monkeypatch: object) -> None:
-    import validator.diagnose.scan as scan
+    import validator.diagnose.anchors as anchors
 
     p = tmp_path / "rank1.log"
     p.write_bytes(LOG)
     for chunk in (16, 100, 1 << 22):
-        setattr(scan, "CHUNK", chunk)  # noqa: B010 - the default chunk is read at call time below
+        setattr(anchors, "CHUNK", chunk)  # noqa: B010 - the default chunk is read at call time below
         res = scan_file(str(p))
         exc = [e for e in res.events if e.kind == "py.exception"]
         assert len(exc) == 1, chunk
         assert exc[0].rank == 1 and exc[0].source == "rank1.log:55"
         assert exc[0].stack == ["/w/train.py:88 in main"]
-    setattr(scan, "CHUNK", 1 << 22)  # noqa: B010
+    setattr(anchors, "CHUNK", 1 << 22)  # noqa: B010
 
 
 def test_gzip_and_plain_read_the_same(tmp_path: Path) -> None:
@@ -84,4 +84,4 @@ node17:12345:12399 [5] NCCL INFO Connected all rings, use ring PXN 0 GDR 1
 def test_anchors_skip_ordinary_training_output() -> None:
     """Speed depends on the anchors missing the usual noise (a short anchor such as 'fault'
     would hit every 'default_pg' line)."""
-    assert list(hits(io.BytesIO(NOISE * 100))) == []
+    assert list(anchored(io.BytesIO(NOISE * 100))) == []

@@ -49,7 +49,7 @@ ANCHORS: tuple[bytes, ...] = (
 
 
 @dataclass(slots=True)
-class Hit:
+class Anchored:
     buf: bytes
     start: int  # line start in buf
     end: int  # line end (index of the newline or limit)
@@ -137,13 +137,13 @@ def _hit_lines(buf: bytes, limit: int, anchors: tuple[bytes, ...]) -> list[tuple
     return sorted(lines.items())
 
 
-def hits(
+def anchored(
     stream: BinaryIO,
     anchors: tuple[bytes, ...] = ANCHORS,
     chunk: int = CHUNK,
     head: bytes = b"",
     clean: Callable[[bytes], bytes] | None = None,
-) -> Iterator[Hit]:
+) -> Iterator[Anchored]:
     """Lines holding an anchor, in file order, with line numbers. A consumer may ``defer()`` a hit
     to see it again once more of the file is buffered. ``head``: bytes already read from the
     stream. Of a line longer than MAX_LINE only its first MAX_LINE bytes are looked at."""
@@ -172,7 +172,7 @@ def hits(
         for start, (end, repeats, _last) in _hit_lines(buf, limit, anchors):
             line += buf.count(b"\n", counted, start)
             counted = start
-            hit = Hit(buf, start, end, limit, line, eof, repeats, clean)
+            hit = Anchored(buf, start, end, limit, line, eof, repeats, clean)
             yield hit
             if hit.deferred:
                 resume = start

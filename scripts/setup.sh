@@ -33,7 +33,7 @@ if [ "$FULL" = 1 ] && ! .venv/bin/python -c "import torch, accelerate" 2>/dev/nu
   pip install "torch==2.13.0" accelerate
 fi
 if [ "$FULL" = 1 ] && ! .venv/bin/python -c "import importlib.util as u; assert u.find_spec('deepspeed')" 2>/dev/null; then
-  # deepspeed's launcher parser (tests/unit/test_launchopts.py): pure Python with no ops built
+  # deepspeed's launcher parser (tests/facts/test_launchopts.py): pure Python with no ops built
   # (DS_BUILD_OPS=0), built against the pinned CPU torch (no build isolation, which would pull CUDA)
   DS_BUILD_OPS=0 pip install --no-build-isolation "torch==2.13.0" "deepspeed==0.19.8"
 fi

@@ -23,7 +23,7 @@ DRIVER = "550.54.15"
 
 
 def fires(*codes: str) -> pytest.MarkDecorator:
-    """Mark a test that makes ``codes`` fire; tests/unit/test_check_coverage.py requires one per
+    """Mark a test that makes ``codes`` fire; tests/checks/test_check_coverage.py requires one per
     code in CHECKS."""
     return pytest.mark.fires(*codes)
 

@@ -122,7 +122,7 @@ def detect_launcher(env: dict[str, str]) -> Launcher:
 # Trainer inject them into pods, and what init_process_group(env://) reads), read last so they
 # override. ``detect_launcher`` says which entry applies. The agent keeps only the variables its
 # filter passes (agent/probe.py ALLOW_PREFIXES, ALLOW_NAMES) and decides rank 0 by RANK0_ENV:
-# tests/unit/test_launch_table.py holds both against this table.
+# tests/facts/test_launch_table.py holds both against this table.
 Fields = tuple[tuple[str, tuple[str, ...]], ...]
 ENV_FIELDS: dict[Launcher, Fields] = {
     "slurm": (("rank", ("SLURM_PROCID",)), ("local_rank", ("SLURM_LOCALID",)),

@@ -11,7 +11,7 @@ One row per option of each launcher's own argument parser: torchrun (torch 2.13,
 - ``NODE``: differs per node by design (a node rank, a local path or address);
 - ``FREE``: each node's own business (logging, start method, intervals).
 
-The default is exactly the parser's (``tests/unit/test_launchopts.py`` holds every row, spelling
+The default is exactly the parser's (``tests/facts/test_launchopts.py`` holds every row, spelling
 and default against the installed parsers, so an option a new release adds fails that test until
 it has a row here). Plain data and the standard library: the check path never imports a launcher.
 """

@@ -12,7 +12,7 @@ import sys
 from itertools import pairwise
 from pathlib import Path
 
-from tests.unit.test_render_hostile import hostile_job, parse_markdown
+from tests.report.test_render_hostile import hostile_job, parse_markdown
 from validator import pipeline
 from validator.model import Outcome, Report
 from validator.report import RenderOptions

@@ -9,6 +9,8 @@ import pkgutil
 
 import pytest
 
+import tests.checks
+import tests.facts
 import tests.unit
 from tests.factories import cpu_job, node_job, rank_job
 from validator.checks import CHECKS, run_checks
@@ -16,18 +18,22 @@ from validator.model import Facts
 
 
 def fired_by_tests() -> dict[str, list[str]]:
-    """code -> the tests marked as making it fire, from every module under tests/unit."""
+    """code -> the tests marked as making it fire, from every module under tests/checks, facts, unit."""
     out: dict[str, list[str]] = {}
-    for mod in pkgutil.iter_modules(tests.unit.__path__):
-        if not mod.name.startswith("test_"):
-            continue
-        module = importlib.import_module(f"tests.unit.{mod.name}")
-        for name, fn in inspect.getmembers(module, inspect.isfunction):
-            for mark in getattr(fn, "pytestmark", []):
-                if mark.name == "fires":
-                    for code in mark.args:
-                        out.setdefault(code, []).append(f"{mod.name}::{name}")
+    for package in (tests.checks, tests.facts, tests.unit):
+        for mod in pkgutil.iter_modules(package.__path__):
+            if mod.name.startswith("test_"):
+                out_of(importlib.import_module(f"{package.__name__}.{mod.name}"), mod.name, out)
     return out
+
+
+def out_of(module: object, name_of: str, out: dict[str, list[str]]) -> None:
+    """The ``@fires`` marks of one test module's functions, into ``out``."""
+    for name, fn in inspect.getmembers(module, inspect.isfunction):
+        for mark in getattr(fn, "pytestmark", []):
+            if mark.name == "fires":
+                for code in mark.args:
+                    out.setdefault(code, []).append(f"{name_of}::{name}")
 
 
 def test_every_check_code_has_a_firing_test() -> None:

@@ -363,6 +363,25 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # aborted: unhandled system error"): after the specific rules above, which read more of these lines
     ("nccl.error", S, "unhandled system error", r"\bNCCL\b.*?: (?P<what>unhandled system error)"),
     ("nccl.error", S, "network error", r"\bNCCL\b.*?: (?P<what>remote process exited or there was a network error)"),
+    # Ray's memory monitor (src/ray/raylet/node_manager.cc): "%d Workers (tasks / actors) killed due to memory
+    # pressure (OOM), %d Workers crashed due to other reasons at node ..."
+    (
+        "host.oom",
+        ORG,
+        "killed due to memory pressure",
+        r"(?P<n>\d+) Workers? \(tasks / actors\) killed due to memory pressure",
+    ),
+    # c10 CUDAGuardImpl / CUDAFunctions: TORCH_WARN("CUDA warning: ", cudaGetErrorString(err)) where a destructor
+    # may not throw: the same CUDA failure as "CUDA error: ..." (a device-side assert poisons the context)
+    (
+        "cuda.error",
+        ORG,
+        "CUDA warning: ",
+        r"CUDA warning: (?P<what>device-side assert triggered|an illegal memory access "
+        r"was encountered|unspecified launch failure|misaligned address)",
+    ),
+    # the CUDA driver API's CUresult as libraries print it ("CUresult error result=1 ...", "CUDA_ERROR_ILLEGAL_ADDRESS")
+    ("cuda.error", ORG, "CUresult error", r"CUresult error\s+result=(?P<what>\d+)"),
 )
 
 # What NCCL and PyTorch print for each ncclResult_t, and the corpus class it belongs to

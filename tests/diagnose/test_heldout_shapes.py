@@ -1,4 +1,4 @@
-"""Shapes the blind held-out set r (tests/corpus/diagnose-heldout/r) showed were misread: a torchrun
+"""Shapes the blind held-out sets (tests/corpus/diagnose-heldout/q and r) showed were misread: a torchrun
 summary whose Root Cause ties other failures in the same second; a summary excerpt that starts below
 its ChildFailedError header; an InfiniBand port going down; ncclGetErrorString's text after a
 framework's own "NCCL ...:" prefix. Each log is written here in the printed formats (torch
@@ -65,3 +65,16 @@ def test_an_infiniband_port_going_down_is_a_network_failure(tmp_path: Path) -> N
 def test_an_nccl_error_string_after_a_frameworks_prefix(tmp_path: Path) -> None:
     text = "2023-10-26 12:12:06.704113: E nccl_collective.cc:461] NCCL communication aborted: unhandled system error\n"
     assert primary(tmp_path, text)[0] == "nccl_system_error"
+
+
+def test_rays_memory_monitor_killing_workers_is_an_oom(tmp_path: Path) -> None:
+    text = (
+        "(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: 2 Workers (tasks / actors) "
+        "killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 5a9c, IP: 10.0.0.2)\n"
+    )
+    assert primary(tmp_path, text)[0] == "oom"
+
+
+def test_a_cuda_driver_curesult_error_is_a_cuda_error(tmp_path: Path) -> None:
+    text = "[torch_memory_saver.cpp] CUresult error  result=1 file=csrc/torch_memory_saver.cpp func=resume line=214\n"
+    assert primary(tmp_path, text)[0] == "cuda_error"

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from validator.facts.command import parse_command
 
 if TYPE_CHECKING:
@@ -205,6 +203,8 @@ def _yaml_scalar(raw: Any) -> Any:
     """A value of accelerate's YAML as the agent sent it (the text after ``key:``), read as YAML."""
     if not isinstance(raw, str) or len(raw) > 64:
         return raw
+    import yaml  # here, not at the top: every rank parses its facts on the launch path (32 ms of import)
+
     try:
         return yaml.safe_load(raw)
     except yaml.YAMLError:

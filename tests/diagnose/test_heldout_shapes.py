@@ -78,3 +78,23 @@ def test_rays_memory_monitor_killing_workers_is_an_oom(tmp_path: Path) -> None:
 def test_a_cuda_driver_curesult_error_is_a_cuda_error(tmp_path: Path) -> None:
     text = "[torch_memory_saver.cpp] CUresult error  result=1 file=csrc/torch_memory_saver.cpp func=resume line=214\n"
     assert primary(tmp_path, text)[0] == "cuda_error"
+
+
+def test_a_store_connect_timeout_line_alone_is_read(tmp_path: Path) -> None:
+    text = (
+        "[E socket.cpp:957] [c10d] The client socket has timed out after 600s while trying to connect to "
+        "(10.0.0.1, 3333).\n"
+    )
+    assert primary(tmp_path, text)[0] == "rendezvous_timeout"
+
+
+def test_a_cuda_runtime_calls_failure_in_a_libraries_words(tmp_path: Path) -> None:
+    text = "[1,25]<stderr>:  what():  cudaEventQuery failed: an illegal memory access was encountered\n"
+    assert primary(tmp_path, text)[0] == "cuda_error"
+
+
+def test_ncclsystemerrors_words_without_nccl_before_them(tmp_path: Path) -> None:
+    assert (
+        primary(tmp_path, "RuntimeError: Runtime error: unhandled system error at wdl.py:31\n")[0]
+        == "nccl_system_error"
+    )

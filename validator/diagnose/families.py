@@ -361,7 +361,7 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     ),
     # ncclGetErrorString's text after any framework's "NCCL ...: " (TensorFlow, HybridBackend: "NCCL communication
     # aborted: unhandled system error"): after the specific rules above, which read more of these lines
-    ("nccl.error", S, "unhandled system error", r"\bNCCL\b.*?: (?P<what>unhandled system error)"),
+    ("nccl.error", S, "unhandled system error", r": (?P<what>unhandled system error)\b"),  # NCCL's words alone
     ("nccl.error", S, "network error", r"\bNCCL\b.*?: (?P<what>remote process exited or there was a network error)"),
     # Ray's memory monitor (src/ray/raylet/node_manager.cc): "%d Workers (tasks / actors) killed due to memory
     # pressure (OOM), %d Workers crashed due to other reasons at node ..."
@@ -382,6 +382,15 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     ),
     # the CUDA driver API's CUresult as libraries print it ("CUresult error result=1 ...", "CUDA_ERROR_ILLEGAL_ADDRESS")
     ("cuda.error", ORG, "CUresult error", r"CUresult error\s+result=(?P<what>\d+)"),
+    # a CUDA runtime call's failure as libraries report it: "<cudaCall> failed: " + cudaGetErrorString(err)
+    # (Horovod's "cudaEventQuery failed: an illegal memory access was encountered")
+    (
+        "cuda.error",
+        ORG,
+        " failed: ",
+        r"\bcuda[A-Z]\w* failed: (?P<what>an illegal memory access was encountered|unspecified launch failure|"
+        r"device-side assert triggered|misaligned address|an illegal instruction was encountered)",
+    ),
 )
 
 # What NCCL and PyTorch print for each ncclResult_t, and the corpus class it belongs to

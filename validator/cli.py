@@ -28,6 +28,12 @@ profiles_app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(profiles_app, name="profiles")
+baseline_app = typer.Typer(
+    help="Probe baselines per hardware type, kept in launch profiles.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(baseline_app, name="baseline")
 
 
 def version_callback(value: bool) -> None:
@@ -351,6 +357,10 @@ from validator.diagnose.cli import diagnose, rehearse  # noqa: E402  (post-morte
 
 app.command(cls=Command)(diagnose)
 app.command(cls=Command)(rehearse)
+
+from validator.baseline import record  # noqa: E402  (the probes' baselines: their own module)
+
+baseline_app.command("record", cls=Command)(record)
 
 
 def run(argv: list[str]) -> int:

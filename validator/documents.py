@@ -50,7 +50,7 @@ class SpreadDoc(TypedDict):
 
 
 class NetCheckDoc(TypedDict):
-    """What `--net-check` measured: counts, the links' figures, the suspects measured alone."""
+    """What `--net-check` measured: counts, the links' figures, the suspects and what isolated them."""
 
     nodes: int  # nodes with a listener address
     probes: int  # connections made in the first round
@@ -59,8 +59,9 @@ class NetCheckDoc(TypedDict):
     rtt_ms: SpreadDoc | None  # each link's latency: a low percentile of its round trips
     up_mbps: SpreadDoc | None  # each link's rate out: the second-fastest of four parts
     down_mbps: SpreadDoc | None  # ... and back
-    suspects: int  # links measured again alone, one at a time
-    confirmed: int  # ... and slow every time (named by NET104/NET105)
+    suspects: int  # links slow in the first round (the rings), isolated in the rounds after it
+    confirmed: int  # ... found slow: named by NET104, or explained by a slow node (NET105)
+    rounds: int  # probe rounds: the rings, then the pairings with known-good nodes and re-measures
     line: str  # "net check: 6 links, all within 3x of the median link (...)" or what it named
 
 
@@ -68,9 +69,11 @@ class ProbeNodeDoc(TypedDict):
     """One node's figures from the probes' first round ("DEVICE ENGINE" -> figure)."""
 
     host: str
+    hardware: str  # its hardware type: the GPU model, else the CPU model ("" unknown); what baselines are keyed by
     compute: dict[str, float]  # GFLOP/s: "cpu python", "cpu torch-cpu", "cuda:0 torch-cuda-fp16"
     memory: dict[str, float]  # GB/s: "host copy", "cuda:0 device-copy", "cuda:0 host-to-device"
     named: list[str]  # the probes that named it slow: compute, memory
+    against: dict[str, list[str]]  # per probe that named it, what said so: "baseline", "peers"
 
 
 class ProbeStatDoc(TypedDict):
@@ -86,11 +89,30 @@ class ProbeStatDoc(TypedDict):
     named: list[str]
 
 
+class ProbeBaselineDoc(TypedDict):
+    """One figure of the profile's baseline for a hardware type (`validator baseline record`), the
+    nodes of that hardware held to it, those under it in the first round and those it named."""
+
+    hardware: str  # "NVIDIA H100 80GB HBM3", or a CPU model
+    kind: str  # compute | memory
+    key: str  # "DEVICE ENGINE"
+    unit: str  # GFLOP/s | GB/s
+    median: float  # as recorded
+    mad: float
+    n: int  # nodes it was recorded on (0: not said)
+    date: str  # when it was recorded (YYYY-MM-DD, "" not said)
+    nodes: int  # nodes held to it in this scan
+    below: list[str]  # suspects: under it by the factor and the gap in the first round
+    named: list[str]  # confirmed alone: named against the baseline
+
+
 class ProbesDoc(TypedDict):
     """What `--probes` measured: a row per node, the statistics, the rounds that convicted."""
 
     nodes: list[ProbeNodeDoc]
     stats: list[ProbeStatDoc]
+    baseline: list[ProbeBaselineDoc]  # with a profile's baselines: the figures the nodes were held to
+    no_baseline: list[str]  # hardware types measured for which the profile has no baseline (when it has any)
     rounds: int  # probe rounds run: each probe on every node, then suspects and controls alone
     failed: list[str]  # nodes where a probe did not run (PRB003)
     line: str  # "probes: 8 nodes, 7 rounds; ...; slow: h3" or "...; none slower than 1.5x the median"

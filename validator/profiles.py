@@ -27,6 +27,22 @@ MAX_EVENTS = 10_000  # YAML nodes in a profile (keys, values, env entries)
 MAX_YAML_DEPTH = 16  # a profile nests 2 levels
 
 VERSION_KEYS = ("torch", "nccl", "cuda", "driver", "python")
+BASELINE_KINDS = ("compute", "memory")  # the probes' kinds (validator/probes/rounds.py KINDS; a test ties them)
+
+
+@dataclass(frozen=True)
+class BaselineFigure:
+    """One probe figure as a known-good set of nodes of one hardware type measured it
+    (`validator baseline record`): the median over the nodes, their MAD, how many, when."""
+
+    median: float  # GFLOP/s (compute) or GB/s (memory)
+    mad: float = 0.0
+    n: int = 0  # nodes measured (0: not said)
+    date: str = ""  # YYYY-MM-DD
+
+
+# hardware type (GPU model, else CPU model) -> probe kind -> "DEVICE ENGINE" -> figure
+Baselines = dict[str, dict[str, dict[str, BaselineFigure]]]
 
 
 @dataclass(frozen=True)
@@ -47,6 +63,7 @@ class Profile:
     versions: dict[str, str] = field(default_factory=dict)  # VERSION_KEYS -> glob such as "2.13.*"
     env: dict[str, str] = field(default_factory=dict)  # variables every rank must have, with these values
     layout_spanning: Literal["warning", "error"] | None = None  # LAY007/LAY008: TP groups over nodes (default warning)
+    baselines: Baselines = field(default_factory=dict)  # `validator baseline record`; scan --probes judges by it
 
     def pinned(self) -> list[str]:
         """What this profile pins, for `validator profiles validate`."""
@@ -132,6 +149,9 @@ def _validate(path: str, node: Any, schema: dict[str, Any], prefix: str = "") ->
         if key in out:
             raise UserError(f"duplicate key {prefix + key!r}", _where(path, key_node))
         want = schema[key]
+        if not prefix and key == "baselines":
+            out[key] = _baselines(path, value_node)
+            continue
         if isinstance(want, dict):
             out[key] = _validate(path, value_node, want, f"{prefix}{key}.")
             continue
@@ -173,6 +193,88 @@ def _validate(path: str, node: Any, schema: dict[str, Any], prefix: str = "") ->
                 f"{key} must be one of {', '.join(CHOICES[key])}, got {clip(value)}", _where(path, value_node)
             )
         out[key] = value
+    return out
+
+
+def _pairs(path: str, node: Any, name: str) -> list[tuple[str, Any]]:
+    """(key, value node) of a mapping with plain, non-empty, distinct keys; else an error naming ``name``."""
+    import yaml
+
+    if not isinstance(node, yaml.MappingNode):
+        raise UserError(f"{name} must be a mapping", _where(path, node))
+    out: list[tuple[str, Any]] = []
+    for k, v in node.value:
+        if not isinstance(k, yaml.ScalarNode) or not k.value:
+            raise UserError(f"{name} keys must be plain, non-empty names", _where(path, k))
+        if any(k.value == seen for seen, _ in out):
+            raise UserError(f"duplicate key {k.value!r} in {name}", _where(path, k))
+        out.append((str(k.value), v))
+    return out
+
+
+def _number(path: str, node: Any, name: str, positive: bool) -> float:
+    """A finite number as written (``980``, ``12.5``, ``1e-05``), > 0 or >= 0."""
+    import math
+
+    import yaml
+
+    value = None
+    if isinstance(node, yaml.ScalarNode) and node.tag.rsplit(":", 1)[-1] in ("int", "float", "str"):
+        try:
+            value = float(node.value)
+        except ValueError:
+            value = None
+    if value is None or not math.isfinite(value) or value < 0 or (positive and value == 0):
+        what = "a positive number" if positive else "a number >= 0"
+        raise UserError(f"{name} must be {what}, got {clip(getattr(node, 'value', '(a collection)'))}",
+                        _where(path, node))  # fmt: skip
+    return value
+
+
+def _figure(path: str, node: Any, name: str) -> BaselineFigure:
+    import re
+
+    import yaml
+
+    fields = [f.name for f in dataclasses.fields(BaselineFigure)]
+    got: dict[str, Any] = {}
+    for key, v in _pairs(path, node, name):
+        if key not in fields:
+            close = difflib.get_close_matches(key, fields, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(fields)})"
+            raise UserError(f"unknown key {key!r} in {name}{hint}", _where(path, v))
+        if key in ("median", "mad"):
+            got[key] = _number(path, v, f"{name}.{key}", positive=key == "median")
+        elif key == "n":
+            if not (isinstance(v, yaml.ScalarNode) and re.fullmatch(r"\d{1,7}", v.value)) or int(v.value) > MAX_HOSTS:
+                raise UserError(f"{name}.n must be a node count from 0 to {MAX_HOSTS:,}, got {clip(getattr(v, 'value', '...'))}",
+                                _where(path, v))  # fmt: skip
+            got[key] = int(v.value)
+        elif not (isinstance(v, yaml.ScalarNode) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", v.value)):
+            raise UserError(f"{name}.date must be a date YYYY-MM-DD, got {clip(getattr(v, 'value', '...'))}",
+                            _where(path, v))  # fmt: skip
+        else:
+            got[key] = str(v.value)
+    if "median" not in got:
+        raise UserError(f"{name} has no median", _where(path, node))
+    return BaselineFigure(**got)
+
+
+def _baselines(path: str, node: Any) -> Baselines:
+    """hardware -> kind -> "DEVICE ENGINE" -> figure; every error names its key as
+    ``baselines['NVIDIA H100 80GB HBM3'].compute['cuda:0 torch-cuda-fp16'].median``."""
+    out: Baselines = {}
+    for hardware, kinds in _pairs(path, node, "baselines"):
+        where = f"baselines[{clip(hardware)}]"
+        out[hardware] = {}
+        for kind, figures in _pairs(path, kinds, where):
+            if kind not in BASELINE_KINDS:
+                raise UserError(f"{where}: unknown probe {kind!r} (known: {', '.join(BASELINE_KINDS)})",
+                                _where(path, figures))  # fmt: skip
+            out[hardware][kind] = {
+                key: _figure(path, fig, f"{where}.{kind}[{clip(key)}]")
+                for key, fig in _pairs(path, figures, f"{where}.{kind}")
+            }
     return out
 
 

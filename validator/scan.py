@@ -20,7 +20,7 @@ from validator.transports import Gathered, OnDone, Program, Transport
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from validator.probes.rounds import Outcome as ProbesOutcome
+    from validator.probes.rounds import Probed
     from validator.report.options import RenderOptions
 
 
@@ -105,7 +105,7 @@ def open_transport(opts: ScanOptions) -> tuple[Transport, list[str]]:
 
 async def _gather(
     transport: Transport, opts: ScanOptions, profile: Profile | None, hosts: list[str], on_done: OnDone, note: Any
-) -> tuple[NetCheckDoc | None, list[Finding], ProbesOutcome | None]:
+) -> tuple[NetCheckDoc | None, list[Finding], Probed | None]:
     """The agent on every target, then (optionally) the node probes and the net check through the
     same transport, one after the other. Returns (net-check summary, net-check findings, probes)."""
     from validator.transports import agent_source
@@ -114,17 +114,18 @@ async def _gather(
     job = Program(agent_source(), ["--no-port-probe"], env=opts.env, timeout=opts.timeout)
     async with transport:
         gathered = await transport.run(job, hosts, on_done)
-        probed = await _probes(transport, hosts, gathered, opts, note) if opts.probes else None
+        probed = await _probes(transport, hosts, gathered, opts, profile, note) if opts.probes else None
         if not opts.net_check:
             return None, [], probed
         return (*await _net_check(transport, hosts, gathered, opts, profile, note), probed)
 
 
 async def _probes(
-    transport: Transport, hosts: list[str], gathered: Gathered, opts: ScanOptions, note: Any
-) -> ProbesOutcome | None:
+    transport: Transport, hosts: list[str], gathered: Gathered, opts: ScanOptions, profile: Profile | None, note: Any
+) -> Probed | None:
     """The node probes (validator/probes/) on every node that answered, through the transport:
-    each probe everywhere at once, then suspects and controls alone (probes/rounds.py)."""
+    each probe everywhere at once, then suspects and controls alone (probes/rounds.py), against the
+    peers and the profile's baseline for each node's hardware (its GPU model from the facts)."""
     from pathlib import Path
 
     from validator.probes import compute, memory, rounds
@@ -140,7 +141,9 @@ async def _probes(
         ran = await transport.run(job, nodes)
         return {h: r if isinstance(r, dict) else f"{r.status}: {r.detail}"[:300] for h, r in ran.items()}
 
-    return await rounds.run(reached, probe_round)
+    facts = {h: to_facts(h, r) if isinstance(r := gathered.get(h), dict) else None for h in reached}
+    hardware = {h: hw for h, f in facts.items() if (hw := rounds.gpu_model(f))}
+    return await rounds.run(reached, probe_round, baselines=profile.baselines if profile else None, hardware=hardware)
 
 
 async def _net_check(
@@ -211,7 +214,7 @@ def scan(opts: ScanOptions) -> ScanResult:
     gathered: dict[str, Any] = {}
     net_check: NetCheckDoc | None = None
     net_findings: list[Finding] = []
-    probed: ProbesOutcome | None = None
+    probed: Probed | None = None
     interrupted = False
     with Progress(len(hosts), bar=opts.progress, verbose=opts.verbose) as progress:
 

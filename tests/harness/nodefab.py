@@ -91,10 +91,10 @@ class Nodes:
         gate = asyncio.Semaphore(self.width)
         return dict(await asyncio.gather(*(self._one(gate, kind, n) for n in names)))
 
-    def check(self, kinds: tuple[rounds.Kind, ...] = rounds.KINDS) -> rounds.Outcome:
+    def check(self, kinds: tuple[rounds.Kind, ...] = rounds.KINDS) -> rounds.Probed:
         return asyncio.run(rounds.run(list(self.fab.names), self.probe_round, kinds))
 
 
-def named(outcome: rounds.Outcome) -> set[str]:
+def named(outcome: rounds.Probed) -> set[str]:
     """The hosts PRB001/PRB002 name."""
     return {h for f in outcome.findings if f.code in ("PRB001", "PRB002") for h in f.hosts}

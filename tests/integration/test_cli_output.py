@@ -30,6 +30,8 @@ COMMANDS = [
     ["rehearse"],
     ["profiles"],
     ["profiles", "validate"],
+    ["baseline"],
+    ["baseline", "record"],
     ["preflight"],
     ["node-check"],
 ]

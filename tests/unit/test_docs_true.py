@@ -32,7 +32,7 @@ MARKER = re.compile(r"<!--\s*(needs|on loopback|run by):\s*(.*?)\s*-->")
 SUBSTITUTION = re.compile(r'"([^"]*)"\s*->\s*"([^"]*)"')
 # the code a doc uses to show how a new check is written; it must stay unregistered
 NEW_CODE_EXAMPLES = {"docs/architecture.md": {"RDZ009"}}
-COMMANDS = ("profiles validate", "node-check", "preflight", "rehearse", "diagnose", "explain", "schema", "probe",
+COMMANDS = ("profiles validate", "baseline record", "node-check", "preflight", "rehearse", "diagnose", "explain", "schema", "probe",
             "check", "scan")  # fmt: skip
 COMMAND_LINE = re.compile(rf"\b(?:validator|python3? -m validator)(?:\.(preflight)\b| ({'|'.join(COMMANDS)})\b)")
 PATH_WORD = re.compile(

@@ -1,15 +1,18 @@
-"""The net check's planner and its decisions (validator/netcheck/), on rows shaped like the
-prober's. The prober itself runs for real below (listeners on loopback addresses) and between
-namespace hosts in tests/preflight/test_netcheck_speed.py and tests/scan/test_netcheck_faults.py
+"""The net check's planner, its isolation rounds and its decisions (validator/netcheck/), on rows
+shaped like the prober's. The prober itself runs for real below (listeners on loopback addresses)
+and between namespace hosts in tests/preflight/test_netcheck_speed.py,
+tests/integration/test_netcheck_faults.py and tests/integration/test_netcheck_isolation.py
 (planted delay, loss and rate faults, and healthy runs that must name nothing)."""
 
 from __future__ import annotations
 
+import asyncio
+import math
 from typing import Any
 
 import pytest
 
-from validator.netcheck import probe, ring, rounds, verdict
+from validator.netcheck import pairing, probe, ring, rounds, verdict
 from validator.netcheck.ring import Node, plan, stride
 from validator.preflight.refusals import netcheck_rows
 
@@ -40,72 +43,139 @@ def test_four_nodes_make_the_six_probes_scan_has_always_reported() -> None:
     assert len(ring.rows({s: [{"ok": True}] * len(ts) for s, ts in plan(nodes(4)).items()})) == 6
 
 
-def test_suspects_are_measured_alone_one_link_a_round_and_in_disjoint_batches_at_scale() -> None:
-    plans = plan(nodes(64))
-    links = {(s, t["label"]) for s, ts in plans.items() for t in ts if t["measure"]}
-    few = set(sorted(links)[:5])
-    batches = ring.alone(plans, sorted(few), 24)
-    assert [len(ring.rows(b)) for b in batches] == [1] * 5  # one link alone in each round
-    assert {(s, t["label"]) for b in batches for s, ts in b.items() for t in ts} == few
-    many = ring.alone(plans, sorted(links), 24)  # 128 links: at most 24 rounds, no node twice in a round
-    assert len(many) <= 24
-    assert sum(len(ring.rows(b)) for b in many) == len(links)
-    for b in many:
-        ends = [e for s, ts in b.items() for t in ts for e in (s, t["label"])]
-        assert len(ends) == len(set(ends))
-    crowd = set(sorted(links)[:100])  # many suspects: shared rounds, a control measured in most of them
-    shared = rounds.confirmation(plans, crowd, crowd)
-    measured_in = [{(s, t["label"]) for s, ts in b.items() for t in ts} for b in shared]
-    assert set().union(*measured_in) >= crowd and len(shared) <= 30
-    assert sum(1 for m in measured_in if m - crowd) >= 20
-
-
 def row(label: str, rtt: float = 0.1, up: float = 5000.0, down: float = 5000.0, **kw: Any) -> dict[str, Any]:
     return {"label": label, "ok": True, "error": None, "rtt_ms": rtt, "up_mbps": up, "down_mbps": down,
             "retrans": [0, 100], **kw}  # fmt: skip
 
 
-def rows_of(plans: ring.Plans, figures: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+Figures = dict[tuple[str, str], dict[str, Any]]
+
+
+def rows_of(plans: ring.Plans, figures: Figures) -> dict[str, Any]:
     """Rows as the prober returns them: figures on measured links only."""
     return {s: [row(t["label"], **figures.get((s, t["label"]), {})) if t["measure"] else
                 {"label": t["label"], "ok": True, "error": None} for t in ts] for s, ts in plans.items()}  # fmt: skip
 
 
-def decide(n: int, first: dict[tuple[str, str], dict[str, Any]], *again: dict[tuple[str, str], dict[str, Any]]) -> Any:
-    """The findings when the first round measures ``first`` and each confirmation ``again``
-    (measured alone, as rounds.run does: only the links still suspect)."""
-    r1 = rows_of(plan(nodes(n)), first)
-    redo, confirms = verdict.suspects(r1), []
-    for figures in again:
-        batches = rounds.confirmation(plan(nodes(n)), verdict.suspects(r1), redo)
-        got: dict[str, Any] = {}
-        for b in batches:
-            ring.merge(got, rows_of(b, figures))
-        confirms.append(got)
-        redo = verdict.suspects(r1, confirms[-1])
-    return {(f.code, tuple(f.hosts)) for f in verdict.slow_findings(verdict.by_label(nodes(n)), r1, *confirms)}
+def isolate(
+    n: int, first: Figures, *again: Figures, bad: frozenset[str] = frozenset()
+) -> tuple[rounds.Outcome, list[ring.Plans]]:
+    """rounds.run over ``n`` nodes: the rings measure ``first``; the i-th later measurement of a
+    link (either way) has the figures of ``again[i]`` (the last one after that; none: healthy),
+    and any pair with a node of ``bad`` is SLOW. Returns the outcome and the later rounds' plans."""
+    later: list[ring.Plans] = []
+    times: dict[frozenset[str], int] = {}
+    rings: list[ring.Plans] = []
+
+    async def probe_round(plans: ring.Plans) -> ring.Results:
+        if not rings:
+            rings.append(plans)
+            return rows_of(plans, first)
+        later.append(plans)
+        figures: Figures = {}
+        for s, ts in plans.items():
+            for t in ts:
+                d, key = t["label"], frozenset((s, t["label"]))
+                i = times[key] = times.get(key, -1) + 1
+                pick = again[min(i, len(again) - 1)] if again else {}
+                figures[(s, d)] = SLOW if {s, d} & bad else pick.get((s, d)) or pick.get((d, s)) or {}
+        return rows_of(plans, figures)
+
+    return asyncio.run(rounds.run(nodes(n), probe_round)), later
+
+
+def decide(n: int, first: Figures, *again: Figures, bad: frozenset[str] = frozenset()) -> Any:
+    """The findings (code, hosts) when the rings measure ``first`` and the later rounds ``again``
+    (see ``isolate``)."""
+    outcome, _ = isolate(n, first, *again, bad=bad)
+    return {(f.code, tuple(f.hosts)) for f in outcome.findings}
 
 
 SLOW = {"up": 50.0}
 
 
-def test_a_node_whose_links_are_all_slow_is_named_as_the_node() -> None:
+def test_a_node_slow_with_its_known_good_partners_is_named_as_the_node_and_its_links_are_not() -> None:
     ends = [(s, t["label"]) for s, ts in plan(nodes(8)).items() for t in ts if t["measure"]]
     links = {link: SLOW for link in ends if "n2" in link}
     assert len(links) == 4  # n1, n3 on ring 1; n7, n5 on ring 2 (stride 3)
-    assert decide(8, links, links, links) == {("NET105", ("h2",))}
-    three = dict(list(links.items())[:3])  # three of its four links: still the node
-    assert decide(8, three, three, three) == {("NET105", ("h2",))}
+    outcome, later = isolate(8, links, links, links, bad=frozenset({"n2"}))
+    assert [(f.code, f.hosts) for f in outcome.findings] == [("NET105", ["h2"])]
+    assert "slow with each of the 2 known-good nodes" in outcome.findings[0].message
+    # rings, then a pair round in each pass (5 ends, 3 known-good nodes: n5 with n7 serves both)
+    assert outcome.doc["confirmed"] == 4 and outcome.doc["rounds"] == 3 <= pairing.budget(8, 4)
+    partners = [t["label"] for p in later for t in p.get("n2", [])]
+    assert len(partners) == 2 and len(set(partners)) == 2 and not set(partners) & {"n1", "n3", "n5", "n7"}
+    three = dict(list(links.items())[:3])  # three of its four links suspect: still the node
+    assert decide(8, three, three, three, bad=frozenset({"n2"})) == {("NET105", ("h2",))}
 
 
-def test_one_slow_link_is_named_as_the_pair() -> None:
+def test_all_links_of_a_node_slow_but_the_node_fine_with_known_good_partners_are_links() -> None:
+    """A node is bad when its pairs with known-good nodes are slow, not because its links are."""
+    links = {("n1", "n2"): SLOW, ("n2", "n3"): SLOW, ("n2", "n5"): SLOW, ("n7", "n2"): SLOW}
+    assert decide(8, links, links, links) == {("NET104", ("h1", "h2")), ("NET104", ("h2", "h3")),
+                                              ("NET104", ("h2", "h5")), ("NET104", ("h7", "h2"))}  # fmt: skip
+
+
+def test_one_slow_link_is_named_as_the_pair_and_neither_node() -> None:
     links = {("n1", "n2"): {"down": 100.0}}
-    assert decide(8, links, links, links) == {("NET104", ("h1", "h2"))}
+    outcome, later = isolate(8, links, links, links)
+    assert [(f.code, f.hosts) for f in outcome.findings] == [("NET104", ["h1", "h2"])]
+    assert "both nodes are fine with known-good nodes" in outcome.findings[0].message
+    assert outcome.doc["rounds"] == 4  # rings; pairs, the link again; the link again
+    pairs = [(s, t["label"]) for s, ts in later[0].items() for t in ts]
+    assert {s for s, _ in pairs} >= {"n1", "n2"}  # each end with a partner, at once
+    ends = [e for pair in pairs for e in pair]
+    assert len(ends) == len(set(ends))  # disjoint pairs: a node in one pair a round
+    assert [(s, t["label"]) for s, ts in later[1].items() for t in ts if s == "n1"] == [("n1", "n2")]
+
+
+def test_a_slow_link_between_two_slow_nodes_convicts_the_nodes_by_their_partners_only() -> None:
+    """Two bad nodes that are ring neighbours: both named as nodes, the link between them not."""
+    ends = [(s, t["label"]) for s, ts in plan(nodes(12)).items() for t in ts if t["measure"]]
+    links = {link: SLOW for link in ends if {"n2", "n3"} & set(link)}
+    assert decide(12, links, bad=frozenset({"n2", "n3"})) == {("NET105", ("h2",)), ("NET105", ("h3",))}
+
+
+@pytest.mark.parametrize("n", [4, 5])
+def test_small_clusters_without_untouched_nodes_still_tell_a_node_from_a_link(n: int) -> None:
+    """With 4-5 nodes every other node is a peer of the bad node: they are paired with each other
+    first, and once cleared they are the bad node's known-good partners. (With 3, two of the three
+    links are the bad node's: the median is slow, nothing is suspect.)"""
+    ends = [(s, t["label"]) for s, ts in plan(nodes(n)).items() for t in ts if t["measure"]]
+    links = {link: SLOW for link in ends if "n1" in link}
+    outcome, later = isolate(n, links, bad=frozenset({"n1"}))
+    assert [(f.code, f.hosts) for f in outcome.findings] == [("NET105", ["h1"])]
+    assert outcome.doc["rounds"] == 1 + len(later) <= pairing.budget(n, len(links))
+    for m in (3, n):
+        last = [(s, t["label"]) for s, ts in plan(nodes(m)).items() for t in ts if t["measure"]][-1]
+        assert decide(m, {last: {"rtt": 5.0}}, {last: {"rtt": 5.0}}) == {("NET104", tuple(f"h{x[1:]}" for x in last))}
 
 
 def test_two_slow_links_sharing_a_node_are_two_pairs_not_the_node() -> None:
     links = {("n1", "n2"): SLOW, ("n2", "n3"): SLOW}  # its ring-2 links are fine: not the node
     assert decide(8, links, links, links) == {("NET104", ("h1", "h2")), ("NET104", ("h2", "h3"))}
+
+
+def test_a_bad_node_and_a_bad_link_at_256_nodes_in_few_rounds() -> None:
+    ns = nodes(256)
+    ends = [(s, t["label"]) for s, ts in plan(ns).items() for t in ts if t["measure"]]
+    first = {link: SLOW for link in ends if "n128" in link} | {("n9", "n10"): {"rtt": 5.0}}
+    outcome, later = isolate(256, first, {("n9", "n10"): {"rtt": 5.0}}, bad=frozenset({"n128"}))
+    assert {(f.code, tuple(f.hosts)) for f in outcome.findings} == {("NET105", ("h128",)), ("NET104", ("h9", "h10"))}
+    k = outcome.doc["suspects"]
+    assert k == 5 and outcome.doc["rounds"] == 1 + len(later) == 4  # rings; pairs, links; links
+    assert outcome.doc["rounds"] <= 2 * k * math.log2(256) + 2 == pairing.budget(256, k)
+    for plans in later:  # every later round: disjoint pairs, each with control pairs of known-good nodes
+        ends_in = [e for s, ts in plans.items() for t in ts for e in (s, t["label"])]
+        assert len(ends_in) == len(set(ends_in)) and len(ends_in) >= 2 * verdict.CONTROLS + 2
+
+
+def test_noise_in_the_rings_names_nothing_and_stops_early() -> None:
+    ends = [(s, t["label"]) for s, ts in plan(nodes(64)).items() for t in ts if t["measure"]]
+    noise = {link: SLOW for link in ends[::9]}  # 15 suspects, healthy when measured again
+    outcome, _ = isolate(64, noise)
+    assert outcome.findings == [] and outcome.doc["suspects"] == len(noise) and outcome.doc["confirmed"] == 0
+    assert outcome.doc["rounds"] <= 1 + 2 * 2  # each end cleared with its first partner, each link once again
 
 
 def test_latency_and_loss_and_a_broken_transfer_are_slow_links() -> None:
@@ -134,16 +204,16 @@ def test_close_but_not_slow_stays_silent(first: dict[str, Any], again: dict[str,
     assert decide(8, {("n1", "n2"): first}, {("n1", "n2"): again}, {("n1", "n2"): again}) == set()
 
 
-def test_a_suspect_must_be_slow_in_every_alone_measurement() -> None:
+def test_a_suspect_must_be_slow_every_time_it_is_measured_again() -> None:
     slow = {("n1", "n2"): SLOW}
-    assert decide(8, slow, slow, {}) == set()  # slow alone once, then fine: contention, not the link
+    assert decide(8, slow, slow, {}) == set()  # slow again once, then fine: contention, not the link
     assert decide(8, slow) == set()  # never confirmed: nothing named
     assert decide(8, slow, slow, slow) == {("NET104", ("h1", "h2"))}
 
 
 def test_rates_must_be_under_the_absolute_floor_too() -> None:
-    # the busy-machine dip of issue 21 (2,089 against 17,329 Mbit/s) is under both: the alone
-    # confirmation filters it; a fast fabric's 8,000 against 40,000 is over the floor: never suspect
+    # the busy-machine dip of issue 21 (2,089 against 17,329 Mbit/s) is under both: measuring it
+    # again filters it; a fast fabric's 8,000 against 40,000 is over the floor: never suspect
     med = {"rtt_ms": 0.02, "up_mbps": 40_000.0, "down_mbps": 40_000.0, "loss": 0.0}
     assert verdict.why_slow(row("x", up=8_000.0, down=40_000.0, rtt=0.02), med) == []
     assert verdict.why_slow(row("x", up=4_900.0, down=40_000.0, rtt=0.02), med) != []
@@ -158,8 +228,8 @@ def test_clean_summary_carries_medians_spread_and_the_passing_line() -> None:
     assert doc["line"].startswith(
         "net check: 16 links, all within 3x of the median link (3 more reached); median 0.10 ms, 5000/5000"
     )
-    named = verdict.summary_doc(r1, 8, 2, 1, [verdict.codes.slow_link.finding("x", hosts=["h1", "h2"])])
-    assert "1 named (NET104)" in named["line"] and "2 re-measured alone, 1 confirmed" in named["line"]
+    named = verdict.summary_doc(r1, 8, 2, 1, [verdict.codes.slow_link.finding("x", hosts=["h1", "h2"])], 4)
+    assert "1 named (NET104)" in named["line"] and "2 suspect, 1 confirmed in 3 more rounds" in named["line"]
 
 
 def test_just_over_the_factor_is_named() -> None:
@@ -215,26 +285,37 @@ def test_real_probes_on_loopback_measure_and_check_the_token() -> None:
     assert kept[0]["up_mbps"] == rows[0]["up_mbps"]
 
 
-def test_a_confirmation_compares_with_controls_measured_alone_when_they_are_more_lenient() -> None:
+def test_a_later_round_compares_with_its_control_pairs_when_they_are_more_lenient() -> None:
     """200 emulated hosts in one process (benchmarks/netcheck_scale.py): the contended first round's
-    median is a burst-inflated 16,141 Mbit/s; alone, a suspect moves 2,446 and so do the controls."""
-    ns = nodes(8)
-    plans = plan(ns)
-    busy = {(s, t["label"]): {"up": 16_141.0} for s, ts in plans.items() for t in ts if t["measure"]}
-    busy[("n1", "n2")] = {"up": 2_000.0}
-    r1 = rows_of(plans, busy)
-    assert verdict.suspects(r1) == {("n1", "n2")}
-    picked = ring.controls(plans, {("n1", "n2")}, verdict.CONTROLS)
-    assert len(picked) == 3 and not any({"n1", "n2"} & set(link) for link in picked)
-    batches = rounds.confirmation(plans, {("n1", "n2")}, {("n1", "n2")})
-    assert [len(ring.rows(b)) for b in batches] == [1, 1, 1, 1]  # the suspect and 3 controls, each alone
+    median is a burst-inflated 16,141 Mbit/s; later, a suspect moves 2,446 and so do the controls."""
+    busy = {(s, t["label"]): {"up": 16_141.0} for s, ts in plan(nodes(8)).items() for t in ts if t["measure"]}
+    first = busy | {("n1", "n2"): {"up": 2_000.0}}
+    assert verdict.suspects(rows_of(plan(nodes(8)), first)) == {("n1", "n2"): ["out 2000 Mbit/s (median 16141 Mbit/s)"]}
+    everyone = {(f"n{i}", f"n{j}"): {"up": 2_446.0} for i in range(8) for j in range(8)}
+    outcome, later = isolate(8, first, everyone, everyone)
+    assert outcome.findings == []
+    assert all(sum(map(len, p.values())) >= 3 for p in later)  # the pairs and control pairs, at once
+    slow = everyone | {("n1", "n2"): {"up": 90.0}}
+    assert decide(8, first, slow, slow) == {("NET104", ("h1", "h2"))}  # a real fault is slow against either
 
-    def confirm(suspect_up: float) -> dict[str, Any]:
-        got: dict[str, Any] = {}
-        for p in batches:
-            ring.merge(got, rows_of(p, {link: {"up": 2_446.0} for link in busy} | {("n1", "n2"): {"up": suspect_up}}))
-        return got
 
-    assert verdict.suspects(r1, confirm(2_446.0)) == set()
-    assert verdict.slow_findings(verdict.by_label(ns), r1, confirm(2_446.0), confirm(2_446.0)) == []
-    assert verdict.suspects(r1, confirm(90.0)) == {("n1", "n2")}  # a real fault is slow against either
+def test_rounds_stop_at_the_budget() -> None:
+    assert [pairing.budget(n, k) for n, k in ((8, 0), (8, 1), (256, 1), (256, 2), (3, 1))] == [2, 8, 18, 34, 5]
+    outcome, later = isolate(3, {("n0", "n1"): SLOW}, {("n0", "n1"): SLOW})
+    assert outcome.doc["rounds"] == 1 + len(later) <= pairing.budget(3, 1)
+
+
+def test_a_repeated_measurement_keeps_each_figures_best() -> None:
+    lst = probe.Listener(["127.0.0.5"])
+    try:
+        target = {"label": "x", "addr": "127.0.0.5", "port": lst.port, "token": lst.token, "measure": True}
+        (twice,) = probe.probe([{**target, "repeat": 2}], 3.0)
+        (many,) = probe.probe([{**target, "repeat": 99}], 3.0)  # bounded: REPEAT_MAX
+    finally:
+        lst.close()
+    assert twice["ok"] and twice["rtt_ms"] > 0 and twice["up_bytes"] > 0 and many["ok"]
+    a = row("x", rtt=0.5, up=100.0, down=900.0, retrans=[9, 100], reorder=[0, 100], up_bytes=1, down_bytes=2)
+    b = row("x", rtt=0.2, up=800.0, down=300.0, retrans=[1, 100], reorder=[5, 100], up_bytes=3, down_bytes=1)
+    got = probe.best([a, b])
+    assert (got["rtt_ms"], got["up_mbps"], got["down_mbps"]) == (0.2, 800.0, 900.0)
+    assert (got["retrans"], got["reorder"], got["up_bytes"], got["down_bytes"]) == ([1, 100], [0, 100], 3, 2)

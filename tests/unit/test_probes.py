@@ -115,11 +115,13 @@ def test_hostile_names_are_quoted_in_every_command() -> None:
 def test_every_format_carries_the_exclusion_and_the_probe_figures() -> None:
     base = ["h1", "h2", "h3", "h4"]
     finding = Finding("PRB001", Severity.WARNING, "Slow node: compute", "h3: slower", hosts=["h3"])
-    probes = {"nodes": [{"host": h, "compute": {"cpu python": 0.05 if h != "h3" else 0.002}, "memory": {},
-                         "named": ["compute"] if h == "h3" else []} for h in base],
+    probes = {"nodes": [{"host": h, "hardware": "cpu", "compute": {"cpu python": 0.05 if h != "h3" else 0.002},
+                         "memory": {}, "named": ["compute"] if h == "h3" else [],
+                         "against": {"compute": ["peers"]} if h == "h3" else {}} for h in base],
               "stats": [{"kind": "compute", "key": "cpu python", "unit": "GFLOP/s", "nodes": 4, "median": 0.05,
                          "mad": 0.001, "suspects": ["h3"], "named": ["h3"]}],
-              "rounds": 7, "failed": [], "line": "probes: 4 nodes, 7 rounds; slow: h3"}  # fmt: skip
+              "baseline": [], "no_baseline": [], "rounds": 7, "failed": [],
+              "line": "probes: 4 nodes, 7 rounds; slow: h3"}  # fmt: skip
     scan = {"transport": "ssh", "targets": 4, "reached": 4, "interrupted": False, "elapsed_s": 1.0, "net_check": None,
             "probes": probes, "exclude": exclusion(base, ["h3"], {}), "warnings": [], "failed": None}  # fmt: skip
     report = Report([finding], 4, base, scan=scan, drain=[])  # type: ignore[arg-type]
@@ -134,3 +136,17 @@ def test_the_schema_documents_the_new_sections() -> None:
     schema = json.loads((Path(__file__).resolve().parents[2] / "docs/schema/report-v1.schema.json").read_text())
     text = json.dumps(schema)
     assert "ExcludeDoc" in text and "ProbesDoc" in text
+
+
+def test_a_slow_node_is_judged_against_its_peers_without_itself() -> None:
+    """Among 4 nodes the slow one's own distance is one of the 4 deviations: with it, the MAD (0.4)
+    lifts the gap to 2.97, past the node's own 1.9; against the 3 others (median 3.0, MAD 0.2) it is
+    named. The healthy ones, each against the other 3, are not."""
+    figures = {"a": 1.0, "b": 2.8, "c": 3.0, "d": 3.6}
+    med, mad = judge.spread(list(figures.values()))
+    assert not judge.below(1.0, med, mad, "cpu python")  # the old, inclusive test missed it
+    assert judge.suspects(figures, "cpu python")[2] == {"a"}
+    for n in (3, 5, 8):  # odd and even counts: the cheap first test never drops a real suspect
+        peers = {f"h{i}": 3.0 + 0.1 * i for i in range(n - 1)}
+        assert judge.suspects({**peers, "slow": 1.0}, "cpu python")[2] == {"slow"}
+        assert judge.suspects(peers | {"ok": 3.05}, "cpu python")[2] == set()

@@ -71,8 +71,10 @@ slow_link = code(
     would use) is within 3x of the median link in latency (a low percentile of 9 small round
     trips; and within 1 ms of it) and in throughput each way (up to 4 MB, at most 0.5 s per
     direction, the second-fastest quarter; or above 5,000 Mbit/s), and loses no more than 1% of
-    its segments. A link that is not is measured again alone, twice, with nothing else of the
-    check running, and named only when it is slow every time.
+    its segments. A link that is not is a suspect: each of its nodes is paired with a known-good
+    node (one whose ring links were all fine) and the link is measured again, twice, beside
+    control pairs of known-good nodes. It is named only when it is slow every time, the same way,
+    while both its nodes are fine with their known-good partners: a bad link, not a bad node.
 
     A collective runs at the pace of its slowest link: one degraded cable, a port negotiated
     down, a congested uplink or a mis-set MTU slows every step of the job, with nothing in
@@ -87,13 +89,16 @@ slow_link = code(
 slow_node = code(
     "NET105",
     Severity.WARNING,
-    "Slow node: every measured link of the node is slow",
-    """No node has all of its measured links (two neighbours on each of two rings) slow or lossy
-    by NET104's measure.
+    "Slow node: slow with every known-good peer",
+    """No node is slow or lossy (by NET104's measure) with every known-good node it is paired
+    with. A node with a slow link on its rings (two neighbours on each of two rings) is paired
+    with a known-good node (one whose ring links were all fine), another one each time, twice,
+    beside control pairs of known-good nodes; slow with each, the same way, it is the node.
 
-    When every link of one node is slow, whichever peer it talks to, the node is the cause (its
-    NIC, its driver, its CPU under load, a rate limit on its port), not one cable: every
-    collective of the job waits for it. The finding gives the node's figures and the median.
+    When a node is slow whichever peer it talks to, the node is the cause (its NIC, its driver,
+    its CPU under load, a rate limit on its port), not one cable: every collective of the job
+    waits for it. Its slow ring links are explained by it and not named. The finding gives the
+    node's figures with each partner and the median.
 
     Drain the node, or look at its NIC (`ethtool`, `ip -s link`), its load and its port's
     configuration; rerun the net check.

@@ -74,45 +74,6 @@ def plan(nodes: list[Node]) -> Plans:
     return plans
 
 
-def alone(plans: Plans, links: list[tuple[str, str]], rounds: int) -> list[Plans]:
-    """The links (prober, destination) in rounds of their own, in the order given: one link a
-    round while there are at most ``rounds`` of them (nothing else runs while it is measured);
-    beyond that, links that share no node run together, about ``rounds`` rounds in all."""
-    width = max(1, -(-len(links) // max(1, rounds)))
-    targets = {(src, str(t["label"])): t for src, ts in plans.items() for t in ts}
-    batches: list[tuple[set[str], Plans]] = []
-    for src, dest in links:
-        ends = {src, dest}
-        spot = next((b for b in batches if not ends & b[0] and sum(map(len, b[1].values())) < width), None)
-        if spot is None:
-            spot = (set(), {})
-            batches.append(spot)
-        spot[0].update(ends)
-        spot[1].setdefault(src, []).append(targets[(src, dest)])
-    return [b[1] for b in batches]
-
-
-def controls(plans: Plans, links: set[tuple[str, str]], count: int) -> list[tuple[str, str]]:
-    """Up to ``count`` measured links that are not in ``links`` (preferring links that touch no
-    node of theirs), spread over the ring: measured beside the suspects, the same way."""
-    touched = {end for link in links for end in link}
-    spare = [(s, str(t["label"])) for s, ts in plans.items() for t in ts if t["measure"]]
-    spare = [link for link in spare if link not in links]
-    clean = [link for link in spare if not set(link) & touched] or spare
-    return clean[:: max(1, len(clean) // max(1, count))][:count]
-
-
-def merge(into: Results, more: Results) -> Results:
-    """Rows of several rounds, per prober (a prober that failed in one keeps its other rows)."""
-    for src, got in more.items():
-        have = into.get(src)
-        if isinstance(got, list):
-            into[src] = (have if isinstance(have, list) else []) + got
-        elif have is None:
-            into[src] = got
-    return into
-
-
 def rows(results: Results) -> list[tuple[str, dict[str, Any]]]:
     """(prober, row) for every row of every prober that ran."""
     return [(src, r) for src, got in results.items() if isinstance(got, list) for r in got if isinstance(r, dict)]

@@ -1,7 +1,8 @@
-"""Rounds of the net check: probe along the rings (every link at once), measure each suspect
-link again alone, twice (one link at a time, nothing else of the check running: the first round's
-contention is not there), with a few control links measured alone the same way, decide
-(verdict.py)."""
+"""Rounds of the net check: probe along the rings (every link at once: it only proposes suspect
+links), then isolate (pairing.py): each suspect's nodes paired with known-good nodes and the
+suspect links measured again, in rounds of disjoint pairs beside control pairs, until each
+suspect is a bad node (NET105), a bad link (NET104) or noise; decide (verdict.py). Never more
+than ``pairing.budget`` rounds (2k log2 n + 2 for k suspects among n nodes)."""
 
 from __future__ import annotations
 
@@ -11,25 +12,25 @@ from dataclasses import dataclass
 from validator.documents import NetCheckDoc
 from validator.facts.network import chosen
 from validator.model import Facts, Finding
-from validator.netcheck.ring import Node, Plans, Results, alone, controls, merge, plan
+from validator.netcheck.pairing import Pairing, budget
+from validator.netcheck.ring import Node, Plans, Results, plan
 from validator.netcheck.verdict import (
-    CONFIRM,
-    CONTROLS,
-    Link,
     by_label,
+    link_finding,
+    measured,
+    medians,
+    node_finding,
     reach_findings,
-    slow_findings,
     summary_doc,
     suspects,
 )
 
 Round = Callable[[Plans], Awaitable[Results]]  # run these probes on their nodes, return the rows
-ALONE_ROUNDS = 24  # rounds per confirmation: up to this many suspects, each is measured alone
 
 
 @dataclass
 class Outcome:
-    doc: NetCheckDoc  # counts, figures, suspects (the scan's JSON)
+    doc: NetCheckDoc  # counts, figures, suspects, rounds (the scan's JSON)
     findings: list[Finding]
 
     @property
@@ -38,37 +39,37 @@ class Outcome:
 
 
 async def run(nodes: list[Node], probe_round: Round) -> Outcome:
-    """Probe along the rings; measure each suspect link alone, CONFIRM times (while it stays
-    slow), and CONTROLS links that were not suspect alone beside them; decide."""
+    """Probe along the rings; isolate the suspects in rounds of disjoint pairs (each round's
+    pairs at once, bounded by the caller's round); decide."""
     plans = plan(nodes)
     first = await probe_round(plans)
-    confirms: list[Results] = []
-    redo = suspected = suspects(first)
-    for _ in range(CONFIRM if redo else 0):
-        again: Results = {}
-        for batch in confirmation(plans, suspected, redo):
-            merge(again, await probe_round(batch))
-        confirms.append(again)
-        redo = suspects(first, again)
-        if not redo:
-            break
     named = by_label(nodes)
-    findings = reach_findings(named, plans, first) + slow_findings(named, first, *confirms)
-    confirmed = len(redo) if len(confirms) == CONFIRM else 0
-    return Outcome(summary_doc(first, len(nodes), len(suspected), confirmed, findings), findings)
+    found = suspects(first)
+    pairing = Pairing.start(named, first, medians(list(measured(first).values())), found)
+    cap = budget(len(nodes), len(found))
+    while batch := pairing.next_phase():
+        if 1 + pairing.rounds + len(batch) > cap:
+            break  # out of rounds: what is not confirmed yet is not named
+        for rnd in batch:
+            pairing.record(rnd, await probe_round(rnd.plans(named)))
+    findings = reach_findings(named, plans, first) + speed_findings(named, pairing)
+    confirmed = len(pairing.bad_links()) + len(pairing.explained())
+    return Outcome(summary_doc(first, len(nodes), len(found), confirmed, findings, 1 + pairing.rounds), findings)
 
 
-def confirmation(plans: Plans, suspected: set[Link], redo: set[Link]) -> list[Plans]:
-    """The rounds of one confirmation: each link of ``redo`` and CONTROLS links that were not
-    suspect, each alone; beyond ALONE_ROUNDS suspects, ALONE_ROUNDS rounds of links that share
-    no node, one control in each (the controls share the suspects' conditions, whichever)."""
-    few = len(redo) <= ALONE_ROUNDS
-    ctl = controls(plans, suspected, CONTROLS if few else ALONE_ROUNDS)
-    order = sorted(redo)
-    step = -(-len(order) // max(1, len(ctl)))
-    for i, link in enumerate(ctl):  # spread: the packing fills rounds in this order
-        order.insert(i * (step + 1), link)
-    return alone(plans, order, len(order) if few else ALONE_ROUNDS)
+def speed_findings(nodes: dict[str, Node], pairing: Pairing) -> list[Finding]:
+    """NET105 for each node slow with all its known-good partners, NET104 for each link slow
+    every time whose nodes are both fine with theirs."""
+    out = []
+    for n in pairing.bad_nodes():
+        pairs = [(nodes[p].host, why) for p, why, _ in pairing.tries[n]]
+        ring = [(nodes[b if a == n else a].host, why) for (a, b), why in pairing.suspects.items() if n in (a, b)]
+        out.append(node_finding(nodes[n], pairs, ring))
+    for a, b in pairing.bad_links():
+        whys = [pairing.suspects[(a, b)], *(why for why, _ in pairing.relinks[(a, b)])]
+        partners = [nodes[p].host for end in (a, b) for p, why, _ in pairing.tries.get(end, []) if not why]
+        out.append(link_finding(nodes[a], nodes[b], whys, partners))
+    return out
 
 
 def nodes(facts: list[Facts], nccl: bool, labels: list[str] | None = None) -> list[Node]:

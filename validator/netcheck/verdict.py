@@ -16,15 +16,14 @@ parts). A link is *suspect* when
   healthy link here retransmits 0-1 of ~2,900; one drop in a hundred frames already cuts a TCP
   stream's rate several times), or its transfer broke off.
 
-A first round measures every link at once, so on a busy node links compete with each other
-(and with whatever else runs there): that round only proposes. Each suspect is then measured
-again *alone* (rounds.py: one link at a time, nothing else of the check running) CONFIRM times
-(stopping at the first pass), beside CONTROLS links that were not suspect, measured alone the same
-way; each confirmation compares with the first round's medians or the slowest control, whichever is
-more lenient (``reference``). Only a link slow in all of them is *slow*. A node all of whose
-measured links are slow (at least two, with two peers, or three of four) is named as the node
-(NET105); the other slow links are named as pairs (NET104). Below MIN_LINKS measured links
-there is no median to compare with.
+The rings' round measures every link at once, so on a busy node links compete with each other
+(and with whatever else runs there): that round only proposes. pairing.py then pairs each
+suspect's nodes with known-good nodes and measures the suspect links again, in rounds of disjoint
+pairs beside control pairs of two known-good nodes; each of those measurements is compared with
+the rings' medians or the slowest control of its own round, whichever is more lenient
+(``reference``). A node slow with CONFIRM known-good partners is named as the node (NET105); a
+link slow again CONFIRM times while both its nodes are fine with theirs as the pair (NET104).
+Below MIN_LINKS measured links there is no median to compare with.
 """
 
 from __future__ import annotations
@@ -44,8 +43,8 @@ RTT_FLOOR_MS = 1.0  # ... and at least this much more latency
 RATE_FLOOR_MBPS = 5000.0  # ... or a rate below this (and below median / FACTOR)
 LOSS_RATIO = 0.01  # segments lost (retransmitted out, or out of order back) / segments
 LOSS_FLOOR = 10  # ... and at least this many segments retransmitted
-CONFIRM = 2  # alone measurements a suspect must fail too before it is named
-CONTROLS = 3  # links that were not suspect, measured alone in each confirmation too (``reference``)
+CONFIRM = 2  # known-good partners a node must be slow with, or measurements again a link must fail
+CONTROLS = 3  # pairs of two known-good nodes measured beside each round's pairs (``reference``)
 MIN_LINKS = 3
 Link = tuple[str, str]  # (prober label, destination label)
 
@@ -78,24 +77,33 @@ def mbps(x: float) -> str:
 
 def why_slow(row: dict[str, Any], med: dict[str, float]) -> list[str]:
     """What makes this link suspect against the medians (empty: nothing)."""
+    return [text for _, text in _slow(row, med)]
+
+
+def symptoms(row: dict[str, Any], med: dict[str, float]) -> set[str]:
+    """Which measures are slow: latency, out, back (the rates), loss (a broken transfer too)."""
+    return {kind for kind, _ in _slow(row, med)}
+
+
+def _slow(row: dict[str, Any], med: dict[str, float]) -> list[tuple[str, str]]:
     if row.get("lost"):
-        return [f"the transfer broke off ({row.get('error')})"]
+        return [("loss", f"the transfer broke off ({row.get('error')})")]
     out = []
     rtt = row.get("rtt_ms")
     if isinstance(rtt, (int, float)) and rtt >= FACTOR * med["rtt_ms"] and rtt - med["rtt_ms"] >= RTT_FLOOR_MS:
-        out.append(f"latency {rtt:.2f} ms (median {med['rtt_ms']:.2f} ms)")
+        out.append(("latency", f"latency {rtt:.2f} ms (median {med['rtt_ms']:.2f} ms)"))
     for key, way in (("up_mbps", "out"), ("down_mbps", "back")):
         rate = row.get(key)
         if not isinstance(rate, (int, float)) or not med[key]:
             continue
         if rate * FACTOR <= med[key] and rate < RATE_FLOOR_MBPS:
-            out.append(f"{way} {mbps(rate)} Mbit/s (median {mbps(med[key])} Mbit/s)")
+            out.append((way, f"{way} {mbps(rate)} Mbit/s (median {mbps(med[key])} Mbit/s)"))
     lost = loss(row)
     if lost >= LOSS_RATIO and lost >= FACTOR * med["loss"]:
         for key, what in (("retrans", "retransmitted out"), ("reorder", "out of order back")):
             ratio, count = _ratio(row, key)
             if ratio >= LOSS_RATIO and count >= LOSS_FLOOR:
-                out.append(f"{ratio:.1%} of segments {what} (median {med['loss']:.1%})")
+                out.append(("loss", f"{ratio:.1%} of segments {what} (median {med['loss']:.1%})"))
     return out
 
 
@@ -105,28 +113,21 @@ def measured(results: Results) -> dict[Link, dict[str, Any]]:
     }
 
 
-def suspects(results: Results, again: Results | None = None) -> set[Link]:
-    """The links of ``results`` (the first round) slow against its medians; with ``again`` (a
-    confirmation), those of them slow there too, against ``reference``."""
+def suspects(results: Results) -> dict[Link, list[str]]:
+    """The links of ``results`` (the rings' round) slow against its medians, with why."""
     links = measured(results)
     if len(links) < MIN_LINKS:
-        return set()
+        return {}
     med = medians(list(links.values()))
-    first = {link for link, r in links.items() if why_slow(r, med)}
-    if again is None:
-        return first
-    redo = measured(again)
-    ref = reference(med, first, redo)
-    return {link for link, r in redo.items() if link in first and why_slow(r, ref)}
+    return {link: why for link, r in links.items() if (why := why_slow(r, med))}
 
 
-def reference(med: dict[str, float], first: set[Link], redo: dict[Link, dict[str, Any]]) -> dict[str, float]:
-    """What a confirmation compares with: the first round's medians or the slowest of the control
-    links measured beside the suspects in it (links that were not suspect), whichever is more
-    lenient. The first round's figures were measured under its own contention (and the high
-    percentile of a contended transfer can be a burst); the controls under the suspects' own
-    conditions, so a suspect is confirmed only when it is FACTOR times worse than each of them."""
-    controls = [r for link, r in redo.items() if link not in first]
+def reference(med: dict[str, float], controls: list[dict[str, Any]]) -> dict[str, float]:
+    """What a later round's pairs are compared with: the rings' medians or the slowest of the
+    control pairs measured beside them in that round, whichever is more lenient. The rings were
+    measured under their own contention (and the high percentile of a contended transfer can be a
+    burst); the controls under the pairs' own conditions, so a pair is slow only when it is FACTOR
+    times worse than each of them."""
     if not controls:
         return med
 
@@ -138,49 +139,27 @@ def reference(med: dict[str, float], first: set[Link], redo: dict[Link, dict[str
             "loss": max([med["loss"], *map(loss, controls)])}  # fmt: skip
 
 
-def slow_findings(nodes: dict[str, Node], first: Results, *again: Results) -> list[Finding]:
-    """NET104/105 for the links suspect in ``first`` and slow in every confirmation ``again``
-    (none given: nothing is confirmed, nothing named)."""
-    links = measured(first)
-    if len(links) < MIN_LINKS or not again:
-        return []
-    med = medians(list(links.values()))
-    proposed = {link for link, r in links.items() if why_slow(r, med)}
-    redo = [(m, reference(med, proposed, m)) for m in map(measured, again)]
-    last, ref = redo[-1]
-    slow = {
-        link: why
-        for link in last
-        if link in proposed and (why := why_slow(last[link], ref))
-        and all(link in m and why_slow(m[link], r) for m, r in redo)
-    }  # fmt: skip
-    peers: dict[str, set[str]] = {}
-    bad: dict[str, set[str]] = {}
-    for a, b in links:
-        peers.setdefault(a, set()).add(b)
-        peers.setdefault(b, set()).add(a)
-    for a, b in slow:
-        bad.setdefault(a, set()).add(b)
-        bad.setdefault(b, set()).add(a)
-    named = {n for n, p in bad.items() if len(p) >= 2 and 4 * len(p) >= 3 * len(peers[n])}
-    out = []
-    for n in sorted(named, key=list(nodes).index):
-        whys = [f"{nodes[p].host}: {'; '.join(slow.get((n, p)) or slow[(p, n)])}" for p in sorted(bad[n])]
-        out.append(codes.slow_node.finding(
-            f"{nodes[n].host} ({nodes[n].where()}): all {len(bad[n])} of its measured links are slow, "
-            f"{_confirmed(len(again))}: "
-            + " | ".join(whys),
-            hosts=[nodes[n].host], expected=f"within {FACTOR:g}x of the median link", actual=f"{len(bad[n])} slow links",
-            verify="validator scan NODES --net-check   # or preflight --net-check: no NET105"))  # fmt: skip
-    for (a, b), why in slow.items():
-        if a in named or b in named:
-            continue
-        pair = f"{nodes[a].host} ({nodes[a].where()}) <-> {nodes[b].host} ({nodes[b].where()})"
-        out.append(codes.slow_link.finding(
-            f"{pair}: {'; '.join(why)}, {_confirmed(len(again))}; the other links of both nodes are fine",
-            hosts=[nodes[a].host, nodes[b].host], expected=f"within {FACTOR:g}x of the median link",
-            actual="; ".join(why), verify="validator scan A,B,C --net-check   # no NET104 for the pair"))  # fmt: skip
-    return out
+def node_finding(node: Node, pairs: list[tuple[str, list[str]]], ring: list[tuple[str, list[str]]]) -> Finding:
+    """NET105: ``node`` is slow with each known-good partner (host, why), and these ring links were suspect."""
+    with_good = " | ".join(f"with {host}: {'; '.join(why)}" for host, why in pairs)
+    on_ring = " | ".join(f"{host}: {'; '.join(why)}" for host, why in ring)
+    return codes.slow_node.finding(
+        f"{node.host} ({node.where()}): slow with each of the {len(pairs)} known-good nodes it was paired with "
+        f"(beside control pairs): {with_good}; its suspect ring links: {on_ring}",
+        hosts=[node.host], expected=f"within {FACTOR:g}x of the median link with known-good peers",
+        actual=f"slow with {len(pairs)} of {len(pairs)} known-good peers",
+        verify="validator scan NODES --net-check   # or preflight --net-check: no NET105")  # fmt: skip
+
+
+def link_finding(a: Node, b: Node, whys: list[list[str]], partners: list[str]) -> Finding:
+    """NET104: the link a <-> b was slow every time (the rings' round first), while both nodes
+    were fine with known-good ``partners``."""
+    pair = f"{a.host} ({a.where()}) <-> {b.host} ({b.where()})"
+    return codes.slow_link.finding(
+        f"{pair}: {'; '.join(whys[0])}; slow again {len(whys) - 1} of {len(whys) - 1} times beside control pairs"
+        f" ({'; '.join(whys[-1])}); both nodes are fine with known-good nodes ({', '.join(partners)})",
+        hosts=[a.host, b.host], expected=f"within {FACTOR:g}x of the median link", actual="; ".join(whys[0]),
+        verify="validator scan A,B,C --net-check   # no NET104 for the pair")  # fmt: skip
 
 
 def reach_findings(nodes: dict[str, Node], plans: Plans, results: Results) -> list[Finding]:
@@ -224,10 +203,6 @@ def reach_findings(nodes: dict[str, Node], plans: Plans, results: Results) -> li
     return out
 
 
-def _confirmed(times: int) -> str:
-    return "then alone " + ("once" if times == 1 else "twice" if times == 2 else f"{times} times")
-
-
 def spread(values: list[float]) -> SpreadDoc | None:
     """Median, 10th and 90th percentile (nearest rank), lowest and highest; None when empty."""
     if not values:
@@ -240,9 +215,11 @@ def spread(values: list[float]) -> SpreadDoc | None:
     return {"median": round(statistics.median(v), 3), "p10": at(0.1), "p90": at(0.9), "min": v[0], "max": v[-1]}
 
 
-def summary_doc(first: Results, nodes: int, suspected: int, confirmed: int, findings: list[Finding]) -> NetCheckDoc:
-    """What the scan's JSON carries: counts, the first round's figures (median and spread) and
-    how many suspects were measured alone and confirmed."""
+def summary_doc(
+    first: Results, nodes: int, suspected: int, confirmed: int, findings: list[Finding], rounds: int = 1
+) -> NetCheckDoc:
+    """What the scan's JSON carries: counts, the first round's figures (median and spread), how
+    many suspects there were and were confirmed, and the rounds run."""
     made, links = rows(first), measured(first)
     values = list(links.values())
     figures = {k: [float(r[k]) for r in values if isinstance(r.get(k), (int, float))] for k in ("rtt_ms", "up_mbps", "down_mbps")}  # fmt: skip
@@ -256,6 +233,7 @@ def summary_doc(first: Results, nodes: int, suspected: int, confirmed: int, find
         "down_mbps": spread(figures["down_mbps"]),
         "suspects": suspected,
         "confirmed": confirmed,
+        "rounds": rounds,
         "line": "",
     }
     doc["line"] = line(doc, findings)
@@ -280,7 +258,9 @@ def line(doc: NetCheckDoc, findings: list[Finding]) -> str:
     rtt, up, down = doc["rtt_ms"], doc["up_mbps"], doc["down_mbps"]
     if rtt and up and down:
         text += f"; median {rtt['median']:.2f} ms, {mbps(up['median'])}/{mbps(down['median'])} Mbit/s" + (
-            f"; {doc['suspects']} re-measured alone, {doc['confirmed']} confirmed" if doc["suspects"] else ""
+            f"; {doc['suspects']} suspect, {doc['confirmed']} confirmed in {doc['rounds'] - 1} more rounds"
+            if doc["suspects"]
+            else ""
         )
     return text
 

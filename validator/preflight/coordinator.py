@@ -334,10 +334,11 @@ class Coordinator:
         ranked = sorted(self.arrivals.values(), key=rank_order)
         return ranked, list({a.facts["host"]: a for a in reversed(ranked)}.values())[::-1]
 
-    async def check_nodes(self, order: Callable[[Facts], Any]) -> Any:
+    async def check_nodes(self, order: Callable[[Facts], Any], baselines: Any = None) -> Any:
         """--probes over the arrivals (validator/probes/): the compute and memory probes on one
         participant per host, every host at once, then the suspects again beside controls
-        (probes/rounds.py); returns a ``rounds.Outcome``. Our own node's probe runs here."""
+        (probes/rounds.py), against the peers and the profile's ``baselines`` for the host's
+        hardware; returns a ``rounds.Probed``. Our own node's probe runs here."""
         from validator.probes import rounds
         from validator.probes.local import TIMEOUT_S
         from validator.probes.local import run as run_probe
@@ -372,7 +373,8 @@ class Coordinator:
                     conn.state = "registered"
             return {h: a if isinstance(a, dict) else str(a)[:300] for h, a in answers.items()}
 
-        return await rounds.run(list(by_host), probe_round)
+        hardware = {h: hw for h, a in by_host.items() if (hw := rounds.gpu_model(a.facts))}
+        return await rounds.run(list(by_host), probe_round, baselines=baselines, hardware=hardware)
 
     async def net_round(self, plans: dict[str, list[dict[str, Any]]], who: dict[str, Arrival]) -> dict[str, Any]:
         """Hand out the targets (label -> targets; ``who``: label -> arrival), probe our own, collect

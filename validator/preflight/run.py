@@ -80,7 +80,7 @@ def coordinate(
             notes.append(outcome.line)
         out: list[str] = []  # --probes: the slow nodes, to take out
         if opts.probes and gathered.complete and not c.early:
-            probed = await c.check_nodes(key(p))
+            probed = await c.check_nodes(key(p), profile.baselines if profile else None)
             net += probed.findings
             notes.append(probed.doc["line"])
             out = [r["host"] for r in probed.doc["nodes"] if r["named"]]

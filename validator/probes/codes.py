@@ -17,7 +17,10 @@ slow_compute = code(
     over and over, five windows of 0.25 s; its figure is the second-fastest window's rate. A node
     whose figure is under the peers' median by a factor of 1.5 and by a gap of five times the
     peers' spread (MAD) and an absolute floor is a suspect; it is measured again alone, twice,
-    beside control nodes measured alone too, and named only when it is slow every time.
+    beside control nodes measured alone too, and named only when it is slow every time. With a
+    profile whose baselines have the node's hardware (`validator baseline record`), the node is
+    also held to the baseline by the same factor and gap, however few nodes are scanned; the
+    finding says which named it, the baseline or the peers.
 
     A synchronous job runs every step at the pace of its slowest rank: one GPU held at a low clock
     (power or thermal throttling, a PCIe or NVLink fault) or one node with a CPU quota, a runaway
@@ -36,7 +39,8 @@ slow_memory = code(
     within each device's memory and from host to device), five windows of 0.25 s; its figure is
     the second-fastest window's bytes per second. A node under the peers' median by a factor of
     1.5, by five times the peers' spread (MAD) and by an absolute floor is measured again alone,
-    twice, beside control nodes, and named only when it is slow every time.
+    twice, beside control nodes, and named only when it is slow every time; so is a node under the
+    profile's baseline for its hardware (`validator baseline record`), even alone.
 
     Data loading, optimizer steps on the CPU and every host-to-device copy run at memory speed;
     a node with a DIMM missing or failed, memory in the wrong slots, or a CPU held back is slow

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import platform
 import sys
 import time
 from collections.abc import Callable
@@ -28,6 +29,18 @@ PY_SIZE = 40  # pure Python: 2 * 40^3 = 128,000 floating-point operations per mu
 TORCH_SIZE = 512  # torch on the CPU
 CUDA_SIZE = 4096  # torch on a GPU
 NODE = os.environ.get("SLURMD_NODENAME", "")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), the node's hardware type where it has no GPU."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("model name", "cpu model")):
+                    return line.split(":", 1)[1].strip()[:100]
+    except OSError:
+        pass
+    return platform.machine()
 
 
 def timed(
@@ -115,7 +128,10 @@ def main(args: list[str]) -> int:
     except Exception as e:  # noqa: BLE001 - a failing device is the answer, not a traceback
         print(json.dumps({"probe": "compute", "error": f"{type(e).__name__}: {e}"[:300], "node": NODE}))
         return 0
-    print(json.dumps({"probe": "compute", "unit": "GFLOP/s", "devices": devices, "node": NODE}), flush=True)
+    print(
+        json.dumps({"probe": "compute", "cpu": cpu_model(), "unit": "GFLOP/s", "devices": devices, "node": NODE}),
+        flush=True,
+    )
     return 0
 
 

@@ -7,6 +7,11 @@ identical nodes must not make a node 1% off a suspect). Below MIN_NODES there is
 compare with. A suspect is *confirmed* by a measurement alone when it is still FACTOR times under
 ``reference``: the first round's median or the slowest control node measured alone beside it,
 whichever is more lenient, and by the floor.
+
+A baseline (the median and MAD a known-good set of this hardware measured, `validator baseline
+record`) is held to the same test, node by node: a node under it by FACTOR and by the larger of
+MAD_K times its spread and the floor is a suspect however few nodes there are, and is confirmed
+alone as against the peers' median (``confirmed`` with the baseline's median).
 """
 
 from __future__ import annotations
@@ -43,15 +48,31 @@ def slow(value: float, reference: float, gap: float) -> bool:
     return value * FACTOR <= reference and reference - value >= gap
 
 
+def below(value: float, median: float, mad: float, key: str) -> bool:
+    """Under ``median`` by FACTOR and by the larger of MAD_K spreads and the floor."""
+    return slow(value, median, max(MAD_K * MAD_SCALE * mad, floor(key)))
+
+
 def suspects(figures: dict[str, float], key: str) -> tuple[float, float, set[str]]:
-    """(median, MAD, the nodes under it by FACTOR and the gap) over one figure of the nodes."""
+    """(median, MAD, the nodes under it by FACTOR and the gap) over one figure of the nodes. Each
+    node is held to its peers' median and spread without itself: among 4 nodes, a slow one's own
+    distance is one of the 4 deviations the MAD is taken over, and can lift the gap past itself."""
     if not figures:
         return 0.0, 0.0, set()
-    med, mad = spread(list(figures.values()))
+    values = list(figures.values())
+    med, mad = spread(values)
     if len(figures) < MIN_NODES:
         return med, mad, set()
-    gap = max(MAD_K * MAD_SCALE * mad, floor(key))
-    return med, mad, {h for h, v in figures.items() if slow(v, med, gap)}
+    ordered = sorted(values)
+    top = ordered[min(len(ordered) - 1, len(ordered) // 2 + 1)]  # the others' median never exceeds it
+    out = set()
+    for h, v in figures.items():
+        if v * FACTOR <= top:
+            rest = values.copy()
+            rest.remove(v)
+            if below(v, *spread(rest), key):
+                out.add(h)
+    return med, mad, out
 
 
 def reference(median: float, controls: list[float]) -> float:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import platform
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +25,18 @@ SAMPLES = 5
 WINDOW_S = 0.25
 MIB = 64  # per buffer: larger than any last-level cache of a single socket
 NODE = os.environ.get("SLURMD_NODENAME", "")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), the node's hardware type where it has no GPU."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("model name", "cpu model")):
+                    return line.split(":", 1)[1].strip()[:100]
+    except OSError:
+        pass
+    return platform.machine()
 
 
 def timed(
@@ -105,7 +118,9 @@ def main(args: list[str]) -> int:
     except Exception as e:  # noqa: BLE001 - MemoryError, a failing device: the answer, not a traceback
         print(json.dumps({"probe": "memory", "error": f"{type(e).__name__}: {e}"[:300], "node": NODE}))
         return 0
-    print(json.dumps({"probe": "memory", "unit": "GB/s", "devices": rows, "node": NODE}), flush=True)
+    print(
+        json.dumps({"probe": "memory", "cpu": cpu_model(), "unit": "GB/s", "devices": rows, "node": NODE}), flush=True
+    )
     return 0
 
 

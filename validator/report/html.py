@@ -176,10 +176,14 @@ def _probes_html(doc: ProbesDoc) -> str:
     rows = "".join(
         f"<tr><td class=hosts>{_e(r['host'])}</td>"
         + "".join(f"<td>{_e(r[kind].get(key, '-'))}</td>" for kind, key, _, _ in keys)  # type: ignore[literal-required]
-        + f"<td>{_e(', '.join(r['named']) or 'ok')}</td></tr>"
+        + f"<td>{_e(', '.join(k + ' (' + ' and '.join(r['against'].get(k, [])) + ')' for k in r['named']) or 'ok')}</td></tr>"
         for r in doc["nodes"]
     )
-    return f"<h2>Probes</h2><table><tr><th>node</th>{head}<th>slow</th></tr>{rows}</table>"
+    base = "".join(f"<li>{_e(b['hardware'])}: {_e(b['kind'])} {_e(b['key'])} median {_e(b['median'])} {_e(b['unit'])} "
+                   f"(MAD {_e(b['mad'])}, n={_e(b['n'])}, {_e(b['date'])}), {_e(b['nodes'])} held to it</li>"
+                   for b in doc["baseline"])  # fmt: skip
+    base = f"<p>Baseline (the profile's, by hardware type):</p><ul>{base}</ul>" if base else ""
+    return f"<h2>Probes</h2><table><tr><th>node</th>{head}<th>slow (named by)</th></tr>{rows}</table>{base}"
 
 
 def render_html(report: Report, options: RenderOptions) -> str:

@@ -6,7 +6,8 @@ coordinator that waited the same last call before its verdict made the job pay i
 coordinator decides once MIN nodes are present and arrivals pause for SETTLE_S, and the nodes pass
 and exec torchrun, which opens its own last call. The job's port is then torchrun's store, so a node
 that comes later meets, one port up (``Plan.door``), this door: a detached process started as the
-coordinator execs the job, serving for the last call plus MARGIN_S. It checks each late node with
+coordinator execs the job, serving for the last call plus MARGIN_S (less if the job ends first:
+it holds the job's stderr, which a pipeline may be reading). It checks each late node with
 the same checks against the nodes that started (their facts, as the pass saw them) and the late
 nodes before it, and gives it the same two-phase verdict: a pass lets it exec torchrun, which then
 joins the last call; a failure keeps it out (it exits 1), and the job goes on without it.
@@ -18,6 +19,7 @@ but listens only here: until then a participant trying it is refused at once, no
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -65,9 +67,10 @@ class Door:
             if not self.admitted or len(self.admitted) >= p.expected:
                 return
             window = p.last_call + MARGIN_S
-            state = {"opts": opts._asdict(), "plan": p._asdict(), "admitted": self.admitted, "window": window}
+            state = {"opts": opts._asdict(), "plan": p._asdict(), "admitted": self.admitted, "window": window,
+                     "job": os.getpid()}  # fmt: skip
             proc = subprocess.Popen([sys.executable, "-m", "validator.preflight.door", str(sock.fileno())],
-                                    stdin=subprocess.PIPE, pass_fds=(sock.fileno(),))  # fmt: skip
+                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=(sock.fileno(),))  # fmt: skip
             proc.communicate(json.dumps(state).encode(), timeout=30)  # it forks and returns at once
             sys.stderr.write(f"validator: {len(self.admitted)} of {p.minimum}-{p.expected} nodes start now; a node "
                              f"that comes within {window:.0f} s is checked against them on port {p.door} and joins "
@@ -88,6 +91,30 @@ def listening(port: int) -> bool:
         return True
     sock.close()
     return False
+
+
+def running(pid: int) -> bool:
+    """Whether the job (this pid, which the coordinator exec'd into) still runs: a zombie does not.
+    The door ends with it, so a pipeline reading the job's stderr is not held open by the door."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
+
+
+async def guarded(work: Any, pid: int) -> None:
+    """Run the door's rounds while the job runs (polled every 0.5 s, bounded by the window)."""
+    import asyncio
+
+    task = asyncio.ensure_future(work)
+    while not task.done():
+        await asyncio.wait([task], timeout=0.5)
+        if not task.done() and not running(pid):
+            task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def state_from(doc: dict[str, Any]) -> tuple[Options, Plan, list[Facts], float]:
@@ -170,7 +197,7 @@ def main(argv: list[str]) -> int:
         os._exit(0)
     opts, p, admitted, window = state_from(state)
     try:
-        asyncio.run(serve(sock, opts, p, admitted, window))
+        asyncio.run(guarded(serve(sock, opts, p, admitted, window), int(state["job"])))
     except Exception as e:  # noqa: BLE001 - a detached process: one line, never a traceback
         sys.stderr.write(f"validator: the door for late nodes stopped: {type(e).__name__}: {e}\n")
     finally:

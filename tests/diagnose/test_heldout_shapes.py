@@ -98,3 +98,22 @@ def test_ncclsystemerrors_words_without_nccl_before_them(tmp_path: Path) -> None
         primary(tmp_path, "RuntimeError: Runtime error: unhandled system error at wdl.py:31\n")[0]
         == "nccl_system_error"
     )
+
+
+def test_mpiruns_first_process_to_fail_is_named_at_low_confidence(tmp_path: Path) -> None:
+    """Open MPI's errmgr help text names the process (job, vpid = rank) and its exit code."""
+    text = (
+        "--------------------------------------------------------------------------\n"
+        "mpirun detected that one or more processes exited with non-zero status, thus causing\n"
+        "the job to be terminated. The first process to do so was:\n"
+        "\n"
+        "  Process name: [[12167,1],10]\n"
+        "  Exit code:    3\n"
+        "--------------------------------------------------------------------------\n"
+    )
+    log = tmp_path / "case.log"
+    log.write_text(text)
+    _report, d = diagnose_paths([str(log)])
+    assert d.primary is not None and d.vocab_class == "child_failed_other"
+    assert (d.primary.culprits, d.primary.confidence) == ([10], "low")
+    assert "exited with code 3" in d.primary.summary

@@ -45,7 +45,8 @@ ANCHORS: tuple[bytes, ...] = (
     b".cc:",  # NCCL INFO "bootstrap.cc:270 -> 2": a failed call's result trail (not " -> ": init's Channel lines)
     b"from peer",  # a net plugin's completion error quoted without NCCL's WARN ("NET/IBP:Got completion from peer")
     b"Failures:",  # torchrun's summary in an excerpt cut below ChildFailedError ("train.py FAILED" / "Failures:")
-    b"timed out after",  # c10d socket.cpp "The client socket has timed out after 600s while trying to connect to"
+    b"timed out after",
+    b"first process to do so",  # mpirun: "...exited with non-zero status... The first process to do so was:"  # c10d socket.cpp "The client socket has timed out after 600s while trying to connect to"
 )
 
 

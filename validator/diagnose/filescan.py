@@ -29,6 +29,8 @@ _MSG_RANK = re.compile(rb"Rank \d+\]")
 _TEE = re.compile(
     rb"^\[(?:(?!rank\d)([A-Za-z_][A-Za-z_\-]*?)(\d+)(?:\|\d+)?|([A-Za-z][\w.\-]{0,62}):(\d{1,4}))\]:", re.M
 )
+_MPI_PROC = re.compile(r"Process name:\s*\[\[\d+,\d+\],(?P<rank>\d+)\]")
+_MPI_EXIT = re.compile(r"Exit code:\s*(?P<exit>-?\d+)")
 _INIT = re.compile(
     r"comm \S+ rank (?P<rank>\d+) nranks (?P<n>\d+) cudaDev (?P<dev>\d+)(?: nvmlDev \d+)? busId (?P<bus>\w+)"
 )
@@ -142,6 +144,19 @@ def _handle(st: _State, hit: Anchored) -> bool:
         return _summary(st, hit, stream, line)
     if text.strip() == "Failures:" and _entry_follows(hit, stream):  # the summary, cut above its header
         return _summary(st, hit, stream, line)
+    if text.rstrip().endswith("The first process to do so was:"):  # mpirun: "Process name: [[J,V],R]", "Exit code: N"
+        follow, more = hit.following(6)
+        after = [t.text for t in (parse_line(f.decode("utf-8", "replace"), st.year) for f in follow)]
+        if len(after) < 2 and more and hit.defer():
+            return False
+        proc = next((m for t in after if (m := _MPI_PROC.search(t))), None)
+        code = next((m for t in after if (m := _MPI_EXIT.search(t))), None)
+        if proc is not None:
+            rank, exit_code = proc["rank"], code["exit"] if code else "1"
+            data = {"reporter": rank, "exit": exit_code, "launcher": "mpirun"}
+            what = f"mpirun: the first process to exit non-zero was rank {rank} (exit code {exit_code})"
+            st.add(_event(st, "agent.child_failed", Role.SUMMARY, data, what, hit.line, line))
+        return True
     if text.rstrip().endswith("Last error:"):
         follow, more = hit.following(8)
         nxt = [

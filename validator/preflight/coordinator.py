@@ -41,6 +41,7 @@ WAIT_LINE_S = 10.0  # how often the coordinator says what it is waiting for
 CONFIRM_S = 10.0  # a proposed pass: every participant confirms within this long (a node leader's ranks in 3 s)
 LINGER_S = 10.0  # a failure: late arrivals get it this long after the decision, at most
 GO = wire.encode({"type": "go"})
+CLOSED = object()  # Coordinator.ask: the participant's connection had closed
 
 
 LIVE = ("registered", "probing", "resolving", "proposed", "ready")  # a participant's connection, still open
@@ -344,34 +345,20 @@ class Coordinator:
         from validator.probes.local import run as run_probe
 
         by_host = {a.facts["host"]: a for a in self.per_host(order)[1]}
-        loop = asyncio.get_running_loop()
 
         async def probe_round(kind: rounds.Kind, hosts: list[str]) -> rounds.Answers:
-            waiting: dict[str, asyncio.Future[Any]] = {}
+            asked = {h: {"type": "nodeprobe", "kind": kind} for h in hosts}
+            got = await self.ask(by_host, asked, lambda _msg: run_probe(kind), TIMEOUT_S + NET_ROUND_S)
             answers: rounds.Answers = {}
-            own = None
-            for host in hosts:
-                conn = by_host[host].conn
-                if conn is None:
-                    own = host
-                elif conn.state == "registered":
-                    conn.results = waiting[host] = loop.create_future()
-                    conn.state = "probing"
-                    conn.tell(wire.encode({"type": "nodeprobe", "kind": kind}))
-                else:
+            for host, msg in got.items():
+                if msg is CLOSED:
                     answers[host] = "the participant's connection closed before the probes"
-            if own is not None:
-                answers[own] = await asyncio.to_thread(run_probe, kind)  # a child process: the loop keeps serving
-            if waiting:
-                await asyncio.wait(list(waiting.values()), timeout=TIMEOUT_S + NET_ROUND_S)
-            for host, fut in waiting.items():
-                msg = fut.result() if fut.done() else None
-                got = msg.get("answer") if isinstance(msg, dict) and msg.get("type") == "nodeprobed" else None
-                answers[host] = got if isinstance(got, (dict, str)) else f"no {kind} probe answer"
-                conn = by_host[host].conn
-                if conn is not None and conn.state == "probing":
-                    conn.state = "registered"
-            return {h: a if isinstance(a, dict) else str(a)[:300] for h, a in answers.items()}
+                elif by_host[host].conn is None:  # ours: the probe's answer itself
+                    answers[host] = msg if isinstance(msg, dict) else str(msg)[:300]
+                else:
+                    a = msg.get("answer") if isinstance(msg, dict) and msg.get("type") == "nodeprobed" else None
+                    answers[host] = a if isinstance(a, dict) else str(a)[:300] if a else f"no {kind} probe answer"
+            return answers
 
         hardware = {h: hw for h, a in by_host.items() if (hw := rounds.gpu_model(a.facts))}
         return await rounds.run(list(by_host), probe_round, baselines=baselines, hardware=hardware)
@@ -381,32 +368,54 @@ class Coordinator:
         everyone's rows (bounded by NET_ROUND_S): label -> rows, or why there are none."""
         from validator.netcheck.probe import TIMEOUT_S, probe
 
+        asked = {label: {"type": "probe", "targets": targets} for label, targets in plans.items()}
+        got = await self.ask(who, asked, lambda msg: probe(msg["targets"], TIMEOUT_S), NET_ROUND_S)
+        results: dict[str, Any] = {}
+        for label, msg in got.items():
+            if msg is CLOSED:
+                results[label] = "the participant's connection closed before the net check"
+            elif msg is None:
+                results[label] = f"no probe results within {NET_ROUND_S:g} s"
+            else:  # ours: the rows themselves; a participant's: its frame, read as hostile
+                results[label] = msg if who[label].conn is None else rf.netcheck_rows(msg)
+        return results
+
+    async def ask(
+        self,
+        who: dict[str, Arrival],
+        requests: dict[str, dict[str, Any]],
+        ours: Callable[[dict[str, Any]], Any],
+        timeout: float,
+    ) -> dict[str, Any]:
+        """One request to each label's participant (``who``: label -> arrival), sealed like a verdict,
+        and its answer frame, within ``timeout``; our own is answered by ``ours`` in a thread (a probe
+        or a child process: the loop keeps serving). label -> the decoded answer (ours as ``ours``
+        returned it), CLOSED when the connection had closed, None when nothing came in time (a late
+        answer is dropped; the verdict still reaches it)."""
         loop = asyncio.get_running_loop()
         waiting: dict[str, asyncio.Future[Any]] = {}
-        results: dict[str, Any] = {}
-        own: tuple[str, list[dict[str, Any]]] | None = None
-        for label, targets in plans.items():
+        answers: dict[str, Any] = {}
+        own = None
+        for label, msg in requests.items():
             conn = who[label].conn
             if conn is None:
-                own = label, targets
+                own = label
             elif conn.state == "registered":
                 conn.results = waiting[label] = loop.create_future()
                 conn.state = "probing"
-                conn.tell(wire.encode({"type": "probe", "targets": targets}))
+                conn.tell(wire.encode(msg))
             else:
-                results[label] = "the participant's connection closed before the net check"
-        if own:
-            results[own[0]] = await asyncio.to_thread(probe, own[1], TIMEOUT_S)
+                answers[label] = CLOSED
+        if own is not None:
+            answers[own] = await asyncio.to_thread(ours, requests[own])
         if waiting:
-            await asyncio.wait(list(waiting.values()), timeout=NET_ROUND_S)
+            await asyncio.wait(list(waiting.values()), timeout=timeout)
         for label, fut in waiting.items():
-            results[label] = (
-                rf.netcheck_rows(fut.result()) if fut.done() else f"no probe results within {NET_ROUND_S:g} s"
-            )
+            answers[label] = fut.result() if fut.done() else None
             conn = who[label].conn
             if conn is not None and conn.state == "probing":
-                conn.state = "registered"  # late results are dropped; the verdict still reaches it
-        return results
+                conn.state = "registered"
+        return answers
 
     def decide(self, verdict: bytes, brief: bytes | None, named: Callable[[Facts], bool] | None) -> None:
         """What every participant gets from now on, late arrivals too (Connection.got_facts)."""

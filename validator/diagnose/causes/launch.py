@@ -131,6 +131,17 @@ def summaries(ev: Evidence) -> list[Cause]:
 _SIGNALS = {-9: "SIGKILL", -11: "SIGSEGV", -7: "SIGBUS", -6: "SIGABRT", -15: "SIGTERM", -2: "SIGINT"}
 
 
+def _worker(e: Event) -> tuple[str, list[int], str]:
+    """Who the launcher says failed: (words, culprits, why). mpirun names the process's rank (its
+    first report, in the order it learned of them: low confidence); torchrun's agent a local rank."""
+    if str(e.data.get("reporter", "")).isdigit():
+        rank = int(e.data["reporter"])
+        return f"rank {rank}", [rank], "mpirun reports this process first, in the order it learned of them"
+    if "local" in e.data:
+        return f"local rank {e.data['local']} (pid {e.data.get('pid')})", [], ""
+    return "a worker", [], ""
+
+
 def _agent_signal(ev: Evidence) -> list[Cause]:
     """Without a summary block: the agent's ``failed (exitcode: -9) local_rank: N`` line."""
     events = ev.events
@@ -139,14 +150,15 @@ def _agent_signal(ev: Evidence) -> list[Cause]:
         return []
     if all(int(e.data["exit"]) > 0 for e in seen):
         e = min(seen, key=lambda e: (e.time is None, e.time or 0.0))
-        worker = f"local rank {e.data['local']} (pid {e.data.get('pid')})" if "local" in e.data else "a worker"
+        worker, culprits, why = _worker(e)
         return [
             Cause(
                 code="DGN010",
                 summary=f"{worker} exited with code {e.data['exit']}; its own error is not in these lines",
-                culprits=[],
+                culprits=culprits,
                 confidence="low",
-                reason="the launcher reports the worker failed first; its global rank and its error are not in this log",
+                reason=why
+                or "the launcher reports the worker failed first; its global rank and its error are not in this log",
                 evidence=[quote(x) for x in seen[:3]],
                 time=e.time,
                 strength=S.EXIT_CODE_ONLY,
@@ -155,14 +167,14 @@ def _agent_signal(ev: Evidence) -> list[Cause]:
     e = min(seen, key=lambda e: (e.time is None, e.time or 0.0))
     sig = _SIGNALS.get(int(e.data["exit"]), f"signal {-int(e.data['exit'])}")
     hint = " (SIGKILL without an exception: often the OOM killer)" if sig == "SIGKILL" else ""
-    worker = f"local rank {e.data['local']} (pid {e.data.get('pid')})" if "local" in e.data else "a worker"
+    worker, culprits, why = _worker(e)
     return [
         Cause(
             code="DGN011",
             summary=f"{worker} was killed by {sig}{hint}",
-            culprits=[],
-            confidence="medium",
-            reason="the launcher reports the worker died from a signal; its global rank is not in this log",
+            culprits=culprits,
+            confidence="low" if culprits else "medium",
+            reason=why or "the launcher reports the worker died from a signal; its global rank is not in this log",
             evidence=[quote(e)],
             time=e.time,
             strength=S.AGENT_SIGNAL,

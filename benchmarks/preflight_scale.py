@@ -81,12 +81,31 @@ def template() -> dict[str, Any]:
                  "devices": [{"index": g, "uuid": f"GPU-{g:08x}-1111-2222-3333-444455556666", "name": "NVIDIA H100 80GB HBM3",
                               "pci_bus_id": f"0000:{0x18 + g:02x}:00.0", "memory_mib": 81559, "mig_uuids": []}
                              for g in range(8)]}  # fmt: skip
+    f["gpus"]["health"] = {"xid": [], "xid_source": "/dev/kmsg", "xid_error": None, "devices": [
+        {"index": g, "ecc_uncorrected_volatile": 0, "ecc_corrected_volatile": 0, "ecc_uncorrected_aggregate": 0,
+         "ecc_corrected_aggregate": 0, "retired_pending": None, "remap_pending": False, "remap_failure": False,
+         "clock_reasons": ["gpu_idle"], "pcie_gen": 5, "pcie_gen_max": 5, "pcie_width": 16, "pcie_width_max": 16}
+        for g in range(8)]}  # fmt: skip
     f["software"].update(torch="2.13.0+cu124", torch_cuda="12.4", nccl="2.21.5", nccl_path="nvidia-nccl wheel")
     f["system"].update(somaxconn=1 << 20, nofile_soft=1048576, nofile_hard=1048576, memlock_soft=-1, memlock_hard=-1)
     f["errors"] = {}  # a healthy cluster's nodes: the findings are then exactly the injected faults
     f["env"] = {f"NCCL_VAR_{k}": "1" for k in range(10)} | {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": "mlx5",
                "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "CUDA_DEVICE_MAX_CONNECTIONS": "1", "OMP_NUM_THREADS": "8"}  # fmt: skip
+    current(f)
     return f
+
+
+def current(f: dict[str, Any]) -> None:
+    """The simulated facts must be what this version's participants send, field for field: else
+    the coordinator takes its slower path for an older participant's facts, and the figure
+    measures that (it did, 1.2x, when the GPUs' health field was new)."""
+    try:
+        from validator.preflight import sections
+    except ImportError:  # a validator from before the texts (to measure "before" with this same script)
+        return
+    ((_, exact),) = sections.Parsed().documents([sections.pieces(f)])
+    if not exact:
+        raise SystemExit("preflight_scale.py: the simulated facts do not match this version's facts schema exactly")
 
 
 # --------------------------------------------------------------------------- validator side
@@ -234,11 +253,14 @@ def start_clients(spec: tuple[Any, ...]) -> tuple[list[Any], Any, Any, float]:
     return procs, q, go, sum(b for _, b in built) / sum(k for k, _ in built)
 
 
-def run_floor(n: int) -> dict[str, Any]:
+def run_floor(n: int, parse: int = 0) -> dict[str, Any]:
     """What one asyncio connection a node costs before anything is read into Python objects: the
     same clients and frames, a server that sends the hello, waits for every header and body
     (framing only: nothing parsed, checked or stored), then sends each a one-line verdict. The
-    coordinator's CPU a node beside this is what parsing, checking and bookkeeping add."""
+    coordinator's CPU a node beside this is what parsing, checking and bookkeeping add. ``parse``
+    (the "parse floor" side): the same, and each header and each text of each body through
+    ``json.loads`` and nothing else, the least that any one Python process reading every node's
+    facts must do (a node's texts differ from every other node's, so none is parsed once for all)."""
     from validator.preflight import coordinator as coord
     from validator.preflight import protocol as wire
 
@@ -261,6 +283,13 @@ def run_floor(n: int) -> dict[str, Any]:
             def data_received(self, data: bytes) -> None:
                 self.buf += data
                 while len(self.buf) >= 4 and len(self.buf) >= 4 + (size := wire.LEN.unpack_from(self.buf)[0]):
+                    if parse and self.frames == 0:
+                        self.header = json.loads(self.buf[4 : 4 + size])
+                    elif parse:
+                        at = 4
+                        for k in self.header["chunks"]:
+                            json.loads(self.buf[at : at + k])
+                            at += k
                     del self.buf[: 4 + size]
                     self.frames += 1
                     if self.frames == 2:  # the header, then the body
@@ -283,7 +312,7 @@ def run_floor(n: int) -> dict[str, Any]:
     ends = [q.get() for _ in procs]
     for p in procs:
         p.join()
-    return {"side": "floor", "n": n, "seconds": round(max(e[0] for e in ends) - t0, 2),
+    return {"side": "parse floor" if parse else "floor", "n": n, "seconds": round(max(e[0] for e in ends) - t0, 2),
             "cpu_us_per_node": round(cpu / n * 1e6), "clients_cpu_s": round(sum(e[1] for e in ends), 2)}  # fmt: skip
 
 
@@ -510,7 +539,8 @@ def run_checks_alone(n: int) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--one"]:
-        fn = {"validator": run_validator, "tcpstore": run_tcpstore, "floor": run_floor}[argv[1]]
+        fn = {"validator": run_validator, "tcpstore": run_tcpstore, "floor": run_floor, "parse": run_floor}[argv[1]]
+        argv = [*argv, "1"] if argv[1] == "parse" else argv
         print(json.dumps(fn(*(float(a) if "." in a else int(a) for a in argv[2:]))))  # type: ignore[operator]
         return
     flag, ns = counts(argv, __doc__, ("--per-rank", "--faults", "--missing", "--checks"))
@@ -540,10 +570,10 @@ def main(argv: list[str]) -> None:
     runs: list[dict[str, Any]] = []
     print(f"{'N':>6} {'validator s':>12} {'TCPStore s':>11} {'ratio':>6} {'coord RSS MiB':>14} {'store RSS MiB':>14}")
     for n in sizes:
-        v, t, f = one("validator", n), one("tcpstore", n), one("floor", n)
+        v, t, f, pf = one("validator", n), one("tcpstore", n), one("floor", n), one("parse", n)
         ratio = v["seconds"] / t["seconds"] if "seconds" in v and "seconds" in t and t["seconds"] else float("nan")
         ratios[str(n)] = None if ratio != ratio else round(ratio, 2)
-        runs += [v, t, f]
+        runs += [v, t, f, pf]
         print(f"{n:>6} {v.get('seconds', v.get('error'))!s:>12} {t.get('seconds', t.get('error'))!s:>11} {ratio:>6.2f} "
               f"{v.get('coordinator_peak_rss_mib', '-')!s:>14} {t.get('master_peak_rss_mib', '-')!s:>14}", flush=True)  # fmt: skip
         if "gather_done_s" in v:
@@ -553,6 +583,9 @@ def main(argv: list[str]) -> None:
         if "cpu_us_per_node" in f:
             print(f"        asyncio floor (frames only, nothing parsed): {f['seconds']} s, "
                   f"{f['cpu_us_per_node']} us CPU a node", flush=True)  # fmt: skip
+        if "cpu_us_per_node" in pf and t.get("seconds"):
+            print(f"        parse floor (frames, and every text through json.loads): {pf['seconds']} s, "
+                  f"{pf['cpu_us_per_node']} us CPU a node, {pf['seconds'] / t['seconds']:.2f}x TCPStore", flush=True)  # fmt: skip
         if "arrived" in v and v["arrived"] != n + 1:
             print(f"  validator: only {v['arrived']} of {n + 1} participants arrived", flush=True)
     measured({"ratios": ratios, "runs": runs})

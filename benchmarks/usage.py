@@ -1,16 +1,39 @@
 """What every benchmark shares: the command line of those that take counts (``[--flag] [N ...]``),
 and the machine's load beside every figure (``measured``): a ratio measured while the machine
-was busy (load average above its core count) is refused unless ``--allow-busy`` is given."""
+was busy is refused unless ``--allow-busy`` is given. Busy: the load average was above the core
+count at the start, or other processes used more than OTHERS cores on average while it ran (all
+CPU time in /proc/stat minus this benchmark's own and its children's; the 1-minute load average
+at the end counts the benchmark's own processes, so it is printed, not judged)."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
+import time
 from typing import Any
 
 ALLOW_BUSY = "--allow-busy"
 LOAD_AT_START = os.getloadavg()[0]  # when the benchmark's module was imported: its start
+OTHERS = 0.25  # cores that other processes may use on average before the machine counts as busy
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu() -> tuple[float, float, float]:
+    """(monotonic time, CPU seconds the whole machine spent busy, CPU seconds of this process and
+    the children it waited for)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+        busy = (sum(fields) - fields[3] - fields[4]) / HZ  # all but idle and iowait
+    except (OSError, ValueError):
+        busy = float("nan")
+    t = os.times()
+    return time.monotonic(), busy, t.user + t.system + t.children_user + t.children_system
+
+
+CPU_AT_START = _cpu()
 
 
 def counts(argv: list[str], doc: str | None, flags: tuple[str, ...] = ()) -> tuple[str | None, list[int]]:
@@ -38,13 +61,27 @@ def measured(doc: dict[str, Any], ratios: bool = True) -> None:
     under load is not the product's figure (a floor measured at load 2 read 0.5x; quiet, 0.34x)."""
     cores = os.cpu_count() or 1
     end = os.getloadavg()[0]
-    busy = max(LOAD_AT_START, end) > cores
-    print(f"load average (1 min): {LOAD_AT_START:.2f} at the start, {end:.2f} at the end, on {cores} cores"
-          + (" (busy)" if busy else ""), flush=True)  # fmt: skip
-    doc = {**doc, "load": {"start": round(LOAD_AT_START, 2), "end": round(end, 2), "cores": cores, "busy": busy}}
+    (t0, busy0, ours0), (t1, busy1, ours1) = CPU_AT_START, _cpu()
+    others = max(0.0, (busy1 - busy0) - (ours1 - ours0)) / max(t1 - t0, 1e-9)  # cores, on average
+    busy = cores < LOAD_AT_START or (not math.isnan(others) and others > OTHERS)
+    print(f"load average (1 min): {LOAD_AT_START:.2f} at the start, {end:.2f} at the end, on {cores} cores; "
+          f"other processes used {others:.2f} cores while it ran" + (" (busy)" if busy else ""), flush=True)  # fmt: skip
+    load = {
+        "start": round(LOAD_AT_START, 2),
+        "end": round(end, 2),
+        "cores": cores,
+        "others": round(others, 2),
+        "busy": busy,
+    }
+    doc = {**doc, "load": load}
     if busy and ratios and ALLOW_BUSY not in sys.argv:
         prog = os.path.basename(sys.argv[0])
-        sys.stderr.write(f"{prog}: the machine was busy (load average {max(LOAD_AT_START, end):.1f} on {cores} cores): "
+        why = (
+            f"load average {LOAD_AT_START:.1f} at the start"
+            if cores < LOAD_AT_START
+            else f"other processes used {others:.2f} cores"
+        )
+        sys.stderr.write(f"{prog}: the machine was busy ({why}, on {cores} cores): "
                          f"no ratio reported; run it on a quiet machine, or pass {ALLOW_BUSY}\n")  # fmt: skip
         sys.exit(2)
     print(json.dumps(doc), flush=True)

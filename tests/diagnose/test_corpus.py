@@ -5,6 +5,8 @@ label's, where the label names one."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from .corpus import CORPUS, Label, labels, score
@@ -26,6 +28,24 @@ def test_corpus_is_consistent() -> None:
     for lb in LABELS:
         assert lb.evidence in (CORPUS / "cases" / lb.file).read_text(encoding="utf-8", errors="replace"), lb.file
     assert set(XFAIL) <= set(files), "an excused case is not in the corpus"
+
+
+HELDOUT = sorted(p for p in (CORPUS.parent / "diagnose-heldout").iterdir() if p.is_dir())
+JOINED = {lb.source for lb in LABELS}
+
+
+@pytest.mark.parametrize("held", HELDOUT, ids=[p.name for p in HELDOUT])
+def test_a_held_out_set_is_consistent(held: Path) -> None:
+    """A blind set not joined yet (q, r, s, t): one label a case, each evidence verbatim in its case,
+    a class of the corpus's, no thread twice, none the corpus already has."""
+    mine = labels(held)
+    assert sorted(lb.file for lb in mine) == sorted(p.name for p in (held / "cases").iterdir())
+    assert len({lb.source for lb in mine}) == len(mine), "two cases from one thread"
+    assert not {lb.source for lb in mine} & JOINED, "a thread the corpus already has"
+    classes = {lb.klass for lb in LABELS}
+    for lb in mine:
+        assert lb.klass in classes, (lb.file, lb.klass)
+        assert lb.evidence in (held / "cases" / lb.file).read_text(encoding="utf-8", errors="replace"), lb.file
 
 
 def test_the_blind_sets_are_run() -> None:

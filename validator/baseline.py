@@ -178,6 +178,9 @@ def record(
         typer.Option("--selector", metavar="SELECTOR", help="with --k8s: the pods' label selector (also -l)"),
     ] = None,
     local: Annotated[bool, typer.Option("--local", help="this machine, through a local python3")] = False,
+    openssh: Annotated[
+        bool, typer.Option("--openssh", help="the targets through the system ssh client and its whole config")
+    ] = False,
     user: Annotated[
         str | None,
         typer.Option("--user", "-l", metavar="USER", help="remote user; with --k8s: the label selector"),
@@ -214,7 +217,7 @@ def record(
     opts = scanning.ScanOptions(
         targets=targets or [], slurm=slurm, slurm_nodes=slurm_nodes, partition=partition, k8s=k8s,
         selector=selector or (user if k8s else None), namespace=namespace, context=context, local=local,
-        fanout=fanout, connect_timeout=connect_timeout, timeout=timeout, ssh_config=ssh_config,
+        openssh=openssh, fanout=fanout, connect_timeout=connect_timeout, timeout=timeout, ssh_config=ssh_config,
         user=None if k8s else user, accept_new_host_keys=accept_new_host_keys, python=python, probes=True,
         codes=[], progress=sys.stderr.isatty(), verbose=verbose,
     )  # fmt: skip

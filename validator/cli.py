@@ -10,7 +10,18 @@ from typing import Annotated
 import typer
 
 from validator import __version__, cliopts, pipeline
-from validator.cliopts_typer import FAIL_ON, FORMAT, IGNORE, OUTPUT, PROFILE, PROM_FILE, SELECT, Command, output_path
+from validator.cliopts_typer import (
+    FAIL_ON,
+    FORMAT,
+    IGNORE,
+    NET_CHECK_PAIRS,
+    OUTPUT,
+    PROFILE,
+    PROM_FILE,
+    SELECT,
+    Command,
+    output_path,
+)
 from validator.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UserError
 
 app = typer.Typer(
@@ -221,6 +232,13 @@ def scan(
         typer.Option("--context", metavar="CONTEXT", help="with --k8s: this kubeconfig context"),
     ] = None,
     local: Annotated[bool, typer.Option("--local", help="scan this machine through a local python3")] = False,
+    openssh: Annotated[
+        bool,
+        typer.Option(
+            "--openssh",
+            help="reach TARGETS through the system ssh client (BatchMode), logging in as `ssh HOST` does: ControlMaster, Kerberos, ProxyJump, wrappers",
+        ),
+    ] = False,
     profile: PROFILE = None,
     fanout: Annotated[int, typer.Option(metavar="N", help="SSH connections in flight at once")] = 64,
     connect_timeout: Annotated[
@@ -241,6 +259,7 @@ def scan(
         ),
     ] = False,
     net_timeout: Annotated[float, typer.Option(metavar="SECONDS", help="seconds per net-check connection")] = 3.0,
+    net_check_pairs: NET_CHECK_PAIRS = "rings",
     probes: Annotated[
         bool,
         typer.Option(
@@ -261,7 +280,7 @@ def scan(
             "--ssh-config",
             "-F",
             metavar="FILE",
-            help="ssh_config file(s) instead of ~/.ssh/config and /etc/ssh/ssh_config",
+            help="ssh_config file(s) instead of ~/.ssh/config and /etc/ssh/ssh_config (one with --openssh)",
         ),
     ] = None,
     user: Annotated[
@@ -308,6 +327,7 @@ def scan(
         namespace=namespace,
         context=context,
         local=local,
+        openssh=openssh,
         profile=profile,
         codes=pipeline.resolve_codes(cliopts.split_codes(select), cliopts.split_codes(ignore)),
         fail_on=level,
@@ -321,6 +341,7 @@ def scan(
         python=python,
         net_check=net_check,
         net_timeout=net_timeout,
+        net_check_pairs=cliopts.net_pairs(net_check_pairs, net_check),
         probes=probes,
         progress=sys.stderr.isatty(),
         verbose=verbose,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from validator.severity import Severity
@@ -31,6 +31,14 @@ OUTPUT_HELP = "write the report to FILE instead of stdout"
 PROFILE_HELP = "launch profile YAML"
 LAYOUT_HELP = "the parallel layout, for jobs whose configuration names none: tp=2,pp=4,cp=1,ep=1,dp=2 (docs/layout.md)"
 PROM_HELP = "also write Prometheus textfile metrics to FILE"
+NetPairs = Literal["rings", "all"]
+NET_PAIRS: tuple[NetPairs, ...] = ("rings", "all")  # --net-check-pairs (scan and preflight)
+NET_PAIRS_MAX = 128  # nodes at most for --net-check-pairs all: 127 rounds of disjoint pairs
+NET_PAIRS_METAVAR = "PAIRS"
+NET_PAIRS_HELP = (
+    "with --net-check, the pairs measured: rings (two rings, 2 per node; default) or all (every pair, in "
+    f"N-1 rounds of disjoint pairs, at most {NET_PAIRS_MAX} nodes)"
+)
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -112,6 +120,23 @@ def fail_level(text: str) -> Severity | None:
     if word not in FAIL_LEVELS:
         raise UserError(f"unknown level {text!r}; use one of: {', '.join(FAIL_LEVELS)}", "--fail-on")
     return None if word == "never" else Severity.parse(word)
+
+
+def net_pairs(text: str, net_check: bool, nodes: int | None = None) -> NetPairs:
+    """``--net-check-pairs``: rings or all (all only with --net-check, and at most NET_PAIRS_MAX
+    ``nodes`` when they are known); a UserError naming the option otherwise."""
+    from validator.errors import UserError
+
+    word = text.strip().lower()
+    if word not in NET_PAIRS:
+        raise UserError(f"unknown pairs {text!r}; use one of: {', '.join(NET_PAIRS)}", "--net-check-pairs")
+    if word == "all" and not net_check:
+        raise UserError("all measures the net check's pairs: add --net-check", "--net-check-pairs")
+    if word == "all" and nodes is not None and nodes > NET_PAIRS_MAX:
+        raise UserError(f"all: {nodes} nodes, above the cap of {NET_PAIRS_MAX} (every pair would take "
+                        f"{nodes - 1 + nodes % 2} rounds); use rings, or check at most {NET_PAIRS_MAX} nodes at a time",
+                        "--net-check-pairs")  # fmt: skip
+    return "all" if word == "all" else "rings"
 
 
 def split_codes(values: Iterable[str] | None) -> list[str]:

@@ -49,6 +49,11 @@ def _level(value: str) -> str:
     return value.strip().lower()
 
 
+def _net_pairs(value: str) -> str:
+    cliopts.net_pairs(value, net_check=True)  # a UserError (one line, exit 2) names both choices
+    return value.strip().lower()
+
+
 def format_option(formats: tuple[str, ...] = tuple(FORMATS)) -> object:
     return typer.Option(
         "--format", "-f", metavar=cliopts.FORMAT_METAVAR, parser=_format(formats), help=cliopts.format_help(formats)
@@ -76,6 +81,12 @@ OUTPUT = Annotated[
 PROFILE = Annotated[
     str | None,
     typer.Option("--profile", "-p", metavar=cliopts.FILE_METAVAR, help=cliopts.PROFILE_HELP),
+]
+NET_CHECK_PAIRS = Annotated[
+    str,
+    typer.Option(
+        "--net-check-pairs", metavar=cliopts.NET_PAIRS_METAVAR, parser=_net_pairs, help=cliopts.NET_PAIRS_HELP
+    ),
 ]
 PROM_FILE = Annotated[
     Path | None,

@@ -49,6 +49,14 @@ class SpreadDoc(TypedDict):
     max: float
 
 
+class SweepDoc(TypedDict):
+    """What `--net-check-pairs all` cost: the pairs off the rings, measured in rounds of disjoint pairs."""
+
+    rounds: int
+    pairs: int  # pairs measured (every pair the rings did not measure)
+    seconds: float
+
+
 class NetCheckDoc(TypedDict):
     """What `--net-check` measured: counts, the links' figures, the suspects and what isolated them."""
 
@@ -62,6 +70,8 @@ class NetCheckDoc(TypedDict):
     suspects: int  # links slow in the first round (the rings), isolated in the rounds after it
     confirmed: int  # ... found slow: named by NET104, or explained by a slow node (NET105)
     rounds: int  # probe rounds: the rings, then the pairings with known-good nodes and re-measures
+    pairs: Literal["rings", "all"]  # --net-check-pairs: the rings' links only, or every pair
+    sweep: SweepDoc | None  # with all: what measuring the pairs off the rings cost (null: not run)
     line: str  # "net check: 6 links, all within 3x of the median link (...)" or what it named
 
 
@@ -146,7 +156,7 @@ class ExcludeDoc(TypedDict):
 class ScanDoc(TypedDict):
     """What `validator scan` did: transport, targets reached, the net check's counts."""
 
-    transport: str  # ssh | slurm | kubectl | local
+    transport: str  # ssh | slurm | kubectl | local | openssh
     targets: int
     reached: int
     interrupted: bool

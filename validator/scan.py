@@ -1,4 +1,4 @@
-"""`validator scan`: targets -> a transport (ssh, slurm, kubectl, local) -> agent -> facts ->
+"""`validator scan`: targets -> a transport (ssh, slurm, kubectl, local, openssh) -> agent -> facts ->
 checks -> report (+ the optional net check through the same transport). The stages meet in
 validator.pipeline; this module only chooses the transport and runs the scan's phases."""
 
@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from validator import cliopts
 from validator.documents import ExcludeDoc, NetCheckDoc, ProbesDoc, ScanDoc
 from validator.errors import UserError
 from validator.model import Facts, Finding, Outcome, Report, Severity
@@ -38,6 +39,7 @@ class ScanOptions:
     namespace: str | None = None  # with --k8s: kubectl's -n (default: the context's)
     context: str | None = None  # with --k8s: a kubeconfig context other than the current one
     local: bool = False  # this machine, through a local python3
+    openssh: bool = False  # the targets through the system ssh client (its whole config)
     profile: str | None = None
     codes: list[str] | None = None
     fail_on: Severity | None = Severity.ERROR  # findings at this level put a node on the drain list
@@ -51,6 +53,7 @@ class ScanOptions:
     python: str = "python3"
     net_check: bool = False
     net_timeout: float = 3.0
+    net_check_pairs: cliopts.NetPairs = "rings"  # the rings' links, or every pair (netcheck/sweep.py)
     probes: bool = False  # the node probes (compute, memory), judged against the peers
     progress: bool = False  # a progress bar on stderr
     verbose: bool = False  # one stderr line per host
@@ -96,10 +99,12 @@ def open_transport(opts: ScanOptions) -> tuple[Transport, list[str]]:
     if len(flagged) > 1:
         raise UserError(f"{' and '.join(str(e.flag) for e in flagged)} exclude each other: choose one transport")
     chosen = flagged[0] if flagged else next(e for e in TRANSPORTS.values() if e.flag is None)
+    module = importlib.import_module(chosen.module)
+    reads = set(module.Flags.__annotations__)  # an option another transport owns and this one reads is fine
     for e in TRANSPORTS.values():
-        if e is not chosen and any(getattr(opts, name) for name in e.owns):
+        if e is not chosen and any(getattr(opts, name) for name in e.owns if name not in reads):
             raise UserError(e.misplaced.format(chosen=chosen.flag))
-    opener: Callable[[ScanOptions], tuple[Transport, list[str]]] = importlib.import_module(chosen.module).from_options
+    opener: Callable[[ScanOptions], tuple[Transport, list[str]]] = module.from_options
     return opener(opts)
 
 
@@ -168,6 +173,8 @@ async def _net_check(
     note(f"net check: listening on {len(nodes)} nodes")
     source = Path(netprobe.__file__).read_text()
     lifetime = opts.net_timeout * (len(nodes) // 64 + 4) + opts.timeout + 60
+    if opts.net_check_pairs == "all":  # and a round of one pair per node for each round of every pair
+        lifetime += len(nodes) * (opts.net_timeout * 2 + 10)
     listen = Program(source, {n.label: ["listen", str(n.addr)] for n in nodes}, timeout=lifetime,
                  answer=lambda d: "port" in d or "error" in d)  # fmt: skip
     started = await transport.start(listen, [n.label for n in nodes])
@@ -194,7 +201,7 @@ async def _net_check(
         }
 
     try:
-        outcome = await rounds.run(nodes, probe_round)
+        outcome = await rounds.run(nodes, probe_round, opts.net_check_pairs)
     finally:
         await transport.stop()
     return outcome.doc, outcome.findings
@@ -211,6 +218,7 @@ def scan(opts: ScanOptions) -> ScanResult:
     started = time.monotonic()
     profile = load_profile(opts.profile) if opts.profile else None  # bad profile: exit 2 before connecting
     transport, hosts = open_transport(opts)
+    cliopts.net_pairs(opts.net_check_pairs, opts.net_check, len(hosts))  # above the cap: exit 2 before connecting
     gathered: dict[str, Any] = {}
     net_check: NetCheckDoc | None = None
     net_findings: list[Finding] = []

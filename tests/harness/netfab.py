@@ -23,7 +23,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from validator.netcheck import probe, rounds
 from validator.netcheck.ring import Node, Plans, Results
@@ -123,9 +123,9 @@ class Fabric:
 
         return dict(await asyncio.gather(*(one(s, t) for s, t in plans.items() if t)))
 
-    def check(self) -> rounds.Outcome:
+    def check(self, pairs: Literal["rings", "all"] = "rings") -> rounds.NetVerdict:
         """One net check over every host, in host order (what scan and preflight run)."""
-        return asyncio.run(rounds.run(self.nodes, self._probe))
+        return asyncio.run(rounds.run(self.nodes, self._probe, pairs))
 
     # faults (netns only)
 
@@ -176,7 +176,7 @@ class Fabric:
                                capture_output=True, check=False)  # fmt: skip
 
 
-def named(outcome: rounds.Outcome) -> set[str]:
+def named(outcome: rounds.NetVerdict) -> set[str]:
     """The hosts the net check's speed findings (NET104, NET105) name."""
     return {h for f in outcome.findings if f.code in ("NET104", "NET105") for h in f.hosts}
 

@@ -148,3 +148,13 @@ def test_html_report_of_a_real_scan_renders_and_names_the_host_to_drain(odd_host
     )
     assert f"scontrol update nodename={odd} state=drain" in dom
     assert "ENV002" in dom and "NET007" in dom
+
+
+def test_every_pair_option_reaches_the_net_check_through_the_transport(odd_hosts: OddHosts) -> None:
+    """Four hosts: the rings already hold every pair, so the sweep adds none (6 hosts and more:
+    tests/integration/test_netcheck_sweep.py); the report says what was asked and what it cost."""
+    run = scan(odd_hosts, ODD_IFNAME, "--net-check", "--net-check-pairs", "all")
+    assert run.doc is not None
+    net = run.doc["scan"]["net_check"]
+    assert (net["pairs"], net["measured"], net["sweep"]["rounds"], net["sweep"]["pairs"]) == ("all", 6, 0, 0)
+    assert "; every pair: 0 off the rings in 0 rounds, " in net["line"]

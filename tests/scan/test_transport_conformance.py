@@ -1,5 +1,5 @@
 """Every transport behaves the same (validator.transports.Transport): the same `validator scan`
-scenarios run against local, ssh (real sshd), slurm (real slurmctld/slurmd, inside salloc) and
+scenarios run against local, ssh and openssh (real sshd), slurm (real slurmctld/slurmd, inside salloc) and
 kubectl. kubectl is the one fake part: no Kubernetes API server can run here, so the `kubectl`
 on PATH is tests/k8s/kubectl, which answers `get pods` from a JSON file and runs `exec` inside
 emulated pods (network, UTS and mount namespaces; tests/k8s/cluster.py).
@@ -95,9 +95,9 @@ def local_rig(request: pytest.FixtureRequest, tmp: Path) -> Rig:
     return Rig("local", scan_env(), [], cases, ["--local"], str(mark), missing={"unreachable": why})
 
 
-def ssh_rig(request: pytest.FixtureRequest, tmp: Path) -> Rig:
+def ssh_rig(request: pytest.FixtureRequest, tmp: Path, name: str = "ssh", flag: tuple[str, ...] = ()) -> Rig:
     sshd: ScanSshd = request.getfixturevalue("scan_sshd")
-    cfg = ["-F", str(sshd.config(tmp / "ssh_config")), "--timeout", "10"]
+    cfg = [*flag, "-F", str(sshd.config(tmp / "ssh_config")), "--timeout", "10"]
     good = GOOD[:2]
 
     def with_(odd: str, *extra: str) -> tuple[list[str], str]:
@@ -105,7 +105,12 @@ def ssh_rig(request: pytest.FixtureRequest, tmp: Path) -> Rig:
 
     cases = {"unreachable": with_(CLOSED), "timeout": with_(HANG, "--timeout", "3"), "nopython": with_(NO_PYTHON),
              "garbage": with_(GARBAGE), "ctrlc": with_(HANG, "--timeout", "120")}  # fmt: skip
-    return Rig("ssh", scan_env(), good, cases, [",".join(good), *cfg])
+    return Rig(name, scan_env(), good, cases, [",".join(good), *cfg])
+
+
+def openssh_rig(request: pytest.FixtureRequest, tmp: Path) -> Rig:
+    """The same sshd and scenarios as ssh, through the system ssh client."""
+    return ssh_rig(request, tmp, "openssh", ("--openssh",))
 
 
 def slurm_rig(request: pytest.FixtureRequest, tmp: Path) -> Rig:
@@ -142,7 +147,7 @@ def kubectl_rig(request: pytest.FixtureRequest, tmp: Path) -> Rig:
 
 
 RIGS: dict[str, Callable[[pytest.FixtureRequest, Path], Rig]] = {
-    "local": local_rig, "ssh": ssh_rig, "slurm": slurm_rig, "kubectl": kubectl_rig,
+    "local": local_rig, "ssh": ssh_rig, "slurm": slurm_rig, "kubectl": kubectl_rig, "openssh": openssh_rig,
 }  # fmt: skip
 
 

@@ -59,7 +59,7 @@ def rows_of(plans: ring.Plans, figures: Figures) -> dict[str, Any]:
 
 def isolate(
     n: int, first: Figures, *again: Figures, bad: frozenset[str] = frozenset()
-) -> tuple[rounds.Outcome, list[ring.Plans]]:
+) -> tuple[rounds.NetVerdict, list[ring.Plans]]:
     """rounds.run over ``n`` nodes: the rings measure ``first``; the i-th later measurement of a
     link (either way) has the figures of ``again[i]`` (the last one after that; none: healthy),
     and any pair with a node of ``bad`` is SLOW. Returns the outcome and the later rounds' plans."""

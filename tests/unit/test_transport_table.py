@@ -15,17 +15,19 @@ import pytest
 
 from validator.errors import UserError
 from validator.scan import ScanOptions, open_transport
+from validator.transports.openssh import OpenSsh
 from validator.transports.table import TRANSPORTS, Entry, table
 
 K8S = Path(__file__).resolve().parents[1] / "k8s"  # the fake kubectl (tests/k8s/kubectl)
 FIELDS = {f.name: f.type for f in dataclasses.fields(ScanOptions)}
 OWN = {"targets": ["127.0.0.1"], "partition": "gpu", "slurm_nodes": "n1", "selector": "job-name=train",
-       "namespace": "ml", "context": "prod"}  # fmt: skip
+       "namespace": "ml", "context": "prod", "ssh_config": ["cfg"], "user": "u", "accept_new_host_keys": True}  # fmt: skip
 # the usage errors, word for word as open_transport's if-chain wrote them
 MISPLACED = {
     "ssh": "{chosen} chooses its own targets; give no TARGETS or --partition with it",
     "slurm": "--slurm-nodes needs --slurm (it selects nodes of the current allocation)",
     "kubectl": "--selector, --namespace and --context need --k8s",
+    "openssh": "--ssh-config, --user and --accept-new-host-keys are for SSH: the default transport or --openssh",
 }
 
 
@@ -56,13 +58,23 @@ def test_each_entry_reads_options_the_scan_has(entry: Entry) -> None:
 @pytest.mark.parametrize("owner", TRANSPORTS.values(), ids=list(TRANSPORTS))
 @pytest.mark.parametrize("chosen", TRANSPORTS.values(), ids=list(TRANSPORTS))
 def test_an_option_of_one_transport_with_another_is_a_usage_error(owner: Entry, chosen: Entry) -> None:
+    """Unless the chosen transport reads it too (ssh and openssh share the SSH options)."""
     if owner is chosen or not owner.owns:
         return
-    for name in owner.owns:
+    reads = importlib.import_module(chosen.module).Flags.__annotations__
+    for name in (n for n in owner.owns if n not in reads):
         opts = ScanOptions(**{name: OWN[name]}, **({chosen.chosen_by: True} if chosen.flag else {}))
         with pytest.raises(UserError) as e:
             open_transport(opts)
         assert str(e.value) == owner.misplaced.format(chosen=chosen.flag), (name, chosen.name)
+
+
+def test_the_ssh_options_are_read_by_both_ssh_transports() -> None:
+    shared = {"targets": ["127.0.0.1"], "ssh_config": [], "user": "u", "accept_new_host_keys": True}
+    assert open_transport(ScanOptions(**shared))[0].name == "ssh"  # type: ignore[arg-type]
+    assert open_transport(ScanOptions(openssh=True, **shared))[0].name == "openssh"  # type: ignore[arg-type]
+    with pytest.raises(UserError, match=r"^--ssh-config, --user and --accept-new-host-keys are for SSH"):
+        open_transport(ScanOptions(slurm=True, user="u"))
 
 
 def test_two_transport_flags_exclude_each_other_in_table_order() -> None:
@@ -80,6 +92,36 @@ def test_ssh_opens_from_its_own_options() -> None:
         open_transport(ScanOptions(ssh_config=[]))
     with pytest.raises(UserError, match="must be positive"):
         open_transport(ScanOptions(targets=["127.0.0.1"], ssh_config=[], fanout=0))
+
+
+def test_openssh_opens_from_its_own_options(tmp_path: Path) -> None:
+    """The system ssh client (OpenSSH, installed here): the command line a host gets, and every
+    option it refuses, before anything connects (``ssh -G`` reads the config, connects nowhere)."""
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host *\n  Port 2222\n")
+    transport, targets = open_transport(ScanOptions(openssh=True, targets=["h[1-2]"], ssh_config=[str(cfg)],
+                                                    user="u", connect_timeout=2.5, fanout=3))  # fmt: skip
+    assert isinstance(transport, OpenSsh) and targets == ["h1", "h2"] and transport.name == "openssh"
+    argv = transport.argv("h1", "print(1)")
+    assert argv[:7] == ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3", "-F"]
+    assert argv[7:] == [str(cfg), "-l", "u", "--", "h1", "python3 -c 'print(1)'"]  # the host after --, one word
+    assert not [a for a in argv if a.startswith("StrictHostKeyChecking")]  # left to the user's config
+    accepting = open_transport(
+        ScanOptions(openssh=True, targets=["h1"], ssh_config=[str(cfg)], accept_new_host_keys=True)
+    )[0]
+    assert isinstance(accepting, OpenSsh) and "StrictHostKeyChecking=accept-new" in accepting.argv("h1", "")
+    hostile = tmp_path / "hosts"
+    hostile.write_text("h1\n-oProxyCommand=touch pwned\n")
+    with pytest.raises(UserError, match=r"^--openssh: host '-oProxyCommand=touch pwned' starts with '-'"):
+        open_transport(ScanOptions(openssh=True, targets=[f"@{hostile}"], ssh_config=[str(cfg)]))
+    assert not (tmp_path / "pwned").exists()
+    with pytest.raises(UserError, match=r"^--openssh takes one --ssh-config FILE"):
+        open_transport(ScanOptions(openssh=True, targets=["h1"], ssh_config=[str(cfg), str(cfg)]))
+    cfg.write_text("Host *\n  NoSuchOption yes\n")
+    with pytest.raises(UserError, match=rf"^bad ssh config: {cfg}: line 2: Bad configuration option"):
+        open_transport(ScanOptions(openssh=True, targets=["h1"], ssh_config=[str(cfg)]))
+    with pytest.raises(UserError, match=r"^nothing to scan: give a hostlist"):
+        open_transport(ScanOptions(openssh=True))
 
 
 def test_local_opens_this_machine() -> None:

@@ -3,6 +3,7 @@
     probe.py    the node side (standard library only): a listener that answers with a token and
                 serves latency and bulk requests, and a prober that connects and measures
     ring.py     who probes whom (two rings and the first node)
+    sweep.py    with --net-check-pairs all: every pair off the rings, in rounds of disjoint pairs
     pairing.py  after the rings: each suspect link a bad link or a bad node (pairs with
                 known-good nodes, in rounds of disjoint pairs)
     verdict.py  NET1xx findings from the results (unreachable, cannot listen, not run, slow

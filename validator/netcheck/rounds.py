@@ -1,20 +1,25 @@
 """Rounds of the net check: probe along the rings (every link at once: it only proposes suspect
-links), then isolate (pairing.py): each suspect's nodes paired with known-good nodes and the
-suspect links measured again, in rounds of disjoint pairs beside control pairs, until each
-suspect is a bad node (NET105), a bad link (NET104) or noise; decide (verdict.py). Never more
-than ``pairing.budget`` rounds (2k log2 n + 2 for k suspects among n nodes)."""
+links; with ``--net-check-pairs all``, then every pair off the rings in rounds of disjoint pairs,
+sweep.py, judged against the rings' median link), then isolate (pairing.py): each suspect's nodes
+paired with known-good nodes and the suspect links measured again, in rounds of disjoint pairs
+beside control pairs, until each suspect is a bad node (NET105), a bad link (NET104) or noise;
+decide (verdict.py). Never more than ``pairing.budget`` rounds (2k log2 n + 2 for k suspects among
+n nodes) after the rings and the sweep."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from validator.cliopts import NET_PAIRS_MAX, NetPairs
 from validator.documents import NetCheckDoc
 from validator.facts.network import chosen
 from validator.model import Facts, Finding
+from validator.netcheck import sweep
 from validator.netcheck.pairing import Pairing, budget
 from validator.netcheck.ring import Node, Plans, Results, plan
 from validator.netcheck.verdict import (
+    MIN_LINKS,
     by_label,
     link_finding,
     measured,
@@ -29,7 +34,7 @@ Round = Callable[[Plans], Awaitable[Results]]  # run these probes on their nodes
 
 
 @dataclass
-class Outcome:
+class NetVerdict:
     doc: NetCheckDoc  # counts, figures, suspects, rounds (the scan's JSON)
     findings: list[Finding]
 
@@ -38,14 +43,22 @@ class Outcome:
         return self.doc["line"]
 
 
-async def run(nodes: list[Node], probe_round: Round) -> Outcome:
-    """Probe along the rings; isolate the suspects in rounds of disjoint pairs (each round's
-    pairs at once, bounded by the caller's round); decide."""
+async def run(nodes: list[Node], probe_round: Round, pairs: NetPairs = "rings") -> NetVerdict:
+    """Probe along the rings (with ``pairs`` all, then every pair off the rings: sweep.py); isolate
+    the suspects in rounds of disjoint pairs (each round's pairs at once, bounded by the caller's
+    round); decide."""
     plans = plan(nodes)
     first = await probe_round(plans)
     named = by_label(nodes)
     found = suspects(first)
-    pairing = Pairing.start(named, first, medians(list(measured(first).values())), found)
+    med = medians(list(measured(first).values()))
+    cost = None
+    if pairs == "all" and sum(n.listening for n in nodes) <= NET_PAIRS_MAX:  # the callers refuse above it
+        swept, cost = await sweep.run(nodes, plans, probe_round)
+        if len(measured(first)) >= MIN_LINKS:  # judged against the rings' median link, as the rings are
+            found |= suspects(swept, med)
+        first = sweep.merge(first, swept)
+    pairing = Pairing.start(named, first, med, found)
     cap = budget(len(nodes), len(found))
     while batch := pairing.next_phase():
         if 1 + pairing.rounds + len(batch) > cap:
@@ -54,7 +67,8 @@ async def run(nodes: list[Node], probe_round: Round) -> Outcome:
             pairing.record(rnd, await probe_round(rnd.plans(named)))
     findings = reach_findings(named, plans, first) + speed_findings(named, pairing)
     confirmed = len(pairing.bad_links()) + len(pairing.explained())
-    return Outcome(summary_doc(first, len(nodes), len(found), confirmed, findings, 1 + pairing.rounds), findings)
+    doc = summary_doc(first, len(nodes), len(found), confirmed, findings, 1 + pairing.rounds, pairs, cost)
+    return NetVerdict(doc, findings)
 
 
 def speed_findings(nodes: dict[str, Node], pairing: Pairing) -> list[Finding]:

@@ -33,7 +33,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from validator.checks import netcheck as codes
-from validator.documents import NetCheckDoc, SpreadDoc
+from validator.cliopts import NET_PAIRS_MAX, NetPairs
+from validator.documents import NetCheckDoc, SpreadDoc, SweepDoc
 from validator.model import Finding
 from validator.netcheck.ring import Node, Plans, Results, rows
 from validator.targets import fold_hosts
@@ -113,12 +114,14 @@ def measured(results: Results) -> dict[Link, dict[str, Any]]:
     }
 
 
-def suspects(results: Results) -> dict[Link, list[str]]:
-    """The links of ``results`` (the rings' round) slow against its medians, with why."""
+def suspects(results: Results, med: dict[str, float] | None = None) -> dict[Link, list[str]]:
+    """The links of ``results`` (the rings' round) slow against its medians (or ``med``: the
+    rings' medians, for the sweep's pairs), with why."""
     links = measured(results)
-    if len(links) < MIN_LINKS:
-        return {}
-    med = medians(list(links.values()))
+    if med is None:
+        if len(links) < MIN_LINKS:
+            return {}
+        med = medians(list(links.values()))
     return {link: why for link, r in links.items() if (why := why_slow(r, med))}
 
 
@@ -216,10 +219,18 @@ def spread(values: list[float]) -> SpreadDoc | None:
 
 
 def summary_doc(
-    first: Results, nodes: int, suspected: int, confirmed: int, findings: list[Finding], rounds: int = 1
+    first: Results,
+    nodes: int,
+    suspected: int,
+    confirmed: int,
+    findings: list[Finding],
+    rounds: int = 1,
+    pairs: NetPairs = "rings",
+    sweep: SweepDoc | None = None,
 ) -> NetCheckDoc:
-    """What the scan's JSON carries: counts, the first round's figures (median and spread), how
-    many suspects there were and were confirmed, and the rounds run."""
+    """What the scan's JSON carries: counts, the first round's figures (median and spread; with
+    the sweep's pairs: ``first`` holds them too), how many suspects there were and were confirmed,
+    the rounds run, and what the sweep of every pair cost."""
     made, links = rows(first), measured(first)
     values = list(links.values())
     figures = {k: [float(r[k]) for r in values if isinstance(r.get(k), (int, float))] for k in ("rtt_ms", "up_mbps", "down_mbps")}  # fmt: skip
@@ -234,6 +245,8 @@ def summary_doc(
         "suspects": suspected,
         "confirmed": confirmed,
         "rounds": rounds,
+        "pairs": pairs,
+        "sweep": sweep,
         "line": "",
     }
     doc["line"] = line(doc, findings)
@@ -262,6 +275,12 @@ def line(doc: NetCheckDoc, findings: list[Finding]) -> str:
             if doc["suspects"]
             else ""
         )
+    if doc["sweep"]:
+        cost = doc["sweep"]
+        rounds = f"{cost['rounds']} round{'' if cost['rounds'] == 1 else 's'}"
+        text += f"; every pair: {cost['pairs']} off the rings in {rounds}, {cost['seconds']:g} s"
+    elif doc["pairs"] == "all":
+        text += f"; every pair: not measured ({doc['nodes']} nodes, above the cap of {NET_PAIRS_MAX})"
     return text
 
 

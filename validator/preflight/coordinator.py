@@ -30,6 +30,7 @@ from validator.preflight.ports import bind as bind  # where callers have always 
 from validator.preflight.ports import bind_first as bind_first
 
 if TYPE_CHECKING:
+    from validator.cliopts import NetPairs
     from validator.preflight.plan import Plan
 
 CLOSE_WAIT_S = 3.0  # how long we let clients close first after the verdict (TIME_WAIT on their side)
@@ -303,9 +304,12 @@ class Coordinator:
             if conn.state in ("header", "body"):
                 conn.refuse("still sending at the deadline", tell=False)
 
-    async def check_network(self, order: Callable[[Facts], Any], gpus_per_node: int | None) -> Any:
+    async def check_network(
+        self, order: Callable[[Facts], Any], gpus_per_node: int | None, pairs: NetPairs = "rings"
+    ) -> Any:
         """--net-check over the arrivals (validator/netcheck/): one node per host in rank order (each
-        participant when the whole job runs on one host); returns a ``rounds.Outcome``."""
+        participant when the whole job runs on one host), with ``pairs`` all every pair of them
+        (--net-check-pairs); returns a ``rounds.NetVerdict``."""
         from validator.facts.network import uses_nccl
         from validator.netcheck import rounds
 
@@ -323,7 +327,7 @@ class Coordinator:
             else:
                 n.port, n.token = listen["port"], listen["token"]
 
-        return await rounds.run(nodes, lambda plans: self.net_round(plans, by_label))
+        return await rounds.run(nodes, lambda plans: self.net_round(plans, by_label), pairs)
 
     def per_host(self, order: Callable[[Facts], Any]) -> tuple[list[Arrival], list[Arrival]]:
         """The arrivals in rank order, and the first of each host among them."""

@@ -46,6 +46,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also connect and measure between the nodes on the NCCL/Gloo address (two rings): unreachable pairs, slow links, slow nodes",
     )
+    ap.add_argument("--net-check-pairs", default="rings", metavar=o.NET_PAIRS_METAVAR, help=o.NET_PAIRS_HELP)
     ap.add_argument("--probes", action="store_true",
                     help="also run the compute and memory probes on every host and name one slower than its "
                          "peers (PRB001/PRB002), with how to exclude it")  # fmt: skip
@@ -77,7 +78,7 @@ def main(argv: list[str]) -> int:
             secret_file=ns.secret_file, expect=ns.expect, hosts=ns.hosts, profile=ns.profile, fmt=ns.fmt,
             output=ns.output, fail_on=o.fail_level(ns.fail_on),
             select=o.split_codes(ns.select), ignore=o.split_codes(ns.ignore), allow_incomplete=ns.allow_incomplete,
-            net_check=ns.net_check, probes=ns.probes, smoke=ns.smoke, groups=ns.groups, verbose=ns.verbose, quiet=ns.quiet,
+            net_check=ns.net_check, net_check_pairs=o.net_pairs(ns.net_check_pairs, ns.net_check), probes=ns.probes, smoke=ns.smoke, groups=ns.groups, verbose=ns.verbose, quiet=ns.quiet,
             termination_log=ns.termination_log, prom_file=ns.prom_file,
         )  # fmt: skip
         return execute(opts)

@@ -137,8 +137,9 @@ def _exchange(
     pending: dict[str, Any] | None = None  # a pass proposed: it counts only with the go (two phases)
     # ack (a coordinator that ignores "quiet"), probe rounds (the first, then at most 3 alone in each of
     # the net check's 2 confirmations: netcheck/rounds.py), node probes (--probes: 3 rounds of each of
-    # 2 kinds: probes/rounds.py), resolve, a leader's re-hellos, verdict, go
-    for _ in range(32):
+    # 2 kinds: probes/rounds.py), resolve, a leader's re-hellos, verdict, go; with --net-check-pairs
+    # all, one probe round more at most per round of every pair (netcheck/sweep.py: below 128)
+    for _ in range(32 + 128):
         try:
             body = wire.recv_frame(s, wire.MAX_VERDICT)
         except (OSError, wire.ProtocolError) as e:

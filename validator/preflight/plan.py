@@ -12,6 +12,7 @@ from validator.errors import UserError
 from validator.severity import Severity
 
 if TYPE_CHECKING:  # not loaded by a participant: every rank's launch path (no dataclasses either)
+    from validator.cliopts import NetPairs
     from validator.model import Facts, Outcome
     from validator.profiles import Profile
 
@@ -36,6 +37,7 @@ class Options(NamedTuple):
     ignore: list[str] = []  # noqa: RUF012
     allow_incomplete: bool = False
     net_check: bool = False
+    net_check_pairs: NetPairs = "rings"  # rings | all: every pair of nodes too (netcheck/sweep.py)
     probes: bool = False  # the node probes (compute, memory) on every host, judged against the peers
     smoke: bool = False
     groups: bool = False  # after a pass, rehearse the layout's process groups (groups.py)

@@ -75,7 +75,7 @@ def coordinate(
         notes = [f"over {tcp} TCP connection(s) and {unix} node-local"] if p.mode == "rank" else []
         net: list[Finding] = []
         if opts.net_check and gathered.complete:
-            outcome = await c.check_network(key(p), profile.gpus_per_node if profile else None)
+            outcome = await c.check_network(key(p), profile.gpus_per_node if profile else None, opts.net_check_pairs)
             net = outcome.findings
             notes.append(outcome.line)
         out: list[str] = []  # --probes: the slow nodes, to take out
@@ -167,6 +167,10 @@ def execute(opts: Options) -> int:
             what = "no parallel layout (pass --layout tp=N,pp=N,... or the job's own configuration)" if layout is None \
                 else f"the layout does not tile the {p.expected} ranks"  # fmt: skip
             raise UserError(f"--groups: {what}")
+    if opts.net_check_pairs == "all":  # every participant refuses above the cap, when the nodes are known
+        from validator.cliopts import net_pairs
+
+        net_pairs("all", opts.net_check, len(set(p.names)) or (p.expected if p.mode == "node" else None))
     t0 = time.monotonic()
     listener = open_listener(facts) if opts.net_check else None
     try:

@@ -1,6 +1,6 @@
 """Transports: how to reach a node and run a program there. They move bytes; they know no checks.
 
-Every transport (``Transport`` below: local, ssh, slurm, kubectl) runs a ``Program`` -- a
+Every transport (``Transport`` below: local, ssh, slurm, kubectl, openssh) runs a ``Program`` -- a
 standard-library Python program such as the agent or the net check's prober -- on its targets
 and returns, per target, the program's answer (a dict) or an ``Outcome`` saying why there is
 none (unreachable, auth, hostkey, timeout, no-python, unparsed, error). What the agent's output
@@ -61,7 +61,7 @@ class Transport(Protocol):
     """Reach targets, run jobs there, stream per-target results, stop. Used as ``async with``:
     leaving it ends everything it started (``stop``) and closes its connections."""
 
-    name: str  # "ssh", "slurm", "kubectl", "local": the report's scan.transport
+    name: str  # "ssh", "slurm", "kubectl", "local", "openssh": the report's scan.transport
     warnings: list[str]  # scanner-side notes for the report (a host key that could not be saved)
 
     async def __aenter__(self) -> Transport: ...

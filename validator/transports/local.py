@@ -76,6 +76,11 @@ class Local:
         """What runs ``python3 -c PROGRAM`` on ``target``, put in front of it."""
         return []
 
+    def argv(self, target: str, program: str) -> list[str]:
+        """The command line running ``program`` (a ``python3 -c`` bootstrap) for ``target``: a
+        carrier whose command reaches a remote shell (ssh) quotes it into one word instead."""
+        return [*self.command(target), self.python, "-c", program]
+
     def skip(self, target: str) -> Outcome | None:
         """An outcome known without running anything (a pod that is not running)."""
         return None
@@ -102,7 +107,7 @@ class Local:
             self.orphans.end(grace=0)
 
     async def _spawn(self, target: str, job: Program, tree: Tree) -> Proc | Outcome:
-        argv = [*self.command(target), self.python, "-c", bootstrap(job.timeout)]
+        argv = self.argv(target, bootstrap(job.timeout))
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,

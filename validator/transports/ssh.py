@@ -89,14 +89,9 @@ class Flags(Protocol):
 
 def from_options(opts: Flags) -> tuple[Transport, list[str]]:  # mypy holds the class to Transport
     """The hosts of TARGETS and --partition (sinfo), over SSH."""
-    from validator.targets import expand_targets
-    from validator.transports.slurm import partition_nodes
+    from validator.transports.openssh import ssh_targets  # the hosts both SSH transports read
 
-    hosts = expand_targets(opts.targets)
-    if opts.partition:
-        hosts = list(dict.fromkeys(hosts + partition_nodes(opts.partition)))
-    if not hosts:
-        raise UserError("nothing to scan: give a hostlist, @file, --partition, --slurm or --k8s")
+    hosts = ssh_targets(opts.targets, opts.partition)
     ssh = SshOptions(
         fanout=opts.fanout,
         connect_timeout=opts.connect_timeout,

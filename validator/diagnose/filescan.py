@@ -25,10 +25,9 @@ HEAD = 1 << 16  # bytes read first to learn the file's shape (line numbers, term
 MAX_SHAPES = 1 << 14  # line shapes remembered per file
 _MSG_RANK = re.compile(rb"Rank \d+\]")
 # torchrun --tee's "[default3]:" / "[gpu187:3]:" opening a line: a local rank that printed (looked for in a
-# file's head only, where it costs nothing; events add the streams of the rest)
-_TEE = re.compile(
-    rb"^\[(?:(?!rank\d)([A-Za-z_][A-Za-z_\-]*?)(\d+)(?:\|\d+)?|([A-Za-z][\w.\-]{0,62}):(\d{1,4}))\]:", re.M
-)
+# file's head only; events add the streams of the rest). Found after a newline (the head is read with one in
+# front): sre skips to each "\n[" at C speed, where "^" with re.M would try every byte
+_TEE = re.compile(rb"\n\[(?:(?!rank\d)([A-Za-z_][A-Za-z_\-]*?)(\d+)(?:\|\d+)?|([A-Za-z][\w.\-]{0,62}):(\d{1,4}))\]:")
 _MPI_PROC = re.compile(r"Process name:\s*\[\[\d+,\d+\],(?P<rank>\d+)\]")
 _MPI_EXIT = re.compile(r"Exit code:\s*(?P<exit>-?\d+)")
 _INIT = re.compile(
@@ -56,6 +55,7 @@ class _State:
         self.local = local_rank_from_path(path)  # torchrun --log-dir: .../attempt_0/<local rank>/stderr.log
         self.kept: Counter[tuple[str, Any]] = Counter()
         self.stacks: dict[bytes, tuple[int, list[str]]] = {}  # stream -> (exception line, frames)
+        self.heads: dict[bytes, int] = {}  # stream -> the rank a traceback's header line carried
         self.skip: dict[bytes, int] = {}  # stream -> skip hits up to this line (inside a block)
         self.wrap: int | None = None  # terminal width the paste was hard-wrapped at
         self.joined_until = 0  # lines up to here were continuations of a wrapped line
@@ -95,6 +95,9 @@ class _State:
             return False
         self.res.events.append(ev)
         return True
+
+
+_ELASTIC_FRAME = re.compile(r"/torch/distributed/elastic/|/bin/torchrun:")
 
 
 def _event(st: _State, kind: str, role: Role, data: dict[str, Any], text: str, line_no: int, line: Any) -> Event:
@@ -138,6 +141,12 @@ def _handle(st: _State, hit: Anchored) -> bool:
         if not tb.complete and more and hit.defer():
             return False
         st.stacks[stream] = (hit.line + 1 + _nth_line(follow, stream, tb.span), tb.frames)
+        if any(_ELASTIC_FRAME.search(f) for f in tb.frames):  # torchrun's own code: the store is its agent's
+            st.add(_event(st, "launch.elastic", Role.FACT, {}, text, hit.line, line))
+        if line.ident.rank is not None:  # a logger's prefix on a record's first line only (ParlAI's "rank:  3 |")
+            st.heads[stream] = line.ident.rank
+        else:
+            st.heads.pop(stream, None)
         st.skip[stream] = hit.line + 1 + _nth_line(follow, stream, tb.span)
         return True
     if "ChildFailedError" in text or text.startswith("Root Cause (first observed failure)"):
@@ -198,6 +207,8 @@ def _handle(st: _State, hit: Anchored) -> bool:
     pending = st.stacks.get(stream)
     if pending and pending[0] == hit.line:
         ev.stack = pending[1]
+        if ev.ident.rank is None and stream in st.heads:  # the exception line of that record
+            ev.ident.rank = st.heads[stream]
     if not st.add(ev):
         st.learn(shape, (kind, st.who(ev)))
     return True
@@ -236,12 +247,20 @@ def wrap_width(head: bytes, clean: Callable[[bytes], bytes], year: int) -> int |
         lines: list[bytes | str] = list(raw)  # decided on bytes (one byte, one column)
     else:
         lines = [clean(ln).decode("utf-8", "replace") for ln in raw]
-    width = max(map(len, lines), default=0)
+    lengths = list(map(len, lines))
+    width = max(lengths, default=0)
     if width < 70:
         return None
     cut = 0
-    longest = (i for i, ln in enumerate(lines[:-1]) if len(ln) == width)
-    distinct = {lines[i]: i for i in itertools.islice(longest, 256)}  # a repeated log line is not a wrap
+    longest: list[int] = []
+    i = -1
+    while len(longest) < 256:  # the first 256 lines of that length, not the last line (list.index: C speed)
+        try:
+            i = lengths.index(width, i + 1, len(lines) - 1)
+        except ValueError:
+            break
+        longest.append(i)
+    distinct = {lines[i]: i for i in longest}  # a repeated log line is not a wrap
     for i in itertools.islice(distinct.values(), 16):
         b = lines[i + 1]
         text = b if isinstance(b, str) else clean(b).decode("utf-8", "replace")
@@ -297,15 +316,19 @@ def _summary(st: _State, hit: Anchored, stream: bytes, line: Any) -> bool:
 def tee_streams(head: bytes) -> set[tuple[str | None, int]]:
     """(node, local rank) of the ``--tee`` prefixes opening the lines of a file's head; of the
     ``[roleN]:`` ones only the most common role (a user's ``[epoch5]:`` line is no stream)."""
-    found = _TEE.findall(head)
-    roles = Counter(m[0] for m in found if m[0])
+    found = Counter(_TEE.findall(b"\n" + head))  # a prefix per line, and few different ones
+    roles: Counter[bytes] = Counter()
+    for m, n in found.items():
+        if m[0]:
+            roles[m[0]] += n
     role = roles.most_common(1)[0][0] if roles else None
     return {(None, int(m[1])) if m[0] else (m[2].decode(), int(m[3])) for m in found if not m[0] or m[0] == role}
 
 
-def scan_file(path: str, name: str | None = None) -> FileResult:
-    """All events of one log file (plain or gzip); ``name``: the path shown in evidence. Errors
-    are recorded, never raised; what was read before an error (a truncated .gz) is kept."""
+def scan_file(path: str, name: str | None = None, anchors: tuple[bytes, ...] = ANCHORS) -> FileResult:
+    """All events of one log file (plain or gzip); ``name``: the path shown in evidence; ``anchors``: the
+    lines looked at (the last resort's). Errors are recorded, never raised; what was read before an
+    error (a truncated .gz) is kept."""
     try:
         st = _State(path, time.localtime(os.stat(path).st_mtime).tm_year, name or os.path.basename(path))
         st.res.bytes = os.stat(path).st_size
@@ -317,9 +340,9 @@ def scan_file(path: str, name: str | None = None) -> FileResult:
         with open_binary(path) as f:
             head = f.read(HEAD)
             st.res.streams = tee_streams(head)
-            clean = line_cleaner(head, ANCHORS)
+            clean = line_cleaner(head, anchors)
             st.wrap = wrap_width(head, clean, st.year)
-            for hit in anchored(f, head=head, clean=clean):
+            for hit in anchored(f, anchors, head=head, clean=clean):
                 st.last = None
                 if _handle(st, hit):
                     st.res.lines = hit.line

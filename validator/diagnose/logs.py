@@ -47,7 +47,7 @@ _PYLOG = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
 # vLLM's logger: "%(levelname)s %(asctime)s %(filename)s:%(lineno)d] ", newer "... [%(filename)s:%(lineno)d] "
 _VLLM = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) \[?[\w.\-]+:\d+\] ")
 _LEVEL_WORD = re.compile(
-    r"(?:- )?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b:?(?: -)?\s*(?:\d\d-\d\d \d\d:\d\d:\d\d )?(?:\S+:\d+\] )?"
+    r"(?:- )?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b:?(?: -)?\s*(?:\| )?(?:\d\d-\d\d \d\d:\d\d:\d\d )?(?:\S+:\d+\] )?"
 )
 # NCCL 2.0-2.2 wrote no "NCCL" between the source line and the level ("socket.h:311 WARN")
 _NCCL = re.compile(
@@ -212,9 +212,10 @@ def line_cleaner(head: bytes, anchors: tuple[bytes, ...]) -> Callable[[bytes], b
         sample = [_ANSI.sub(b"", ln) for ln in sample]
     if lost:
         sample = [_ANSI_LOST.sub(b"", ln) for ln in sample]
-    sample = [ln.rstrip(b"\r") for ln in sample if ln.strip()]
-    numbered = sum(1 for ln in sample[:10] if _LINE_NUMBERS[0].match(ln) or _LINE_NUMBERS[1].match(ln))
-    numbers = _line_numbers(sample) if numbered >= min(3, len(sample)) and sample else None
+    kept = (ln.rstrip(b"\r") for ln in sample if ln.strip())
+    first = list(itertools.islice(kept, 10))  # the rest only when these look numbered
+    numbered = sum(1 for ln in first if _LINE_NUMBERS[0].match(ln) or _LINE_NUMBERS[1].match(ln))
+    numbers = _line_numbers(first + list(kept)) if numbered >= min(3, len(first)) and first else None
 
     def clean(raw: bytes) -> bytes:
         if b"\x1b" in raw:

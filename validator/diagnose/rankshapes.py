@@ -69,6 +69,9 @@ SHAPES: tuple[Shape, ...] = (
     _s("torchrun", "[rank1]:", "06-watchdog-seqnum-divergence-wrapped.log", r"\[rank(\d+)\]:\s?", rank=1),
     # Lightning (lightning_fabric/utilities/rank_zero.py rank_prefixed_message): f"[rank: {rank}] {message}"
     _s("lightning", "[rank: 1] ", "", r"\[rank: (\d+)\] ", rank=1),
+    # ParlAI (facebookresearch/ParlAI a29567f, parlai/utils/distributed.py distributed_context): print_prefix =
+    # 'rank:{:3d} |'.format(rank), put before print()'s arguments and before the logger's format (add_format_prefix)
+    _s("parlai", "rank:  3 | ", "", r"rank: {0,2}(\d{1,7}) \|\s?", rank=1),
     # vLLM's multiproc workers (decorate_logs(process_name), process_name "Worker" + "_DP{}" "_PP{}" "_TP{}" ...):
     # with tensor parallelism alone the TP rank is the worker's rank
     _s(
@@ -91,6 +94,21 @@ SHAPES: tuple[Shape, ...] = (
     # kubectl logs --prefix: "[pod/train-worker-1/pytorch] "
     _s("kubernetes", "[pod/train-worker-1/pytorch]", "", r"\[pod/([\w.\-]{1,253})/[\w.\-]{1,63}\]\s?", node=1, host=1),
     _s("pdsh", "worker-1: [rank0]:", "", HOST_TAG, node=1, host=1),
+    # stern (stern/stern, its default template "{{.PodName}} {{.ContainerName}} {{.Message}}"): a pod name (a hyphen and a
+    # replica suffix with a digit: "train-worker-1", "job-x7k2p") and a container name, then what opens a failure's line
+    # (a c10d or torchrun prefix, a glog header, a traceback, an exception, an NCCL line): "step-10 loss INFO" is no pod
+    _s(
+        "stern",
+        "train-worker-1 pytorch [rank1]:",
+        "",
+        r"([a-z][a-z0-9]*(?:-[a-z0-9]+)*-(?=[a-z]*\d)[a-z0-9]{1,5}) [a-z][a-z0-9\-]{0,62} "
+        r"(?=\[(?:rank\d|default\d|[IWEF]\d{4} )|Traceback|[A-Z]\w*(?:Error|Exception)\b|[\w.\-]+:\d+:\d+ \[)",
+        node=1,
+        host=1,
+    ),
+    # a log collector's table that puts the pod's replica name before the line: "master-0 >> " (Kubeflow names replica
+    # pods <type>-<index>; no public source of this collector's format was found, so only that name shape is taken)
+    _s("collector", "master-0 >> [rank1]:", "", r"([a-z][a-z0-9]*(?:-[a-z0-9]+)*-\d{1,5}) >> ", node=1, host=1),
     _s("docker compose", "vllm1-1  | ", "p29-compose-rocm-watchdog-hip-check-frames.log", COMPOSE_TAG, node=1, host=1),
     # Determined: "[ts] 5c902731 [rank=1] || "
     _s("determined", "5c902731 [rank=1] ||", "", r"(?:[0-9a-f]{8} )?(?:\[rank=(\d{1,9})\] )?\|\|\s?", rank=1),

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from validator.diagnose import flightrec, tracefile
+from validator.diagnose.anchors import ANCHORS
 from validator.diagnose.causes import Evidence
 from validator.diagnose.events import Diagnosis, Event, Ident, Role
 from validator.diagnose.filescan import FileResult, scan_file
@@ -26,6 +28,11 @@ from validator.errors import EXIT_INCOMPLETE, UserError
 from validator.model import Outcome, Report
 
 PARALLEL_BYTES = 64 << 20  # below this, worker processes cost more than they save
+# The last resort, read only when the anchors found no failure: the words of a failure in the cases the anchors
+# (validator.diagnose.anchors.ANCHORS: "rror", "fail", "bort", "imeout", "xception") do not cover, so that a log
+# whose lines say ERROR, Failed, FAILED, TIMEOUT, ABORT, EXCEPTION or "Timed out" never yields "no failure found".
+# A second pass costs a log with a failure nothing, and one without a failure one more read.
+LAST_RESORT: tuple[bytes, ...] = (b"ERROR", b"FAIL", b"Fail", b"IMEOUT", b"BORT", b"XCEPTION", b"imed out")
 
 
 @dataclass(slots=True)
@@ -102,17 +109,21 @@ def gather(paths: list[str]) -> Inputs:
     return got
 
 
-def scan_logs(paths: list[str], jobs: int | None, names: dict[str, str] | None = None) -> list[FileResult]:
+def scan_logs(
+    paths: list[str], jobs: int | None, names: dict[str, str] | None = None, anchors: tuple[bytes, ...] | None = None
+) -> list[FileResult]:
     shown = [(names or {}).get(p, os.path.basename(p)) for p in paths]
     total = sum(os.path.getsize(p) for p in paths)
     workers = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
+    lines = anchors or ANCHORS
     if workers <= 1 or len(paths) < 2 or total < PARALLEL_BYTES:
-        return [scan_file(p, n) for p, n in zip(paths, shown, strict=True)]
+        return [scan_file(p, n, lines) for p, n in zip(paths, shown, strict=True)]
     import multiprocessing
 
     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        return list(pool.map(scan_file, paths, shown, chunksize=max(1, len(paths) // (workers * 4))))
+        chunk = max(1, len(paths) // (workers * 4))
+        return list(pool.map(scan_file, paths, shown, [lines] * len(paths), chunksize=chunk))
 
 
 def _nothing_read(got: Inputs, results: list[FileResult]) -> str | None:
@@ -175,6 +186,12 @@ def diagnose_paths(
         coll=coll,
     )
     diag = decide(evidence)
+    if diag.primary is None and got.logs:  # the last resort: failure words in the cases the anchors miss
+        extra = scan_logs(got.logs, jobs, got.names, LAST_RESORT)
+        for res in extra:
+            rmap.resolve(res)
+        if found := [e for res in extra for e in res.events if e.role != Role.FACT]:
+            diag = decide(dataclasses.replace(evidence, events=events + found))
     notes = (dumps.notes if dumps else []) + (traces.notes if traces else [])
     diag.notes += notes + [f"{p}: an empty directory, nothing read there" for p in got.empty]
     written = sorted({str(e.data["path"]) for e in events if e.kind == "rdzv.dump_written" and "path" in e.data})

@@ -61,6 +61,7 @@ PARTIAL = 30  # half a report: one side, cut short, split evenly, or c10d's conn
 CONNECTION_REFUSED = 27  # connections refused: a peer was not up yet, or is unreachable
 NCCL_NET_ERROR = 25  # NCCL system/remote/network errors, no clearer cause elsewhere
 TIMEOUT_ONLY = 20  # collective timeouts and nothing that failed differently
+STORE_NO_REPLY = 19  # c10d's waitForInput warning alone: a store request that got no reply
 EXIT_CODE_ONLY = 18  # a worker exited with a code, its own error not in the lines
 EARLIEST_ERROR = 15  # the earliest error by timestamp: nothing else decides
 UNRECOGNISED = 5  # errors that match no known family: quoted, never a culprit

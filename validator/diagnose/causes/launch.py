@@ -142,29 +142,42 @@ def _worker(e: Event) -> tuple[str, list[int], str]:
     return "a worker", [], ""
 
 
+def _first(seen: list[Event]) -> Event:
+    """The earliest report; at equal times one that names its worker (mpirun's "Primary job ... non-zero exit code"
+    line comes before the block that names the process)."""
+    return min(seen, key=lambda e: (e.time is None, e.time or 0.0, "reporter" not in e.data and "local" not in e.data))
+
+
+def _node(e: Event) -> list[str]:
+    """mpirun's "on node HOST": the host of the process it names."""
+    return [str(e.data["node"])] if e.data.get("node") and "reporter" in e.data else []
+
+
 def _agent_signal(ev: Evidence) -> list[Cause]:
-    """Without a summary block: the agent's ``failed (exitcode: -9) local_rank: N`` line."""
+    """Without a summary block: the agent's ``failed (exitcode: -9) local_rank: N`` line, mpirun's reports."""
     events = ev.events
     seen = [e for e in by_kind(events, "agent.child_failed") if int(e.data.get("exit", 0)) not in (0, -15, -2)]
     if not seen or (all(int(e.data["exit"]) == -6 for e in seen) and _teardown(events)):
         return []
     if all(int(e.data["exit"]) > 0 for e in seen):
-        e = min(seen, key=lambda e: (e.time is None, e.time or 0.0))
+        e = _first(seen)
         worker, culprits, why = _worker(e)
+        code = "a non-zero code" if "nonzero" in e.data else f"code {e.data['exit']}"
         return [
             Cause(
                 code="DGN010",
-                summary=f"{worker} exited with code {e.data['exit']}; its own error is not in these lines",
+                summary=f"{worker} exited with {code}; its own error is not in these lines",
                 culprits=culprits,
                 confidence="low",
                 reason=why
                 or "the launcher reports the worker failed first; its global rank and its error are not in this log",
                 evidence=[quote(x) for x in seen[:3]],
+                hosts=_node(e),
                 time=e.time,
                 strength=S.EXIT_CODE_ONLY,
             )
         ]
-    e = min(seen, key=lambda e: (e.time is None, e.time or 0.0))
+    e = _first(seen)
     sig = _SIGNALS.get(int(e.data["exit"]), f"signal {-int(e.data['exit'])}")
     hint = " (SIGKILL without an exception: often the OOM killer)" if sig == "SIGKILL" else ""
     worker, culprits, why = _worker(e)
@@ -176,7 +189,10 @@ def _agent_signal(ev: Evidence) -> list[Cause]:
             confidence="low" if culprits else "medium",
             reason=why or "the launcher reports the worker died from a signal; its global rank is not in this log",
             evidence=[quote(e)],
+            hosts=_node(e),
             time=e.time,
-            strength=S.AGENT_SIGNAL,
+            # mpirun's report of a signal is its echo of what the process did (an uncaught error's abort, the OOM
+            # killer): as weak as an exit code, under any error the process printed itself
+            strength=S.EXIT_CODE_ONLY if e.data.get("launcher") == "mpirun" else S.AGENT_SIGNAL,
         )
     ]

@@ -233,6 +233,8 @@ STORE_KEYS: tuple[tuple[re.Pattern[str], int], ...] = (
     # group's PrefixStore), as c10d ProcessGroupGloo and Caffe2's common world ("<name>/<rank>") use it: the last
     # number is the rank that never wrote its address
     (re.compile(r"/(\d+)$"), 1),
+    # gloo's own hash store rendezvous (gloo/rendezvous/context.cc, gloo 70dc360): each rank's address under "rank_N"
+    (re.compile(r"(?:^|/)rank_(\d+)$"), 1),
 )
 
 
@@ -249,7 +251,12 @@ def store(ev: Evidence) -> list[Cause]:
     events = ev.events
     out: list[Cause] = []
     conn = by_kind(events, "rdzv.connect_timeout", "rdzv.conn_error", "rdzv.connect_failed", "rdzv.store_timeout")
-    endpoints = Counter((e.data.get("port")) for e in by_kind(events, "rdzv.store_endpoint") if e.data.get("port"))
+    # c10d's waitForInput timeout: the client had connected (its remote is a store that was reached) and got no reply;
+    # it speaks for the store only where no other rank failed to reach it
+    replied = [e for e in conn if "waitForInput" in e.text]
+    conn = [e for e in conn if e not in replied] or replied
+    reached = by_kind(events, "rdzv.store_endpoint") + replied
+    endpoints = Counter((e.data.get("port")) for e in reached if e.data.get("port"))
     server_up = bool(endpoints) or bool(by_kind(events, "rdzv.clients_joined", "rdzv.wait_keys", "rdzv.store_barrier"))
     if conn:
         ranks = ranks_of(e.rank for e in conn)
@@ -276,10 +283,12 @@ def store(ev: Evidence) -> list[Cause]:
             0 not in ranks
             and not server_up
             and {e.kind for e in conn} == {"rdzv.connect_timeout"}
-            and not any("/elastic/" in f for e in conn for f in e.stack)
+            and not by_kind(events, "launch.elastic")
+            and not any("/elastic/" in f or f.endswith("/torchrun") for e in events for f in e.stack)
         ):
-            # TCPStore's server runs in rank 0 (env:// init_process_group: is_master = rank == 0) or in the
-            # torchrun agent of node 0: a client that cannot connect waited for that side to come up
+            # TCPStore's server runs in rank 0 (env:// init_process_group: is_master = rank == 0): a client
+            # that cannot connect waited for rank 0 to come up. Under torchrun (its elastic agent anywhere in
+            # the log's tracebacks) the agent of node 0 hosts the store and every rank, rank 0 too, is a client
             out.append(
                 Cause(
                     code="DGN002",
@@ -305,8 +314,13 @@ def store(ev: Evidence) -> list[Cause]:
                     confidence="low",
                     reason="the rank timed out connecting; either its address is wrong or the store host was not up",
                     evidence=[quote(e) for e in conn[:2]],
-                    # c10d's per-retry warnings alone also appear in runs that then connect (Windows, macOS)
-                    strength=S.PARTIAL if {e.kind for e in conn} == {"rdzv.connect_failed"} else S.STORE_UNREACHABLE,
+                    # c10d's per-retry warnings alone also appear in runs that then connect (Windows, macOS); its
+                    # waitForInput warning alone is a request the store never answered, under whatever else failed
+                    strength=S.PARTIAL
+                    if {e.kind for e in conn} == {"rdzv.connect_failed"}
+                    else S.STORE_NO_REPLY
+                    if all("waitForInput" in e.text for e in conn)
+                    else S.STORE_UNREACHABLE,
                     family="connection_refused" if refused else "",
                 )
             )

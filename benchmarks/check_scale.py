@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.usage import measured
 from validator.checks import run_checks
-from validator.facts.schema import validate_facts
+from validator.facts.schema import matches, validate_facts
 from validator.facts.share import Shared
 from validator.model import Facts, Report
 from validator.report import render
@@ -67,6 +67,29 @@ def node_parts(n: int) -> dict[str, Any]:
             "devices": devices,
             "visible": None,
             "visible_error": None,
+            "health": {
+                "xid": [],
+                "xid_source": "/dev/kmsg",
+                "xid_error": None,
+                "devices": [
+                    {
+                        "index": g,
+                        "ecc_uncorrected_volatile": 0,
+                        "ecc_corrected_volatile": 0,
+                        "ecc_uncorrected_aggregate": 0,
+                        "ecc_corrected_aggregate": 0,
+                        "retired_pending": None,
+                        "remap_pending": False,
+                        "remap_failure": False,
+                        "clock_reasons": ["gpu_idle"],
+                        "pcie_gen": 5,
+                        "pcie_gen_max": 5,
+                        "pcie_width": 16,
+                        "pcie_width_max": 16,
+                    }
+                    for g in range(8)
+                ],
+            },
         },
         "network": {
             "interfaces": interfaces,
@@ -129,12 +152,12 @@ def rank_facts(n: int, lr: int, per_node: int, nodes: int, parts: dict[str, Any]
                     "local_world_size": "env:LOCAL_WORLD_SIZE", "node_rank": "env:GROUP_RANK",
                     "nnodes": "env:GROUP_WORLD_SIZE", "master_addr": "env:MASTER_ADDR", "master_port": "env:MASTER_PORT",
                     "rdzv_id": "env:TORCHELASTIC_RUN_ID", "job_id": "env:SLURM_JOB_ID"},
-        "invalid": {}, "command": None,
+        "invalid": {}, "command": None, "layout": None,
     }  # fmt: skip
     node = parts if share else copy.deepcopy(parts)
     gpus = dict(node["gpus"], visible=[d["uuid"] for d in node["gpus"]["devices"]])
     return {"schema": 1, "kind": "facts", "validator": "0.1.0", "host": host(n), "hostname": host(n),
-            "pid": 100000 + rank, "probe_ms": 31.5, "errors": {}, "launch": launch, **node, "gpus": gpus, "env": env}  # fmt: skip
+            "pid": 100000 + rank, "probe_ms": 31.5, "errors": {}, "ib": None, "launch": launch, **node, "gpus": gpus, "env": env}  # fmt: skip
 
 
 # Each injected fault: (what, the findings it must produce as (code, ranks or hosts)).
@@ -198,6 +221,8 @@ def main() -> int:
             ranks = [json.loads(json.dumps(f)) for f in ranks]
             ranks = ranks if args.unshared else [loader.add(f) for f in ranks]
         facts += ranks
+    if not matches(facts[0]):  # else checks meet fields an older agent's facts lack, and VAL900 says so
+        raise SystemExit("check_scale.py: the simulated facts do not match this version's facts schema exactly")
     faults = inject(facts, per_node, nodes)
     t_build = time.perf_counter() - t0
     gc.collect()

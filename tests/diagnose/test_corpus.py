@@ -15,6 +15,15 @@ from .corpus import CORPUS, Label, labels, score
 XFAIL: dict[str, str] = {
     "14-no-socket-interface-single-process.log": "rank 0 follows from 'RANK and WORLD_SIZE in environ: 0/1', a print "
     "of the user's script; a host-level interface error names the host, not a rank",
+    "q17-trl-fsdp-oom-rank0.log": "the OOM line carries no rank; rank 0 follows only from the [rank0]: traceback after "
+    "it, whose exception line the excerpt cut",
+    "q23-megatron-b200-sigsegv-rank0.log": "rank 0 is in torchrun's Root Cause entry whose '[0]:' opener and 'Root "
+    "Cause' header the excerpt gap cut: its fields alone are not read as an entry",
+    "t13-kubeflow-elastic-worker1-c10d-store-connection.log": "RendezvousConnectionError with its inner exception cut: "
+    "only the 69 ms between the agent's start and the error tell a refusal from a timeout (b048's same line after 60 s "
+    "is one), and diagnose reads no elapsed time",
+    "t18-sglang-deepep-tp7-cuda-graph-oom.log": "the [date TP7] record's exception line lies after the excerpt gap, "
+    "which cut the chained traceback's link: the record's rank does not reach it",
 }
 
 LABELS = labels()
@@ -30,14 +39,17 @@ def test_corpus_is_consistent() -> None:
     assert set(XFAIL) <= set(files), "an excused case is not in the corpus"
 
 
-HELDOUT = sorted(p for p in (CORPUS.parent / "diagnose-heldout").iterdir() if p.is_dir())
+_HELD = CORPUS.parent / "diagnose-heldout"
+HELDOUT = sorted(p for p in _HELD.iterdir() if p.is_dir()) if _HELD.is_dir() else []
 JOINED = {lb.source for lb in LABELS}
 
 
-@pytest.mark.parametrize("held", HELDOUT, ids=[p.name for p in HELDOUT])
-def test_a_held_out_set_is_consistent(held: Path) -> None:
-    """A blind set not joined yet (q, r, s, t): one label a case, each evidence verbatim in its case,
-    a class of the corpus's, no thread twice, none the corpus already has."""
+@pytest.mark.parametrize("held", HELDOUT or [None], ids=[p.name for p in HELDOUT] or ["none"])
+def test_a_held_out_set_is_consistent(held: Path | None) -> None:
+    """A blind set not joined yet (in tests/corpus/diagnose-heldout/; none since q, r, s and t joined): one label a
+    case, each evidence verbatim in its case, a class of the corpus's, no thread twice, none the corpus already has."""
+    if held is None:
+        pytest.skip("no held-out set is kept out of the corpus now")
     mine = labels(held)
     assert sorted(lb.file for lb in mine) == sorted(p.name for p in (held / "cases").iterdir())
     assert len({lb.source for lb in mine}) == len(mine), "two cases from one thread"
@@ -49,9 +61,10 @@ def test_a_held_out_set_is_consistent(held: Path) -> None:
 
 
 def test_the_blind_sets_are_run() -> None:
-    """The held-out sets that joined the corpus (issue 25: n, 19 cases; p, 30) are run as every other case."""
-    assert sum(lb.file.startswith("n") for lb in LABELS) == 19
-    assert sum(lb.file.startswith("p") for lb in LABELS) == 30
+    """The held-out sets that joined the corpus (issue 25: n, 19 cases; p, 30; q, 31; r, 29; s, 26; t, 33) are run
+    as every other case."""
+    counts = {"n": 19, "p": 30, "q": 31, "r": 29, "s": 26, "t": 33}
+    assert {k: sum(lb.file.startswith(k) for lb in LABELS) for k in counts} == counts
 
 
 @pytest.mark.parametrize("label", LABELS, ids=[lb.file for lb in LABELS])

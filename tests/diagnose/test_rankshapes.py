@@ -105,7 +105,7 @@ def test_the_unique_id_key_names_its_writer_and_a_lost_store_names_nobody(tmp_pa
     assert _diagnose(tmp_path, line.format(key="0", what="Socket Timeout")) == ([0], "low", "rendezvous_timeout")
     assert _diagnose(tmp_path, line.format(key="2:5", what="Socket Timeout"))[0] == [2]  # a p2p pair: the lower rank
     lost = _diagnose(tmp_path, line.format(key="0", what="Connection reset by peer"))
-    assert lost == ([], "unknown", "rendezvous_timeout")
+    assert lost == ([], "unknown", "connection_refused")  # a reset, not a wait that ran out (corpus q04)
 
 
 def test_a_vllm_stateless_group_key_names_no_rank_of_the_job(tmp_path: Path) -> None:

@@ -52,6 +52,9 @@ ANCHORS: tuple[bytes, ...] = (
     b"timed out after",
     b"/distributed/elastic/",  # a torchrun (elastic agent) frame: the store is the agent's, not rank 0's
     b"bin/torchrun",
+    b"CUDA warning",  # c10 TORCH_WARN("CUDA warning: ", ...) where a destructor may not throw (device-side assert)
+    b"RANK=",  # the launch environment as a shell sets it ("export RANK=1"): a rank outside WORLD_SIZE hosts no store
+    b"WORLD_SIZE=",
     b"first process to do so",  # mpirun: "...exited with non-zero status... The first process to do so was:"  # c10d socket.cpp "The client socket has timed out after 600s while trying to connect to"
 )
 

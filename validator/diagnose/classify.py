@@ -230,6 +230,10 @@ RULES: tuple[Rule, ...] = (
         r"srun: error: (?P<host>[^:\s]+): tasks? (?P<tasks>[\d,\-]+): (?P<what>.*)",
     ),
     _r("rdzv.dump_written", F, "debug info to", r"(?:Flight Recorder|NCCLPG) debug info to (?P<path>\S+)"),
+    # the env:// contract (torch/distributed/rendezvous.py _env_rendezvous_handler reads RANK, WORLD_SIZE) as a shell
+    # line sets or prints it: "export RANK=1", "WORLD_SIZE=1" alone on a line (after a prompt)
+    _r("launch.env", F, "RANK=", r"^\W*(?:export\s+)?(?P<var>RANK)=(?P<value>\d+)\s*$"),
+    _r("launch.env", F, "WORLD_SIZE=", r"^\W*(?:export\s+)?(?P<var>WORLD_SIZE)=(?P<value>\d+)\s*$"),
 )
 
 # torch exception classes that report a failure elsewhere: a symptom, not a cause

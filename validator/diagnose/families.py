@@ -61,6 +61,15 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"NET/Socket : (?:peer (?P<peer>\S+?)(?:<\d+>)? )?message truncated : receiving (?P<remote>\d+) bytes "
         r"instead of (?P<local>\d+)",
     ),
+    # NCCL src/bootstrap.cc bootstrapNetRecv (2.x): WARN("Message truncated : received %d bytes instead of %d",
+    # recvSize, size) (ncclInternalError): a bootstrap message of another size than the receiver expects, the two
+    # ends disagree on what they exchange (the point-to-point or collective setup they issue)
+    (
+        "nccl.size_mismatch",
+        ORG,
+        "Message truncated",
+        r"Message truncated : received (?P<remote>\d+) bytes instead of (?P<local>\d+)",
+    ),
     # NCCL src/proxy.cc: WARN("[Proxy Service %d] Failed to execute operation %s from rank %d, retcode %d");
     # "from rank" is the communicator rank that asked, a victim
     (
@@ -222,6 +231,17 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # transport/tcp/pair.cc write: GLOO_ERROR_MSG("writev ", peer_.str(), ": ", strerror(errno)) (EPIPE, ECONNRESET):
     # the peer closed the pair under a send, as "Read error %s: %s" under a recv
     ("gloo.peer_closed", S, "writev ", r"writev \[?(?P<peer>[^\]\s]+?)\]?:(?P<port>\d+): (?P<why>.+)"),
+    # c10d socket.cpp SocketConnectOp::tryConnect: "The {}network addresses of ({}, {}) cannot be retrieved (gai error: {}
+    # - {})." ("IPv6 " / "IPv4 " / ""): a warning per family tried (an IPv6 lookup may fail where IPv4 works), so a fact;
+    # older c10d Utils.cpp tcputil::connect throws std::invalid_argument("host not found: " + gai_strerror(err)) (Python's
+    # ValueError): the store's host name does not resolve, the client never connects (no timeout)
+    (
+        "rdzv.gai_failed",
+        Role.FACT,
+        "cannot be retrieved (gai error",
+        r"The (?P<family>IPv[46] )?network addresses of \((?P<host>[^,]*), (?P<port>\d+)\) cannot be retrieved",
+    ),
+    ("rdzv.unresolved", S, "host not found: ", r"host not found: (?P<why>.+)"),
     # c10d socket.cpp: "The client socket has failed to connect to any network address of ({}, {})." and
     # "The client socket has failed to connect to {} (errno: {} - {})." (a W line per retry)
     (
@@ -392,6 +412,15 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "Per user-direction",
         r"(?P<nonzero>non-zero exit codes?)\.? Per user-direction, the job has been aborted",
     ),
+    # c10d socket.cpp SocketListenOp::run: "The server socket has failed to listen on any local network address." (and
+    # TCPStoreLibUvBackend.cpp's "... local network address. port: %d, useIpv6: %d, code: %d, name: %s, message: %s"):
+    # every address the store tried to bind was refused, its per-address errno (98, EADDRINUSE) cut or on another line
+    (
+        "net.addr_in_use",
+        ORG,
+        "failed to listen on any local network address",
+        r"failed to listen on any local network address\.?(?: port: (?P<port>\d+))?",
+    ),
     # accelerate's launcher pre-check (commands/launch.py): "Tried to launch distributed communication on port
     # `{port}`, but another process is utilizing it."
     ("net.addr_in_use", ORG, "another process is utilizing it", r"on port `?(?P<port>\d+)`?, but another process"),
@@ -415,6 +444,15 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         ORG,
         "killed due to memory pressure",
         r"(?P<n>\d+) Workers? \(tasks / actors\) killed due to memory pressure",
+    ),
+    # THC (PyTorch <= 1.10) THCGeneral.cpp __THCudaCheck: _THError(file, line, "cuda runtime error (%d) : %s", err,
+    # cudaGetErrorString(err)), with " at %s:%d" appended: error 2 (cudaErrorMemoryAllocation) is out of memory
+    ("cuda.oom", ORG, "cuda runtime error (2)", r"cuda runtime error \(2\) : out of memory"),
+    (
+        "cuda.error",
+        ORG,
+        "cuda runtime error (",
+        r"cuda runtime error \((?P<code>\d+)\) : (?P<what>.+?)(?: at \S+:\d+)?$",
     ),
     # c10 CUDAGuardImpl / CUDAFunctions: TORCH_WARN("CUDA warning: ", cudaGetErrorString(err)) where a destructor
     # may not throw: the same CUDA failure as "CUDA error: ..." (a device-side assert poisons the context)

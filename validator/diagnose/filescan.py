@@ -135,7 +135,9 @@ def _handle(st: _State, hit: Anchored) -> bool:
         first = joined
     line = parse_line(first, st.year)
     text = line.text
-    if text.startswith("Traceback (most recent call last)"):
+    # also a logger's record that embeds the traceback after its message (SGLang's scheduler, python/sglang/srt/managers/
+    # scheduler.py: logger.error(f"Scheduler hit an exception: {get_exception_traceback()}"))
+    if text.startswith("Traceback (most recent call last)") or text.endswith(": Traceback (most recent call last):"):
         follow, more = _following(hit, 400)
         tb = blocks.read_traceback(follow, stream)
         if not tb.complete and more and hit.defer():

@@ -169,7 +169,8 @@ def uniqueid(ev: Evidence) -> list[Cause]:
                 "network dropped it",
                 evidence=[quote(e) for e in gone[:3]],
                 strength=S.UNIQUE_ID,
-                family="rendezvous_timeout",
+                # a connection reset, closed or refused under the request, as gloo's pair resets are: no wait ran out
+                family="connection_refused",
             )
         ]
     return [

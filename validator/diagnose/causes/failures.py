@@ -7,7 +7,7 @@ from collections import defaultdict
 
 from validator.diagnose import strength as S
 from validator.diagnose.causes.base import Evidence, by_kind, quote, who
-from validator.diagnose.events import Cause, Confidence, Event
+from validator.diagnose.events import Cause, Confidence, Event, Role
 from validator.targets import fold_ranks
 
 ORIGIN_CODE = {
@@ -19,6 +19,9 @@ ORIGIN_CODE = {
 }
 
 
+_NOT_A_FAILURE = ("slurm.", "agent.", "misc.", "summary.")
+
+
 def stopped(ev: Evidence) -> list[Cause]:
     """The scheduler or an outer timeout ended the job (maybe while it hung)."""
     events = ev.events
@@ -26,6 +29,12 @@ def stopped(ev: Evidence) -> list[Cause]:
     # Slurm cancels a step whose cgroup OOM-killed a task (slurmstepd's oom-kill event, srun's "Out Of Memory"): the
     # stop is the consequence of that task's failure, not a stop from outside
     if not seen or (by_kind(events, "host.oom") and all(e.kind == "slurm.cancelled" for e in seen)):
+        return []
+    # slurmstepd's "*** STEP %s ON %s CANCELLED AT %s ***" without a reason ("DUE TO TIME LIMIT", "DUE TO PREEMPTION") is
+    # srun ending the step after a task failed (or a user's scancel): where ranks already reported failures of their own
+    # (a collective timeout, an error), the cancel is their consequence, not a stop from outside
+    failed = [e for e in events if e.role in (Role.ORIGIN, Role.SYMPTOM) and not e.kind.startswith(_NOT_A_FAILURE)]
+    if failed and all(e.kind == "slurm.cancelled" and not e.data.get("why") for e in seen):
         return []
     why = next((e.data["why"].strip().lower() for e in seen if e.data.get("why")), None)
     return [

@@ -221,6 +221,15 @@ def launch_contract(ev: Evidence) -> list[Cause]:
     ]
 
 
+def _outside_world(events: list[Event]) -> str:
+    """``RANK=r, WORLD_SIZE=n`` where the log's launch environment (a shell's ``export RANK=1``) gives a rank outside the
+    world (r >= n), else "": that process is a store client of a world whose rank 0 it never joins, so no rank 0 is to
+    blame."""
+    env = {str(e.data["var"]): int(e.data["value"]) for e in by_kind(events, "launch.env")}
+    rank, world = env.get("RANK"), env.get("WORLD_SIZE")
+    return f"RANK={rank}, WORLD_SIZE={world}" if rank is not None and world is not None and rank >= world else ""
+
+
 # Store keys whose writer the key's format names, from each store user's key scheme: (pattern, group of the writer's
 # rank, or 0 where the key names no rank of the job). The first pattern that matches a key decides.
 STORE_KEYS: tuple[tuple[re.Pattern[str], int], ...] = (
@@ -250,7 +259,14 @@ def store(ev: Evidence) -> list[Cause]:
     """Ranks that could not reach the TCPStore, and the store keys the others waited for."""
     events = ev.events
     out: list[Cause] = []
-    conn = by_kind(events, "rdzv.connect_timeout", "rdzv.conn_error", "rdzv.connect_failed", "rdzv.store_timeout")
+    conn = by_kind(
+        events,
+        "rdzv.connect_timeout",
+        "rdzv.conn_error",
+        "rdzv.connect_failed",
+        "rdzv.store_timeout",
+        "rdzv.unresolved",
+    )
     # c10d's waitForInput timeout: the client had connected (its remote is a store that was reached) and got no reply;
     # it speaks for the store only where no other rank failed to reach it
     replied = [e for e in conn if "waitForInput" in e.text]
@@ -285,6 +301,7 @@ def store(ev: Evidence) -> list[Cause]:
             and {e.kind for e in conn} == {"rdzv.connect_timeout"}
             and not by_kind(events, "launch.elastic")
             and not any("/elastic/" in f or f.endswith("/torchrun") for e in events for f in e.stack)
+            and not _outside_world(events)
         ):
             # TCPStore's server runs in rank 0 (env:// init_process_group: is_master = rank == 0): a client
             # that cannot connect waited for rank 0 to come up. Under torchrun (its elastic agent anywhere in
@@ -304,15 +321,30 @@ def store(ev: Evidence) -> list[Cause]:
                 )
             )
         else:
-            refused = all(e.data.get("errno") == "111" or "refused" in e.text for e in conn)
+            # the store's host name did not resolve (every family's lookup failed, or old c10d's "host not found"): the
+            # client gave up at once, as on a refusal, not after a timeout
+            unresolved = {
+                e.data.get("host") for e in by_kind(events, "rdzv.gai_failed") if e.data.get("family") != "IPv6 "
+            }
+            nameless = any(e.kind == "rdzv.unresolved" or (e.data.get("host") in unresolved) for e in conn)
+            refused = nameless or all(e.data.get("errno") == "111" or "refused" in e.text for e in conn)
+            outside = _outside_world(events)
             out.append(
                 Cause(
                     code="DGN002",
                     summary=f"{who(ranks)} could not reach the store at {target or 'MASTER_ADDR:MASTER_PORT'}"
-                    + (" (connection refused: nothing listened there)" if refused else ""),
+                    + (
+                        " (its host name does not resolve)"
+                        if nameless
+                        else " (connection refused: nothing listened there)"
+                        if refused
+                        else ""
+                    ),
                     culprits=[],
                     confidence="low",
-                    reason="the rank timed out connecting; either its address is wrong or the store host was not up",
+                    reason=f"the launch environment in the log sets {outside}: no rank 0 of this world hosts the store"
+                    if outside
+                    else "the rank timed out connecting; either its address is wrong or the store host was not up",
                     evidence=[quote(e) for e in conn[:2]],
                     # c10d's per-retry warnings alone also appear in runs that then connect (Windows, macOS); its
                     # waitForInput warning alone is a request the store never answered, under whatever else failed

@@ -161,3 +161,46 @@ def test_a_parlai_record_carries_its_rank_from_its_first_line_to_its_exception(t
     assert verdict(tmp_path, text)[:2] == ("oom", [3])
     # without the prefix the record names no rank (GPU 3 is a device)
     assert verdict(tmp_path, text.replace("rank:  3 | ", ""))[:2] == ("oom", [])
+
+
+ABORT = (
+    "--------------------------------------------------------------------------\n"
+    "MPI_ABORT was invoked on rank 5 in communicator MPI_COMM_WORLD\n"
+    "with errorcode 1.\n\n"
+    "NOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes.\n"
+    "You may or may not see output from other processes, depending on\n"
+    "exactly when Open MPI kills them.\n"
+    "--------------------------------------------------------------------------\n"
+)  # open-mpi/ompi v4.1.8 ompi/mpi/help-mpi-api.txt [mpi-abort]
+
+
+def test_the_process_that_called_mpi_abort_is_named_with_low_confidence(tmp_path: Path) -> None:
+    assert verdict(tmp_path, ABORT)[:3] == ("child_failed_other", [5], "low")
+    # in a communicator of its own, the rank is not the job's
+    assert verdict(tmp_path, ABORT.replace("MPI_COMM_WORLD", "MPI COMMUNICATOR 3 SPLIT FROM 0"))[1] == []
+    # its own error, where the log has it, is the cause: MPI_Abort is how it ended (the error line is as wide
+    # as mpirun's banner of 74 dashes, which is no terminal's hard wrap: the two are not joined)
+    oom = "[1,5]<stderr>:RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    assert len(oom) - 1 == len(ABORT.splitlines()[0]) == 74
+    assert verdict(tmp_path, oom + ABORT)[:2] == ("oom", [5])
+
+
+def test_the_process_mpirun_saw_exit_without_finalize_is_named_with_low_confidence(tmp_path: Path) -> None:
+    """open-mpi/ompi v4.1.8 orte/tools/orterun/help-orterun.txt [orterun:proc-exit-no-sync], as mpirun wraps it."""
+    text = (
+        "mpirun has exited due to process rank 11 with PID 10211 on\n"
+        "node gpu-12 exiting improperly. There are two reasons this could occur:\n"
+    )
+    assert verdict(tmp_path, text)[:3] == ("child_failed_other", [11], "low")
+    one_line = 'mpiexec has exited due to process rank 3 with PID 9 on node gpu-7 exiting without calling "finalize".\n'
+    assert verdict(tmp_path, one_line) == ("child_failed_other", [3], "low", ["gpu-7"])
+
+
+INIT = "| distributed init (rank {}): env://\n"  # torchvision references/classification/utils.py init_distributed_mode
+
+
+def test_a_file_one_process_wrote_has_the_rank_its_init_line_says(tmp_path: Path) -> None:
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    assert verdict(tmp_path, INIT.format(3) + "epoch 0 step 10\n" + oom)[:2] == ("oom", [3])
+    # every rank printing into one stream: the file is no one rank's
+    assert verdict(tmp_path, INIT.format(0) + INIT.format(1) + oom)[:2] == ("oom", [])

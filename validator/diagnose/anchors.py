@@ -50,6 +50,9 @@ ANCHORS: tuple[bytes, ...] = (
     b"from peer",  # a net plugin's completion error quoted without NCCL's WARN ("NET/IBP:Got completion from peer")
     b"Failures:",  # torchrun's summary in an excerpt cut below ChildFailedError ("train.py FAILED" / "Failures:")
     b"timed out after",
+    b"MPI_ABORT was invoked",
+    b"exited due to process rank",
+    b"distributed init (rank",  # one process's log says its rank once (filescan.rank_of_file)  # Open MPI: the process that ended without MPI_Finalize (help-orterun.txt)  # Open MPI: the process that called MPI_Abort (help-mpi-api.txt)
     b"/distributed/elastic/",  # a torchrun (elastic agent) frame: the store is the agent's, not rank 0's
     b"bin/torchrun",
     b"CUDA warning",  # c10 TORCH_WARN("CUDA warning: ", ...) where a destructor may not throw (device-side assert)

@@ -189,6 +189,9 @@ RULES: tuple[Rule, ...] = (
         "failed to connect/validate",
         r"failed to connect/validate to host (?P<host>\S+?):(?P<port>\d+)\b",
     ),
+    # the "init_distributed_mode" helper torchvision's references, DETR, DeiT, MAE and many more copy:
+    # print("| distributed init (rank {}): {}".format(args.rank, args.dist_url)): one a process (rank_of_file)
+    _r("launch.init_rank", F, "distributed init (rank", r"distributed init \(rank (?P<init_rank>\d+)\)"),
     _r("rdzv.store_endpoint", F, "waitForInput", r"remote=\[?(?P<host>[^\]\s]*?)\]?:(?P<port>\d+)\)"),
     _r("rdzv.timeout", S, "RendezvousTimeoutError", r"RendezvousTimeoutError"),
     _r("rdzv.conn_error", S, "RendezvousConnectionError", r"RendezvousConnectionError"),

@@ -403,6 +403,25 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"noticed that process rank (?P<reporter>\d+) with PID \S+ on node (?:(?P<node>[^\s,]+?) )?exited on signal "
         r"(?P<signum>\d+)",
     ),
+    # Open MPI orte/tools/orterun/help-orterun.txt [orterun:proc-exit-no-sync] / [orterun:proc-exit-no-sync-unknown]
+    # (v1.4-v4.1): "%s has exited due to process rank %lu with PID %lu on\nnode %s exiting improperly." (or "exiting
+    # without calling "finalize"."): the process the launcher saw end first without MPI_Finalize, low confidence as
+    # "The first process to do so was:"; its node is on the next line as pasted
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "has exited due to process rank",
+        r"has exited due to process rank (?P<reporter>\d+) with PID \S+ on(?: node (?P<node>[^\s,]+) exiting)?",
+    ),
+    # Open MPI ompi/mpi/help-mpi-api.txt [mpi-abort] (v4.1.8; the same text in v5): "MPI_ABORT was invoked on rank %d in
+    # communicator %s\nwith errorcode %d.": the process that called MPI_Abort (its rank in that communicator: a rank of
+    # the job in MPI_COMM_WORLD only), as weak as an exit code under its own error, if the log has it
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "MPI_ABORT was invoked on rank",
+        r"MPI_ABORT was invoked on rank (?P<reporter>\d+) in communicator MPI_COMM_WORLD\b",
+    ),
     # orte/mca/errmgr/default_hnp/errmgr_default_hnp.c + help-errmgr-base.txt [normal-termination-but]: "Primary job
     # terminated normally, but 1 process returned\na non-zero exit code. Per user-direction, the job has been aborted."
     # (the second line; "processes returned\nnon-zero exit codes." for several): a worker failed, none named

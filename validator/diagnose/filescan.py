@@ -268,6 +268,8 @@ def wrap_width(head: bytes, clean: Callable[[bytes], bytes], year: int) -> int |
         text = b if isinstance(b, str) else clean(b).decode("utf-8", "replace")
         if text[:1].isspace() or stream_of(text.encode()):  # cheap: plainly a message of its own
             continue
+        if len(set(lines[i])) <= 1 or len(set(text.strip())) <= 1:  # a rule drawn (mpirun's 74 dashes) is no wrap
+            continue
         cut += not starts_message(text, year)
         if cut >= 2:
             return width
@@ -352,4 +354,20 @@ def scan_file(path: str, name: str | None = None, anchors: tuple[bytes, ...] = A
                         st.res.suppressed[st.last.kind] += hit.repeats
     except (OSError, EOFError, ValueError) as e:
         st.res.error = f"read stopped early: {e}"
+    rank_of_file(st.res.events)
     return st.res
+
+
+def rank_of_file(events: list[Event]) -> None:
+    """A file that one process wrote says its rank once, at its init ("| distributed init (rank 3): ..."): its
+    events without a rank of their own are that rank's. Not where the file holds two ranks' init lines (every
+    rank printing into one stream) or events another rank's prefix names."""
+    said = {e.data["init_rank"] for e in events if e.kind == "launch.init_rank"}
+    if len(said) != 1:
+        return
+    rank = int(next(iter(said)))
+    if any(e.ident.rank not in (None, rank) for e in events):
+        return
+    for e in events:
+        if e.ident.rank is None:
+            e.ident.rank = rank

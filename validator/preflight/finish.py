@@ -48,17 +48,25 @@ def speaks(facts: Facts, p: Plan) -> bool:
 AfterPass = Callable[[], tuple[str | None, list[str]]]  # (what failed, the lines rank 0 prints)
 
 
-def after_pass(opts: Options, p: Plan, facts: Facts, port: int) -> AfterPass | None:
-    """What runs after a pass, before the exec: --smoke, then --groups (each on the job's port)."""
+def after_pass(
+    opts: Options, p: Plan, facts: Facts, port: int, seat: object = None, hosts: bool = False
+) -> AfterPass | None:
+    """What runs after a pass, before the exec: --smoke, then --groups (each on the job's port).
+    ``seat``: the verdict's placement (c10d: every node's predicted node rank, placement.py);
+    ``hosts``: this participant coordinated, on the endpoint's host: in node mode its first rank
+    of the rehearsal hosts the rehearsal's store there (whatever node rank c10d gives it)."""
     launch = facts["launch"]
     rank = launch["rank"] if p.mode == "rank" else launch["node_rank"]
-    if not (opts.smoke or opts.groups) or not isinstance(rank, int):
+    node_mode = opts.groups and p.mode == "node"
+    if not (opts.smoke or opts.groups) or not (isinstance(rank, int) or node_mode):
         return None
     from validator.preflight import smoke
 
     def run() -> tuple[str | None, list[str]]:
+        if node_mode:
+            return groups_here(opts, p, facts, port, seat, hosts)
         err, lines = None, []
-        if opts.smoke:
+        if opts.smoke and isinstance(rank, int):
             t0 = time.monotonic()
             got = smoke.smoke(facts, p.host, port, rank, p.expected)
             err = f"PRE006 smoke all_reduce failed: {got.error}" if got.error else None
@@ -66,7 +74,7 @@ def after_pass(opts: Options, p: Plan, facts: Facts, port: int) -> AfterPass | N
                 f"smoke: all_reduce ok in {time.monotonic() - t0:.1f} s",
                 *(smoke.report(got.rows) if rank == 0 else []),
             ]
-        if opts.groups and err is None:
+        if opts.groups and err is None and isinstance(rank, int):
             from validator.facts.layout import group_map
             from validator.preflight.groups import rehearse
 
@@ -79,6 +87,34 @@ def after_pass(opts: Options, p: Plan, facts: Facts, port: int) -> AfterPass | N
         return err, lines
 
     return run
+
+
+def groups_here(
+    opts: Options, p: Plan, facts: Facts, port: int, seat: object, hosts: bool
+) -> tuple[str | None, list[str]]:
+    """--groups in node mode: this node's torchrun ranks, started here as torchrun will number them
+    (node rank x ranks per node + local rank), rehearse the layout's groups (groups.on_node).
+    With c10d the node rank is the coordinator's prediction; when there is none, one line, exit 2."""
+    from validator.facts.layout import group_map
+    from validator.preflight import placement
+    from validator.preflight.groups import on_node
+
+    launch = facts["launch"]
+    node_rank = launch["node_rank"] if p.keyed else placement.mine(seat, facts, p.expected)
+    lws = launch["local_world_size"]
+    if not isinstance(node_rank, int) or not isinstance(lws, int):
+        raise UserError(f"--groups cannot place the ranks on the nodes: {node_rank}")
+    world = p.expected * lws
+    groups = (group_map(launch["layout"], world) if launch["layout"] else None) or {}
+    failed, lines = on_node(p.host, port, node_rank, lws, world, groups, str(facts["host"] or facts["hostname"]),
+                            gpus=bool(facts["gpus"]["devices"]), master=hosts)  # fmt: skip
+    how = "given" if p.keyed else "predicted from torch's c10d rank assignment"
+    from validator.targets import fold_ranks
+
+    mine = fold_ranks(range(node_rank * lws, (node_rank + 1) * lws))
+    lines.insert(0, f"placement: node rank {node_rank} of {p.expected} here ({facts['host']} pid {facts['pid']}, "
+                    f"ranks {mine}), {how}")  # fmt: skip
+    return (f"PRE011 process group rehearsal failed: {failed}" if failed else None), lines
 
 
 def emit(opts: Options, doc: dict[str, Any], text: str, show_full: bool, code: int) -> None:

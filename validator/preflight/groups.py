@@ -8,7 +8,10 @@ Every rank writes what it saw to the rehearsal's store; rank 0 reads every rank'
 writes one decision that every rank reads, so all ranks act alike: a group whose collective failed
 or hung names its kind, its ranks and the rank and host that failed or never reported (PRE011, an
 error: nobody execs), a rank FACTOR times slower than the median of its role and FLOOR_MS above it
-is named (PRE012, a warning). Per-rank mode only: the wrapper's one process per node is not a rank.
+is named (PRE012, a warning). In node mode (one wrapper a node) the wrapper starts its node's ranks
+as torchrun will number them (``on_node``: one child process a rank, ``python -m
+validator.preflight.groups``), once its node rank is known: given (static) or predicted (c10d,
+placement.py); the coordinator's node hosts the store, on the endpoint's host.
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ def rehearse(host: str, port: int, rank: int, world: int, groups: dict[str, list
 
 
 def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list[list[int]]], name: str,
-             gpu: int | None = None, timeout: float = 30.0, store: Any = None) -> dict[str, Any]:  # fmt: skip
+             gpu: int | None = None, timeout: float = 30.0, store: Any = None,
+             master: bool | None = None) -> dict[str, Any]:  # fmt: skip
     """The rehearsal on this rank: ``decide``'s answer, the same on every rank, or this rank's own
     failure (no culprits). ``store``: one the launcher already hosts (torchrun's agent store, as a
-    client; `validator rehearse`); else rank 0 opens one on ``host:port``."""
+    client; `validator rehearse`); else one on ``host:port``, opened by rank 0 (or where ``master``)."""
     try:
         import torch
         import torch.distributed
@@ -52,7 +56,8 @@ def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list
         torch.cuda.set_device(gpu)
     limit = datetime.timedelta(seconds=timeout)
     if store is None:
-        store = dist.TCPStore(host, port, world, rank == 0, timeout=limit, wait_for_workers=False)
+        store = dist.TCPStore(host, port, world, rank == 0 if master is None else master, timeout=limit,
+                              wait_for_workers=False)  # fmt: skip
     try:
         dist.init_process_group(
             backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world, timeout=limit
@@ -75,6 +80,74 @@ def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list
     finally:
         del store  # the job's port: released before the job starts
     return decided
+
+
+CHILD_S = 180.0  # a node's rehearsal ranks, together: past this they are stopped (each stage has its deadline)
+REPLY_MAX = 1 << 20  # what a rehearsal rank prints: its decision
+
+
+def on_node(host: str, port: int, node_rank: int, lws: int, world: int, groups: dict[str, list[list[int]]],
+            name: str, gpus: bool = False, master: bool = False) -> tuple[str | None, list[str]]:  # fmt: skip
+    """Node mode: this node's ``lws`` ranks (node_rank x lws + local rank, torchrun's numbering),
+    one process each, rehearse ``groups`` (``decision``); the first of them hosts the store when
+    ``master``. (what failed, the lines to print): the decision, or a rank's own failure."""
+    import subprocess
+    import sys
+    import tempfile
+
+    procs = []
+    for local in range(lws):
+        rank = node_rank * lws + local
+        spec = {"host": host, "port": port, "rank": rank, "world": world, "groups": groups, "name": name,
+                "gpu": local if gpus else None, "master": master and local == 0}  # fmt: skip
+        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(local)}  # the fault hook (FAULT) reads RANK
+        out = tempfile.TemporaryFile()  # noqa: SIM115 - read after the process ends, closed below
+        p = subprocess.Popen([sys.executable, "-m", "validator.preflight.groups"], stdin=subprocess.PIPE,
+                             stdout=out, env=env)  # fmt: skip
+        assert p.stdin is not None
+        p.stdin.write(json.dumps(spec).encode())
+        p.stdin.close()
+        procs.append((rank, p, out))
+    until = time.monotonic() + CHILD_S
+    got: list[dict[str, Any]] = []
+    for rank, p, out in procs:
+        try:
+            p.wait(timeout=max(0.1, until - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()  # by its pid: ours
+            p.wait()
+            got.append(_own(f"rank {rank} ({name}) did not finish its rehearsal within {CHILD_S:g} s"))
+            continue
+        finally:
+            out.seek(0)
+            text = out.read(REPLY_MAX)
+            out.close()
+        got.append(_reply(text, rank, name, p.returncode))
+    failed = next((g for g in got if g["error"]), None)
+    answer = failed or got[0]
+    return answer["error"], list(answer["lines"])
+
+
+def _reply(text: bytes, rank: int, name: str, code: int) -> dict[str, Any]:
+    """A rehearsal rank's decision, from its last line of output (its own process: still bounded)."""
+    try:
+        doc = json.loads(text.strip().rsplit(b"\n", 1)[-1])
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or not isinstance(doc.get("lines"), list) or "error" not in doc:
+        return _own(f"rank {rank} ({name}) ended (exit {code}) without a rehearsal decision")
+    return {"error": str(doc["error"])[:2000] if doc["error"] else None, "lines": [str(x) for x in doc["lines"]][:64]}
+
+
+def main() -> int:
+    """One rank of a node-mode rehearsal (``on_node``): its spec on stdin, its decision on stdout."""
+    import sys
+
+    spec = json.loads(sys.stdin.buffer.read())
+    got = decision(spec["host"], spec["port"], spec["rank"], spec["world"], spec["groups"], spec["name"],
+                   spec["gpu"], master=spec["master"])  # fmt: skip
+    sys.stdout.write(json.dumps(got) + "\n")
+    return 0
 
 
 def _own(error: str) -> dict[str, Any]:
@@ -185,3 +258,7 @@ def _ranks(members: list[int]) -> str:
     from validator.targets import fold_ranks
 
     return f"[{fold_ranks(members)}]"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

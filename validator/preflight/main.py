@@ -53,7 +53,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--smoke", action="store_true", help="after a pass, a tiny all_reduce with torch")
     ap.add_argument("--groups", action="store_true",
                     help="after a pass, every rank creates the layout's process groups (TP, PP, DP, ...) and runs "
-                         "collectives in each with a deadline (per-rank mode; docs/layout.md)")  # fmt: skip
+                         "collectives in each with a deadline (per rank, or per node around torchrun; docs/layout.md)")  # fmt: skip
     ap.add_argument("--verbose", "-v", action="store_true", help="print the full report on every participant")
     ap.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line (the coordinator too)")
     ap.add_argument("--prom-file", metavar=o.FILE_METAVAR, help=o.PROM_HELP)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from validator import pipeline
 from validator.agent.probe import port_owner
 from validator.errors import UserError
+from validator.preflight import placement
 from validator.preflight import protocol as wire
 from validator.preflight.finish import act, after_pass, emit, finish_local, named, speaks
 from validator.preflight.gate import Gate
@@ -52,10 +53,13 @@ def coordinate(
     listen: dict[str, Any] | None,
     node: Any = None,
     door: Door | None = None,
+    seat: dict[str, Any] | None = None,
 ) -> int:
     """Gather, decide, print the report here, send it to everyone; returns the exit code.
     ``node``: our node's local socket, where its other ranks meet us (local.py). ``door``: an
-    elastic range decides once arrivals pause; later nodes are checked at the door (door.py)."""
+    elastic range decides once arrivals pause; later nodes are checked at the door (door.py).
+    ``seat``: filled with c10d's predicted placement (placement.wire_doc), when it was predicted."""
+    seat = {} if seat is None else seat
     import asyncio
 
     from validator.preflight import coordinator as coord
@@ -91,9 +95,23 @@ def coordinate(
         if names:
             notes.append(f"names: {len(names)} hosts resolved their peers in {time.monotonic() - t_names:.2f} s")
         net += peers.findings(all_facts, names, facts["host"]) + peers.clock_findings(gathered.arrivals, p.host)
-        report = pipeline.check(all_facts, profile, codes(opts), context="preflight", found=gate.findings(all_facts),
+        found, laid = gate.findings(all_facts), None
+        if placement.applies(p, facts["launch"]) and not c.early and (opts.groups or facts["launch"]["layout"]):
+            order, why = placement.predict(all_facts, p)
+            seat.update(placement.wire_doc(order, why))
+            notes.append(
+                placement.note(order) if order is not None else f"node ranks unknown until torch assigns them: {why}"
+            )
+            if order is not None and facts["launch"]["layout"]:  # the group map's hosts, LAY007 and LAY008 with them
+                from validator.checks import run_checks
+
+                laid = placement.placed(order)
+                found += run_checks(laid, profile, [k for k in codes(opts) if k in ("LAY007", "LAY008")], "preflight")
+        report = pipeline.check(all_facts, profile, codes(opts), context="preflight", found=found,
                                 outcomes=missing(p, all_facts, facts, gathered.seconds, c.early, gathered.present),
                                 title=f"cluster-validator preflight ({p.host}:{c.port}, job {p.job_id or 'unnamed'})")  # fmt: skip
+        if laid is not None:
+            report.layout = pipeline.layout_section(laid, "preflight")
         extra = peers.defer(pipeline.keep(net + rejected_findings(gathered), codes(opts)), report.findings)
         report.findings = sorted(report.findings + extra, key=lambda f: (-f.severity, f.code))
         exit_code = report.exit_code(opts.fail_on, opts.allow_incomplete)
@@ -104,7 +122,8 @@ def coordinate(
         text += exclude_lines(arrived, out)
         doc = report.to_json()  # once: every participant gets it, and it is printed here
         if exit_code == 0:  # two phases: nobody acts on a pass until everyone counted confirms it
-            lost = await c.confirm(*verdicts(report, doc, exit_code, text, c.port, pending=True))
+            lost = await c.confirm(*verdicts(report, doc, exit_code, text, c.port, pending=True,
+                                             placement=seat if opts.groups and seat else None))  # fmt: skip
             if not lost:
                 emit(opts, doc, text, True, exit_code)
                 await c.go()
@@ -157,15 +176,16 @@ def execute(opts: Options) -> int:
         profile = load_profile(opts.profile)
     facts = pipeline.probe_local(opts.command or None, port_check=False)
     p = plan(opts, facts, profile)
+    if placement.applies(p, facts["launch"]) and (opts.groups or facts["launch"]["layout"]):
+        placement.record_addr(facts)  # c10d: the address this node's agent will join with
     if opts.groups:
         from validator.facts.layout import group_map
 
-        if p.mode != "rank":
-            raise UserError("--groups rehearses per rank: run the preflight once per rank (srun, or inside torchrun)")
+        world = p.expected * ranks_per_node(p, facts)
         layout = facts["launch"]["layout"]
-        if layout is None or group_map(layout, p.expected) is None:
+        if layout is None or group_map(layout, world) is None:
             what = "no parallel layout (pass --layout tp=N,pp=N,... or the job's own configuration)" if layout is None \
-                else f"the layout does not tile the {p.expected} ranks"  # fmt: skip
+                else f"the layout does not tile the {world} ranks"  # fmt: skip
             raise UserError(f"--groups: {what}")
     if opts.net_check_pairs == "all":  # every participant refuses above the cap, when the nodes are known
         from validator.cliopts import net_pairs
@@ -179,6 +199,28 @@ def execute(opts: Options) -> int:
     finally:
         if listener:
             listener.close()
+
+
+def ranks_per_node(p: Plan, facts: Facts) -> int:
+    """--groups: 1 per participant (per-rank mode), or the ranks one torchrun wrapper will start,
+    which the rehearsal starts in its place (finish.after_pass) once every node's node rank is
+    known: given (static), or predicted (c10d: placement.py); else a one-line error."""
+    if p.mode == "rank":
+        return 1
+    launch = facts["launch"]
+    lws = launch["local_world_size"]
+    why = None
+    if placement.tool(launch) != "torchrun":
+        why = "the wrapped command is not torchrun (run the preflight once per rank: srun, or inside torchrun)"
+    elif not isinstance(lws, int) or lws < 1:
+        why = "the ranks per node are known only when torchrun starts (--nproc-per-node is not a number)"
+    elif not p.keyed:
+        why = placement.unpredictable(p, facts)
+    elif not isinstance(launch["node_rank"], int):
+        why = "this node has no node rank"
+    if why is not None or not isinstance(lws, int):
+        raise UserError(f"--groups cannot place the ranks on the nodes: {why}")
+    return lws
 
 
 def open_listener(facts: Facts) -> Any:
@@ -226,11 +268,12 @@ def rendezvous(
 
             node = local.bind_node(local.job_key(p), facts["host"]) if local.grouped(facts, p.mode) else None
             door = Door(p)
+            seat: dict[str, Any] = {}
             try:
-                code = coordinate(opts, p, facts, sock, profile, listen, node, door)
+                code = coordinate(opts, p, facts, sock, profile, listen, node, door, seat)
             finally:
                 door.close()
-            return act(opts, code, after_pass(opts, p, facts, port))
+            return act(opts, code, after_pass(opts, p, facts, port, seat, hosts=True))
     from validator.preflight.local import join
 
     if is_deputy(facts, p):  # node rank 0 should be here: if nobody hosts within DEPUTY_S, we do
@@ -249,7 +292,7 @@ def rendezvous(
                                  f"and this node (node rank {rank}) holds that address: coordinating in node rank "
                                  "0's place\n")  # fmt: skip
                 code = coordinate(opts, p, facts, sock, profile, listen)
-                return act(opts, code, after_pass(opts, p, facts, port))
+                return act(opts, code, after_pass(opts, p, facts, port, hosts=True))
         owner = port_owner(p.port) if result.verdict is None and (att.silent or att.foreign) else None
         if owner and "validator" not in owner:  # silent or strange, and on our node: we can see who it is
             return finish_local(opts, local_report(opts, mark_busy(facts, p.port), p, None, []))
@@ -265,7 +308,7 @@ def rendezvous(
         text = str(v["text"]) if full or speaks(facts, p) else ""
         emit(opts, v.get("report") or {}, text, full, int(v["exit_code"]))  # participant.well_formed
         port = v["port"] if isinstance(v.get("port"), int) else p.port
-        return act(opts, int(v["exit_code"]), after_pass(opts, p, facts, port))
+        return act(opts, int(v["exit_code"]), after_pass(opts, p, facts, port, v.get("placement")))
     if result.attempts.foreign and is_candidate(facts, p):
         facts = mark_busy(facts, p.port)
     return finish_local(opts, local_report(opts, facts, p, result, []))

@@ -143,13 +143,20 @@ def vanished(lost: list[Arrival], p: Plan) -> Finding:
 
 
 def verdicts(
-    report: Report, doc: dict[str, Any], exit_code: int, text: str, port: int, pending: bool = False
+    report: Report,
+    doc: dict[str, Any],
+    exit_code: int,
+    text: str,
+    port: int,
+    pending: bool = False,
+    placement: dict[str, Any] | None = None,
 ) -> tuple[bytes, bytes, Callable[[Facts], bool]]:
     """What the coordinator sends (coordinator.deliver): the verdict whole; its line alone, for a
     participant that prints or writes no more (finish.brief); and whether the report names a
     participant's host or rank, which then gets it whole. The whole verdict's "named" says the
     same to each participant (finish.named), without its parsing the report (expanding hostlists
-    costs start-up time on every rank)."""
+    costs start-up time on every rank). ``placement``: with --groups under c10d, every node's
+    predicted node rank (placement.wire_doc), in both: each node needs its own to rehearse."""
     from validator.targets import fold_ranks
 
     hosts = {h for f in report.findings for h in f.hosts}
@@ -158,6 +165,8 @@ def verdicts(
     verdict = {"type": "verdict", "exit_code": exit_code, "report": doc, "named": named, "text": text, "port": port}
     line = text.rstrip("\n").rsplit("\n", 1)[-1] + "\n"
     brief = {"type": "verdict", "exit_code": exit_code, "named": {}, "text": line, "port": port}
+    if placement is not None:
+        verdict["placement"] = brief["placement"] = placement
     if pending:  # a proposed pass: acted on only after the go (coordinator.confirm)
         verdict["pending"] = brief["pending"] = True
     return (

@@ -1,6 +1,6 @@
 """False alarms and planted faults of the net check, with real processes (root for the namespaces).
 
-    python benchmarks/netcheck_false.py [HEALTHY [PLANTED]]     (default: 100 20)
+    python benchmarks/netcheck_false.py [--every-pair] [HEALTHY [PLANTED]]     (default: 100 20)
 
 HEALTHY runs on healthy hosts, half on 8 loopback addresses and half on 8 network-namespace
 hosts on a bridge; a run is *false* when the net check names anyone (NET104/NET105). PLANTED runs
@@ -9,8 +9,10 @@ NFQUEUE, delay h2<->h3 5 ms, rate h6 100 Mbit/s by tbf, loss h5 2% by iptables),
 when exactly the planted host or pair is named. Each run is what scan and preflight do
 (tests/harness/netfab.py: a listener process per host, prober processes, validator/netcheck/
 rounds and verdict). Run it while the machine is busy too: that is when false alarms came.
-Prints the load average at the start and the end, one line per failed run, and last one JSON
-object: {"healthy_runs": n, "false_runs": f, "planted": p, "named": k}.
+--every-pair: each run measures every pair of hosts too (`--net-check-pairs all`: the rings, then
+round-robin rounds of the pairs off them). Prints the load average at the start and the end, one line
+per failed run, and last one JSON object: {"pairs": "rings" | "all", "healthy_runs": n, "false_runs": f,
+"planted": p, "named": k}.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -39,7 +42,8 @@ def load() -> str:
 
 
 def main(argv: list[str]) -> None:
-    given = counts(argv, __doc__)[1]
+    flag, given = counts(argv, __doc__, ("--every-pair",))
+    pairs: Literal["rings", "all"] = "all" if flag else "rings"
     healthy, planted = (given + [100, 20][len(given) :])[:2]
     if os.geteuid() != 0:
         sys.stderr.write("netcheck_false.py: needs root (network namespaces, iptables, tc)\n")
@@ -48,7 +52,7 @@ def main(argv: list[str]) -> None:
     t0, false, hit = time.monotonic(), 0, 0
     with Fabric.loopback(8, base=200) as fab:
         for i in range(healthy // 2):
-            out = fab.check()
+            out = fab.check(pairs)
             if out.findings:
                 false += 1
                 print(
@@ -56,7 +60,7 @@ def main(argv: list[str]) -> None:
                 )
     with Fabric.netns(8, os.getpid() % 10000) as fab:
         for i in range(healthy - healthy // 2):
-            out = fab.check()
+            out = fab.check(pairs)
             if out.findings:
                 false += 1
                 print(f"false (netns run {i + 1}): {out.line}: {[f.message[:160] for f in out.findings]}", flush=True)
@@ -64,7 +68,7 @@ def main(argv: list[str]) -> None:
             what, plant, want = FAULTS[i % len(FAULTS)]
             try:
                 plant(fab)
-                out = fab.check()
+                out = fab.check(pairs)
             finally:
                 fab.clear()
             if named(out) == {fab.names[j] for j in want}:
@@ -72,7 +76,7 @@ def main(argv: list[str]) -> None:
             else:
                 print(f"not named exactly ({what}): {out.line}: {[f.message[:160] for f in out.findings]}", flush=True)
     print(f"load average at end: {load()} ({time.monotonic() - t0:.0f} s)", flush=True)
-    print(json.dumps({"healthy_runs": healthy, "false_runs": false, "planted": planted, "named": hit}))
+    print(json.dumps({"pairs": pairs, "healthy_runs": healthy, "false_runs": false, "planted": planted, "named": hit}))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ def drain_hosts(report: Report, fail_on: Severity | None = Severity.ERROR) -> li
 
 
 SCAN_SIDE_HINTS = {
-    "auth": "the user, key and ssh-agent of this machine (-u, -F)",
+    "auth": "the user, key and ssh-agent of this machine (-l/--user, -F)",
     "hostkey": "known_hosts on this machine (--accept-new-host-keys for new nodes)",
     "resolve": "name resolution on this machine (/etc/hosts, DNS, or an ssh_config with -F)",
     "refused": "the SSH port and config (-F; Port in ssh_config)",

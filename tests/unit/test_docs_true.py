@@ -9,12 +9,14 @@ from __future__ import annotations
 import functools
 import glob
 import importlib
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -353,3 +355,130 @@ def test_a_json_line_over_4_mib_is_named_with_its_size(tmp_path: Path) -> None:
                        timeout=60, check=False, cwd=tmp_path, env=clean_env(ROOT))  # fmt: skip
     quoted = re.search(r"input error naming its size \(`([^`]+)`\)", (ROOT / "docs" / "usage.md").read_text())
     assert quoted and p.returncode == 2 and quoted.group(1) in p.stderr, p.stderr
+
+
+# --- samples and field lists of what the code prints ------------------------------------------
+
+
+def samples() -> list[Block]:
+    """Blocks that show output (no language, or json): what a reader compares with their screen."""
+    return [b for doc in DOCS for b in blocks(doc) if b.lang in ("", "json")]
+
+
+def typed_dict_in(tp: object) -> type | None:
+    """The TypedDict a field holds (itself, in `X | None` or in `list[X]`); None for a mapping
+    of any keys (`dict[str, X]`) or a plain value."""
+    if typing.is_typeddict(tp):
+        return tp  # type: ignore[return-value]
+    if typing.get_origin(tp) is dict:
+        return None
+    return next((t for a in typing.get_args(tp) if (t := typed_dict_in(a)) is not None), None)
+
+
+def field_errors(sample: dict[str, object], doc: type, where: str) -> list[str]:
+    """Every required field of ``doc`` in ``sample`` and no other, recursively."""
+    hints = typing.get_type_hints(doc)
+    out = [f"{where}: no {k!r}" for k in doc.__required_keys__ if k not in sample]  # type: ignore[attr-defined]
+    out += [f"{where}: {k!r} is not a field" for k in sample if k not in hints]
+    for k, v in sample.items():
+        inner = typed_dict_in(hints[k]) if k in hints else None
+        items = [v] if isinstance(v, dict) else v if isinstance(v, list) else []
+        out += [e for i in items if inner and isinstance(i, dict) for e in field_errors(i, inner, f"{where}.{k}")]
+    return out
+
+
+def test_every_json_report_sample_has_the_fields_the_code_writes() -> None:
+    """A JSON sample of a report (scan.md's) has exactly the fields of validator/documents.py,
+    nested ones too: a field added to the report shows in the sample, or this fails."""
+    from validator.documents import AnyReportDoc
+
+    shown = [(b, json.loads(b.text)) for b in samples() if b.lang == "json"]
+    reports = [(b, d) for b, d in shown if isinstance(d, dict) and "findings" in d]
+    assert reports, "no JSON report sample in the docs"
+    for b, d in reports:
+        errors = field_errors(d, AnyReportDoc, "report")
+        assert errors == [], f"{b}: the sample's fields are not the report's: {errors}"
+
+
+FIELD_LISTS = [  # (doc, the words that open the list, the document it lists)
+    ("docs/usage.md", "- **json**: the report as one document:", "ReportDoc"),
+    ("docs/diagnose.md", "adds a `diagnosis` object", "DiagnosisDoc"),
+]
+
+
+@pytest.mark.parametrize(("doc", "opening", "name"), FIELD_LISTS)
+def test_a_list_of_json_fields_names_every_field(doc: str, opening: str, name: str) -> None:
+    import validator.documents as documents
+
+    text = (ROOT / doc).read_text()
+    assert opening in text, f"{doc} no longer says {opening!r}"
+    paragraph = re.split(r"\n\s*\n|\n- ", text.split(opening, 1)[1], maxsplit=1)[0]
+    named = set(re.findall(r"`(\w+)`", paragraph))
+    missing = sorted(set(typing.get_type_hints(getattr(documents, name))) - named)
+    assert missing == [], f"{doc}: the list after {opening!r} leaves out {missing}"
+
+
+def test_the_scan_transports_a_doc_lists_are_the_registered_ones() -> None:
+    from validator.transports.table import TRANSPORTS
+
+    row = re.search(r"^\| `scan\.transport` \| (.*) \|$", (ROOT / "docs/scan.md").read_text(), re.M)
+    assert row, "docs/scan.md has no scan.transport row"
+    assert set(re.findall(r"`(\w+)`", row.group(1))) == set(TRANSPORTS)
+
+
+HEADLINE = re.compile(r"^(?:cluster-validator [\w-]+(?: \([^)]*\))?|scan of \S+): (.*)$", re.M)
+COUNT = r"\d+ (?:errors?|warnings?|infos?|without facts|input errors?)"
+SUMMARY = re.compile(rf"(?:no findings|{COUNT}(?:, {COUNT})*) — \d+ participants?(?: on \d+ hosts?)?")
+
+
+def test_every_headline_sample_is_what_the_table_writes() -> None:
+    """`TITLE: 3 errors, 1 input error — 4 participants on 1 host` (report/text.py, summary): the
+    shape, and the kinds of line the sample shows below it counted in it."""
+    found = 0
+    for b in samples():
+        for m in HEADLINE.finditer(b.text):
+            found += 1
+            head = m.group(1)
+            assert SUMMARY.fullmatch(head), f"{b}: {head!r} is not the table's headline"
+            body = b.text[m.end() :]
+            for label, word in (("INPUT", "input error"), ("ERROR", "error"), ("WARNING", "warning")):
+                if re.search(rf"^{label}\s", body, re.M):
+                    assert re.search(rf"\b{word}s?\b", head), f"{b}: {label} lines below {head!r}, not counted in it"
+    assert found, "no headline sample in the docs"
+
+
+def test_every_exclude_sample_is_what_the_code_prints() -> None:
+    """`exclude: gpu003 (1 of 4)` and the lines under it (probes/exclude.py), for the hosts the
+    sample takes out and keeps: its quoting, its order and what it shortens."""
+    from validator.probes.exclude import exclusion, lines
+    from validator.targets import expand
+
+    found = 0
+    for b in samples():
+        for m in re.finditer(r"^exclude: .*(?:\n  .*)*", b.text, re.M):
+            found += 1
+            shown = m.group(0).splitlines()
+            out = expand(shown[0].split()[1])
+            keep = re.search(r"--nodelist=(\S+)", m.group(0))
+            rest = expand(shlex.split(keep.group(1))[0]) if keep else []
+            slots = re.search(r"slots=(\d+)", m.group(0))
+            base = sorted(out + rest)
+            want = lines(exclusion(base, out, dict.fromkeys(base, int(slots.group(1)) if slots else 1)))
+            assert shown == want, f"{b}: the code prints\n" + "\n".join(want)
+    assert found, "no exclude sample in the docs"
+
+
+NET_LINE = re.compile(r"net check: (?:no links to test|\d+ of \d+ links failed|\d+ links, \d+ named \([A-Z0-9, ]+\)"
+                      r"|\d+ links ok \(\d+ measured: too few to compare\)"
+                      r"|\d+ links, all within 3x of the median link(?: \(\d+ more reached\))?)(?:;|$)")  # fmt: skip
+
+
+def test_every_net_check_line_a_doc_quotes_is_one_the_code_writes() -> None:
+    """The net check's line as netcheck/verdict.py (``line``) writes it, wherever a doc quotes one
+    with figures (`net check: 6 links, all within 3x of the median link; ...`)."""
+    quoted = [" ".join(s.split()) for doc in DOCS for s in re.findall(r"`([^`]*)`|\"line\": \"([^\"]*)\"", doc.read_text())
+              for s in s if "net check: " in s]  # fmt: skip
+    lines = [q[q.index("net check: ") :] for q in quoted if re.search(r"net check: \d", q)]
+    assert lines, "no net check line quoted in the docs"
+    wrong = [x for x in lines if not NET_LINE.match(x)]
+    assert wrong == [], f"net check lines the code does not write: {wrong}"

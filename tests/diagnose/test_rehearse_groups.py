@@ -79,3 +79,38 @@ def test_answers_are_read_as_hostile_and_silence_is_said(tmp_path: Path) -> None
     (tmp_path / ".groups-rank1.json").write_text('{"error": null, "lines": ["groups: 2 groups", "PRE012 slow: x"]}')
     found, lines = groups_verdict(str(tmp_path), done)
     assert [f.code for f in found] == ["PRE012"] and found[0].message == "slow: x" and lines == ["groups: 2 groups"]
+
+
+@pytest.mark.slow
+def test_a_rank_that_exits_in_its_pp_group_is_pre011_naming_the_group_and_rank(tmp_path: Path) -> None:
+    """Rank 6 exits as it enters its PP group's collective: torchrun ends every other rank at once, so
+    no rank answers; the rank torchrun saw fail first, and the group it was entering, are PRE011."""
+    p = rehearse(tmp_path, "-f", "json", "--layout", "tp=2,pp=2", script_args=[],
+                 env={"CV_FAULT_GROUPS": "exit:pp@6"})  # fmt: skip
+    assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
+    findings = json.loads(p.stdout)["findings"]
+    assert [f["code"] for f in findings] == ["PRE011"], findings  # not the run's diagnosis of the exits
+    msg = findings[0]["message"]
+    assert msg.startswith("pp group [2,6]: rank 6 (") and "exited (exit code 1) during its collective" in msg, msg
+    assert expand_ranks(findings[0]["ranks"]) == [6]
+    assert not list((tmp_path / "tr").glob("trace_rank*.jsonl")), "no rank ran the script"
+    assert "Traceback" not in p.stderr
+
+
+def test_a_killed_rank_is_named_from_torchruns_root_cause_read_as_hostile(tmp_path: Path) -> None:
+    """The root cause of a rank killed by a signal, and where it was; garbage where it was is not a crash."""
+    log = tmp_path / "rehearsal.log"
+    log.write_text("x" * 200_000 + "\nRoot Cause (first observed failure):\n[0]:\n  time      : 2026-01-01_00:00:00\n"
+                   "  host      : vm\n  rank      : 5 (local_rank: 5)\n  exitcode  : -9 (pid: 4242)\n"
+                   "  error_file: <N/A>\n  traceback : Signal 9 (SIGKILL) received by PID 4242\n")  # fmt: skip
+    (tmp_path / ".groups-at-rank5.json").write_text('{"kind": "dp", "members": [1, 5], "host": "vm"}')
+    done = RunResult(1, None, 1.0, str(log), str(tmp_path))
+    found, lines = groups_verdict(str(tmp_path), done)
+    assert [f.code for f in found] == ["PRE011"] and lines == []
+    assert found[0].message.startswith("dp group [1,5]: rank 5 (vm) was killed (signal 9) during its collective")
+    (tmp_path / ".groups-at-rank5.json").write_text('{"kind": "dp", "members": "[1, 5]"}')
+    (found,), _ = groups_verdict(str(tmp_path), done)
+    assert (
+        found.message
+        == "rank 5 was killed (signal 9) during the process group rehearsal, before its first group's collective"
+    )

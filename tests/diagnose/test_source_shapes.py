@@ -204,3 +204,19 @@ def test_a_file_one_process_wrote_has_the_rank_its_init_line_says(tmp_path: Path
     assert verdict(tmp_path, INIT.format(3) + "epoch 0 step 10\n" + oom)[:2] == ("oom", [3])
     # every rank printing into one stream: the file is no one rank's
     assert verdict(tmp_path, INIT.format(0) + INIT.format(1) + oom)[:2] == ("oom", [])
+
+
+def test_horovods_shut_down_message_is_a_victims_not_a_cause(tmp_path: Path) -> None:
+    """horovod/common/operations.cc SHUT_DOWN_ERROR: every rank but the failing one says it; mpirun's report of the
+    first process to fail (rank 0 here) decides."""
+    text = (
+        "[1,1]<stderr>:RuntimeError: Horovod has been shut down. This was caused by an exception on one of the ranks "
+        "or an attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished execution.\n"
+        "Primary job  terminated normally, but 1 process returned\n"
+        "a non-zero exit code. Per user-direction, the job has been aborted.\n"
+        "mpirun detected that one or more processes exited with non-zero status, thus causing\n"
+        "the job to be terminated. The first process to do so was:\n\n"
+        "  Process name: [[50371,1],0]\n"
+        "  Exit code:    1\n"
+    )
+    assert verdict(tmp_path, text)[:3] == ("child_failed_other", [0], "low")

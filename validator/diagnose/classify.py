@@ -263,6 +263,9 @@ _EXC = re.compile(
 # away) is a victim's, whatever its class
 _COMM_MSG = re.compile(
     r"(?i:timed out|timeout)|Connection (?:reset|closed)|Broken pipe|closed by (?:remote )?peer|communicator was aborted"
+    # horovod/common/operations.cc SHUT_DOWN_ERROR: "Horovod has been shut down. This was caused by an exception on
+    # one of the ranks or an attempt to allreduce ... after one of the ranks finished execution": a victim's words
+    r"|Horovod has been shut down"
 )
 _TRAIL = re.compile(r"NCCL INFO [\w./-]+\.\w+:\d+ -> ([2-6])\b")  # 2 system .. 6 remote (families.RETCODE)
 _C10_CHECK = re.compile(r"Exception raised from c10_(cuda|hip)_check_implementation\b")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -37,6 +38,11 @@ if TYPE_CHECKING:
 LOG = "rehearsal.log"  # the command's output (stdout and stderr), in the trace directory
 GROUPS = ".groups.json"  # the layout's groups, for the ranks (validator.trace); their answers: .groups-rank<R>.json
 ANSWER_BYTES = 1 << 20  # a rank's answer file, read bounded
+LOG_TAIL = 1 << 16  # bytes of the log's end read for torchrun's root cause
+# torchrun's failure summary (torch/distributed/elastic/multiprocessing/errors/__init__.py,
+# _MSG_FORMAT_TEMPLATE and _FAILURE_FORMAT_TEMPLATE): the first observed failure's rank and exit code
+ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):\s*\[0\]:.*?\n\s*rank\s*: (\d{1,9}) \(local_rank: \d{1,9}\)"
+                        r"\s*\n\s*exitcode\s*: (-?\d{1,4})( \(pid: \d+\) ?(\S*))?", re.S)  # fmt: skip
 GRACE_S = 5.0  # between SIGTERM and SIGKILL when the run is stopped
 
 
@@ -109,6 +115,9 @@ def groups_verdict(trace_dir: str, result: RunResult) -> tuple[list[Finding], li
         if isinstance(got, dict) and isinstance(got.get("lines"), list):
             answers.append(got)
     if not answers:
+        died = _died(trace_dir, result)
+        if died is not None:
+            return [findings.groups_failed.finding(died[0], ranks=died[1], hosts=died[2])], []
         state = result.stopped or f"exit code {result.returncode}"
         return [], [f"groups: no rank answered the process group rehearsal ({state})"]
     got = next((a for a in answers if a.get("error")), answers[0])
@@ -123,6 +132,39 @@ def groups_verdict(trace_dir: str, result: RunResult) -> tuple[list[Finding], li
         else:
             lines.append(line)
     return found, lines
+
+
+def _died(trace_dir: str, result: RunResult) -> tuple[str, list[int], list[str]] | None:
+    """No rank answered and the script never started: the rank torchrun saw fail first (its root
+    cause, read from the log's end) died during the rehearsal. (PRE011's message, its rank, its
+    host) naming the group it was entering (``.groups-at-rank<R>.json``, groups.AT_ENV), or None
+    when the log names no rank (the launcher itself failed: the run's own diagnosis says so)."""
+    from validator.safejson import loads, read_text
+
+    if result.returncode in (0, None) or any(Path(trace_dir).glob("trace_rank*.jsonl")):
+        return None
+    try:
+        with open(result.log, "rb") as f:
+            f.seek(max(0, os.path.getsize(result.log) - LOG_TAIL))
+            tail = f.read(LOG_TAIL).decode("utf-8", "replace")
+    except OSError:
+        return None
+    m = ROOT_CAUSE.search(tail)
+    if m is None:
+        return None
+    rank, code, signame = int(m[1]), int(m[2]), (m[4] or "").strip()
+    how = f"was killed ({signame or f'signal {-code}'})" if code < 0 else f"exited (exit code {code})"
+    try:
+        at = loads(read_text(os.path.join(trace_dir, f".groups-at-rank{rank}.json"), 4096, "rehearsal"), "at")
+    except (UserError, ValueError, OSError):
+        at = None
+    kind, members = (at.get("kind"), at.get("members")) if isinstance(at, dict) else (None, None)
+    if not isinstance(kind, str) or not isinstance(members, list) or not all(type(r) is int for r in members):
+        return f"rank {rank} {how} during the process group rehearsal, before its first group's collective", [rank], []
+    host = str(at.get("host", "?"))[:255] if isinstance(at, dict) else "?"
+    shown = ",".join(map(str, members[:64])) + (",..." if len(members) > 64 else "")
+    text = f"{kind[:16]} group [{shown}]: rank {rank} ({host}) {how} during its collective; no rank ran the script"
+    return text, [rank], [host]
 
 
 @dataclass(slots=True)
@@ -174,8 +216,13 @@ def run(
     env = tree.env(dict(os.environ, VALIDATOR_TRACE_DIR=os.path.abspath(trace_dir)))
     for stale in Path(trace_dir).glob(".groups-rank*.json"):  # a --trace-dir used before
         stale.unlink()
+    for stale in Path(trace_dir).glob(".groups-at-rank*.json"):
+        stale.unlink()
     if groups:
+        from validator.preflight.groups import AT_ENV
+
         env["VALIDATOR_TRACE_GROUPS"] = path = os.path.join(os.path.abspath(trace_dir), GROUPS)
+        env[AT_ENV] = os.path.abspath(trace_dir)
         Path(path).write_text(json.dumps(groups))
     root = str(Path(validator.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)

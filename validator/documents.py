@@ -227,7 +227,27 @@ class GroupsDoc(TypedDict):
     shown: list[str]  # "ranks 0-7 on node[001-002]": spanning groups first, at most LAYOUT_SHOWN
 
 
-class LayoutDoc(TypedDict):
+class PlacementNodeDoc(TypedDict):
+    """One node of the placement: its host, its node rank and its ranks."""
+
+    host: str
+    node_rank: int | None  # None: a participant per rank, placed by its own rank
+    ranks: str  # folded: "2-3"
+
+
+class PlacementDoc(TypedDict):
+    """Where the group map's hosts come from (docs/layout.md, "The group map")."""
+
+    source: str  # given (the launch names every rank's node) | predicted (c10d's rank assignment) | unknown
+    rule: str  # predicted: torch's rule and where it is; given: the launch setting read; unknown: why
+    nodes: list[PlacementNodeDoc]  # in node-rank order, at most PLACEMENT_SHOWN
+
+
+class _LayoutExtras(TypedDict, total=False):
+    placement: PlacementDoc  # where each rank runs and how that is known (when the degrees tile the world)
+
+
+class LayoutDoc(_LayoutExtras):
     """The parallel layout the job's configuration names, its degrees for this world, and the
     group map in the framework's rank order (docs/layout.md)."""
 

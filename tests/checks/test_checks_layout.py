@@ -238,6 +238,44 @@ def test_accelerate_parallelism_config_total_size_is_num_processes() -> None:
                                                     "LAY005")).message  # fmt: skip
 
 
+@fires("LAY002")
+def test_accelerate_sequence_parallel_by_deepspeeds_rule() -> None:
+    """accelerate skips total_size with SP (DeepSpeed's): DeepSpeed needs world % sp == 0
+    (parallel_state_sp.py initialize_sequence_parallel); CP and SP together accelerate refuses."""
+    lay = from_fixture(
+        ["accelerate", "launch", "--config_file", str(FIXTURES / "accelerate_sp_deepspeed.yaml"), "t.py"]
+    )
+    assert check(laid(rank_job(1, 2), lay), "LAY002") == []
+    assert check(laid(rank_job(2, 4), lay), "LAY002") == []  # 8 ranks, sp 2: dp 4 (no total_size check)
+    odd = {**lay, "degrees": {**lay["degrees"], "sp": 3}}
+    assert (
+        "DeepSpeed sequence parallel: world 8 % sp_size 3 = 2"
+        in only(check(laid(rank_job(2, 4), odd), "LAY002")).message
+    )
+    both = {**lay, "degrees": {**lay["degrees"], "cp": 2}}
+    assert (
+        "cp_size(2) and sp_size(2) are mutually exclusive" in only(check(laid(rank_job(2, 4), both), "LAY002")).message
+    )
+    ddp_tp = {**lay, "degrees": {"dp_replicate": 2, "dp_shard": 1, "tp": 4}}
+    assert (
+        "accelerate refuses TP/CP over pure data parallelism"
+        in only(check(laid(rank_job(2, 4), ddp_tp), "LAY002")).message
+    )
+
+
+@fires("LAY002")
+def test_accelerate_fsdp1_hybrid_shard_needs_whole_nodes_of_devices() -> None:
+    """FSDP1 HYBRID_SHARD shards over dist.new_subgroups(torch.cuda.device_count()): 12 ranks on
+    8-GPU nodes raise in torch; 16 do not; nodes without GPUs leave the rule out."""
+    path = str(FIXTURES / "accelerate_fsdp.yaml")
+    lay = from_fixture(["accelerate", "launch", "--config_file", path, "--fsdp_sharding_strategy=HYBRID_SHARD", "t.py"])
+    assert check(laid(rank_job(2, 8, gpus=8), lay), "LAY002") == []
+    f = only(check(laid(rank_job(2, 6, gpus=8), lay), "LAY002"))
+    assert "torch.cuda.device_count() = 8 ranks: world 12 % 8 = 4" in f.message
+    assert "(world < 8)" in only(check(laid(rank_job(1, 4, gpus=8), lay), "LAY002")).message
+    assert check(laid(rank_job(2, 6, gpus=0), lay), "LAY002") == []
+
+
 def test_accelerate_processes_not_divisible_by_machines() -> None:
     lay = from_fixture(["accelerate", "launch", "--config_file", str(FIXTURES / "accelerate_tp_hsdp.yaml"),
                         "--num_processes", "6", "--num_machines", "4", "t.py"])  # fmt: skip
@@ -271,3 +309,19 @@ def test_torchtitan_pipeline_microbatches_divide_the_local_batch() -> None:
     lay = from_fixture([*toml, "--parallelism.pipeline_parallel_microbatch_size", "2"])
     f = only(check(laid(rank_job(8, 8), lay), "LAY004"))
     assert "local_batch_size 1 % pipeline_parallel_microbatch_size 2 = 1" in f.message
+
+
+def test_layout_placement_says_where_the_hosts_come_from() -> None:
+    """layout.placement: given by the launch (RANK per rank, or a node rank a node), unknown where
+    c10d numbers the nodes at its rendezvous (no node rank before the start)."""
+    from validator.pipeline import layout_section
+
+    doc = layout_section(laid(rank_job(2, 4), megatron(tp=2)), "check")
+    assert doc is not None and doc["placement"]["source"] == "given", doc
+    assert doc["placement"]["nodes"] == [{"host": "node001", "node_rank": 0, "ranks": "0-3"},
+                                         {"host": "node002", "node_rank": 1, "ranks": "4-7"}]  # fmt: skip
+    assert "RANK" in doc["placement"]["rule"]
+    per_node = laid(node_job(2, 4, backend="c10d"), megatron(tp=2))
+    doc = layout_section([tweak(per_node, i, launch={"node_rank": None})[i] for i in range(2)], "check")
+    assert doc is not None and doc["placement"]["source"] == "unknown" and doc["groups"] == {}, doc
+    assert "c10d and etcd-v2 number the nodes at their rendezvous" in doc["placement"]["rule"]

@@ -215,8 +215,40 @@ def test_accelerate_fsdp_template_names_no_layout(tmp_path: Path) -> None:
     path = str(FIXTURES / "accelerate_fsdp.yaml")
     argv = ["accelerate", "launch", "--config_file", path, "train.py"]
     (entry,) = job_configs(argv, {"HF_HOME": str(tmp_path)})
-    assert entry["values"] == {"distributed_type": "FSDP", "num_processes": "2"} and entry["error"] is None
-    assert parse_layout(argv, [entry], {}) is None
+    assert entry["values"] == {"distributed_type": "FSDP", "num_processes": "2", "fsdp_sharding_strategy": "FULL_SHARD"}
+    assert entry["error"] is None and parse_layout(argv, [entry], {}) is None
+
+
+def test_accelerate_fsdp1_hybrid_shard_from_the_file_or_the_line(tmp_path: Path) -> None:
+    """The same template with HYBRID_SHARD on the launch line (as accelerate's tests/fsdp/test_fsdp.py
+    passes --fsdp_sharding_strategy=...), or accelerate's number for it, or in the file: a layout
+    (torch's ShardingStrategy value kept); FSDP2 (fsdp_version 2) has no sharding strategy."""
+    path = str(FIXTURES / "accelerate_fsdp.yaml")
+    for strategy, value in (("HYBRID_SHARD", 4), ("hybrid_shard_zero2", 5), ("4", 4)):
+        argv = ["accelerate", "launch", "--config_file", path, f"--fsdp_sharding_strategy={strategy}", "train.py"]
+        lay = accelerate_layout(argv, tmp_path)
+        assert lay is not None and lay["sizes"] == {"fsdp_hybrid": value, "processes": 2}, strategy
+    cfg = tmp_path / "hybrid.yaml"
+    cfg.write_text((FIXTURES / "accelerate_fsdp.yaml").read_text().replace("FULL_SHARD", "HYBRID_SHARD"))
+    lay = accelerate_layout(["accelerate", "launch", "--config_file", str(cfg), "train.py"], tmp_path)
+    assert lay is not None and lay["sizes"]["fsdp_hybrid"] == 4
+    argv = ["accelerate", "launch", "--config_file", str(cfg), "--fsdp_version", "2", "train.py"]
+    assert accelerate_layout(argv, tmp_path) is None
+
+
+def test_accelerate_sequence_parallel_config_and_its_groups(tmp_path: Path) -> None:
+    """accelerate's own DeepSpeed Ulysses config (sp 2 on 2 processes); over 8 ranks DeepSpeed's SP
+    groups are consecutive ranks (parallel_state_sp.py) and data parallel is world // sp."""
+    path = str(FIXTURES / "accelerate_sp_deepspeed.yaml")
+    lay = accelerate_layout(["accelerate", "launch", "--config_file", path, "train.py"], tmp_path)
+    assert lay is not None and lay["degrees"] == {"dp_replicate": 1, "dp_shard": 1, "sp": 2}
+    assert lay["sizes"] == {"machines": 1, "processes": 2} and lay["errors"] == []
+    gm = group_map(lay, 8)
+    assert gm is not None and gm["sp"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert gm["dp"] == [[0, 2, 4, 6], [1, 3, 5, 7]] and set(gm) == {"sp", "dp"}
+    argv = ["accelerate", "launch", "--config_file", path, "--parallelism_config_sp_size", "4", "train.py"]
+    lay = accelerate_layout(argv, tmp_path)  # the line wins over the file
+    assert lay is not None and lay["degrees"]["sp"] == 4 and group_map(lay, 6) is None
 
 
 def test_accelerate_default_config_only_when_accelerate_reads_it(tmp_path: Path) -> None:

@@ -85,6 +85,9 @@ def test_the_group_map_places_ranks_by_the_predicted_node_ranks(tmp_path: Path, 
     assert shown == [f"ranks 0-2 on {fold(order[0], order[1])}", f"ranks 3-5 on {fold(order[1], order[2])}"], shown
     assert any(f["code"] == "LAY007" for f in report["findings"]), report["findings"]
     assert any("node ranks predicted from torch's c10d rank assignment" in r.err for r in runs)
+    seat = report["layout"]["placement"]  # the prediction in a field of its own, its rule named
+    assert seat["source"] == "predicted" and "dynamic_rendezvous.py:833 in torch 2.13" in seat["rule"], seat
+    assert seat["nodes"] == [{"host": h, "node_rank": i, "ranks": f"{2 * i}-{2 * i + 1}"} for i, h in enumerate(order)]
 
 
 def test_groups_in_node_mode_under_the_static_backend_use_the_given_node_ranks(tmp_path: Path, port: int) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from validator.checks.base import Check, Hit, Job, check, describe
 from validator.codes import table
-from validator.documents import GroupsDoc, LayoutDoc
+from validator.documents import GroupsDoc, LayoutDoc, PlacementDoc, PlacementNodeDoc
 from validator.facts.layout import group_map, resolve
 from validator.model import LayoutFacts, Severity
 from validator.targets import fold_hosts, fold_ranks
@@ -15,6 +15,10 @@ from validator.targets import fold_hosts, fold_ranks
 MEGATRON_LIKE = ("megatron", "nemo", "explicit")
 LAYOUT_SHOWN = 8  # groups of each kind the report names (spanning ones first)
 MAX_MAPPED = 1 << 17  # ranks: beyond this the report gives the degrees without the group map
+PLACEMENT_SHOWN = 64  # nodes the report's layout.placement lists
+PREDICTED = "predicted: "  # a node rank's launch source when preflight predicted it (placement.SOURCE)
+UNPLACED = ("not every rank's node is known before the start: c10d and etcd-v2 number the nodes at their "
+            "rendezvous (preflight predicts it only as the torchrun wrapper; docs/preflight.md)")  # fmt: skip
 
 
 def _key(layout: LayoutFacts | None) -> Any:
@@ -133,6 +137,53 @@ def unreadable(job: Job) -> Any:
         yield Hit(f"{err} (on {job.who(members)})", members, actual=err)
 
 
+def _accelerate_config(d: dict[str, int], r: dict[str, int], world: int) -> list[str]:
+    """accelerate/parallelism_config.py: ParallelismConfig.__post_init__ refuses CP with SP and
+    TP or CP over pure replication; _validate_accelerator holds total_size (dp_replicate x dp_shard
+    x tp x cp x sp) to num_processes unless it is 1 (DDP), or SP's backend is DeepSpeed (its only
+    one), whose initialize_sequence_parallel (deepspeed/runtime/sequence_parallel/parallel_state_sp.py,
+    called by ulysses_sp.py UlyssesSPAttentionHF.register_with_transformers) needs world % sp == 0."""
+    rep, shard, sp = d.get("dp_replicate", 1), d["dp_shard"], r.get("sp", 1)
+    out = []
+    if r["cp"] > 1 and sp > 1:
+        out.append(f"ParallelismConfig cp_size({r['cp']}) and sp_size({sp}) are mutually exclusive")
+    if (r["tp"] > 1 or r["cp"] > 1) and rep > 1 and shard == 1:
+        out.append(f"ParallelismConfig tp_size({r['tp']})/cp_size({r['cp']}) > 1 with dp_replicate_size({rep}) > 1 "
+                   "and dp_shard_size 1: accelerate refuses TP/CP over pure data parallelism")  # fmt: skip
+    if sp > 1:
+        if world < sp or world % sp:
+            out.append(f"DeepSpeed sequence parallel: world {world} % sp_size {sp} = {world % sp}"
+                       + (f" (world < sp_size {sp})" if world < sp else ""))  # fmt: skip
+        return out
+    total = rep * shard * r["cp"] * r["tp"]
+    if total not in (1, world):
+        out.append(f"ParallelismConfig total_size dp_replicate({rep}) x dp_shard({shard}) x cp({r['cp']}) x "
+                   f"tp({r['tp']}) = {total} != num_processes {world}")  # fmt: skip
+    return out
+
+
+def _devices(job: Job) -> int | None:
+    """The devices torch.cuda.device_count() sees on the nodes (the visible ones), when every node
+    that reported GPUs sees the same number; None: no GPUs reported, or nodes that differ."""
+    counts = set()
+    for i in job.node_reps:
+        g = job.facts[i]["gpus"]
+        n = len(g["visible"]) if g["visible"] is not None else len(g["devices"])
+        if n:
+            counts.add(n)
+    return counts.pop() if len(counts) == 1 else None
+
+
+def _hybrid_shard(world: int, gpus: int) -> list[str]:
+    """FSDP1 HYBRID_SHARD / _HYBRID_SHARD_ZERO2 without a process group (accelerate passes none):
+    torch/distributed/fsdp/_init_utils.py _init_intra_and_inter_node_groups shards over
+    dist.new_subgroups(torch.cuda.device_count()), which raises unless the world divides by it."""
+    if world < gpus or world % gpus:
+        return [f"FSDP HYBRID_SHARD shards over groups of torch.cuda.device_count() = {gpus} ranks: world {world} "
+                f"% {gpus} = {world % gpus}" + (f" (world < {gpus})" if world < gpus else "")]  # fmt: skip
+    return []
+
+
 @check("LAY002", Severity.ERROR, "Parallel degrees do not fit the world size")
 def world_mismatch(job: Job) -> Any:
     """The product of the parallel degrees fits the world size, by the framework's own rule.
@@ -142,8 +193,14 @@ def world_mismatch(job: Job) -> Any:
     dp_shard -1 inferred as world // (dp_replicate x CP x TP x PP) and then >= 1, and EP dividing
     dp_shard x CP x TP (torchtitan/distributed/parallel_dims.py, ParallelDims._validate); DeepSpeed:
     world % autotp_size == 0; accelerate: a parallelism config's dp_replicate x dp_shard x CP x TP
-    == num_processes unless it is 1 (accelerate/parallelism_config.py,
-    ParallelismConfig._validate_accelerator: "total_size (...) does not match num_processes"), the
+    x SP == num_processes unless it is 1 (accelerate/parallelism_config.py,
+    ParallelismConfig._validate_accelerator: "total_size (...) does not match num_processes"), and
+    with SP > 1 (DeepSpeed's Ulysses, where accelerate skips that check) world % SP == 0
+    (deepspeed/runtime/sequence_parallel/parallel_state_sp.py, initialize_sequence_parallel), CP
+    and SP not both > 1 and no TP or CP over dp_replicate > 1 with dp_shard 1 (ParallelismConfig.
+    __post_init__); FSDP1 HYBRID_SHARD (and _HYBRID_SHARD_ZERO2): world % devices per node == 0
+    (torch/distributed/fsdp/_init_utils.py, _init_intra_node_process_group: dist.new_subgroups(
+    torch.cuda.device_count()), "The world size (...) must be divisible by 'group_size'"); the
     Megatron-LM plugin's degrees by Megatron's rule (its context parallel size 2 when unset), and
     num_processes % num_machines == 0 (accelerate starts num_processes // num_machines a machine:
     utils/launch.py); an explicit --layout with dp: TP x PP x CP x DP == world.
@@ -170,10 +227,7 @@ def world_mismatch(job: Job) -> Any:
         elif (sparse := (r["dp"] // max(rep, 1)) * r["cp"] * r["tp"]) % r["ep"]:
             wrong.append(f"ep({r['ep']}) does not divide dp_shard x cp x tp = {sparse}")
     elif fw == "accelerate" and "dp_shard" in d:
-        total = d.get("dp_replicate", 1) * d["dp_shard"] * r["cp"] * r["tp"]
-        if total not in (1, world):
-            wrong.append(f"ParallelismConfig total_size dp_replicate({d.get('dp_replicate', 1)}) x dp_shard("
-                         f"{d['dp_shard']}) x cp({r['cp']}) x tp({r['tp']}) = {total} != num_processes {world}")  # fmt: skip
+        wrong += _accelerate_config(d, r, world)
     elif fw == "deepspeed":
         if world % r["tp"]:
             wrong.append(f"world {world} % tensor_parallel.autotp_size {r['tp']} != 0")
@@ -188,6 +242,8 @@ def world_mismatch(job: Job) -> Any:
             )
         if "dp" in d and not wrong and model * d["dp"] != world:
             wrong.append(f"tp x pp x cp x dp = {model * d['dp']} != world {world}")
+    if fw == "accelerate" and s.get("fsdp_hybrid") and (gpus := _devices(job)):
+        wrong += _hybrid_shard(world, gpus)
     machines, procs = s.get("machines", 1), s.get("processes")
     if fw == "accelerate" and procs and machines > 0 and procs % machines:  # utils/launch.py: nproc_per_node
         wrong.append(f"num_processes {procs} % num_machines {machines} = {procs % machines}: accelerate starts "
@@ -407,6 +463,8 @@ def summary(job: Job) -> LayoutDoc | None:
                       "order": expected["order"], "degrees": resolve(expected, world), "groups": {}}  # fmt: skip
     gm = group_map(expected, world) if world <= MAX_MAPPED and not _degree_errors(expected) else None
     hosts = rank_hosts(job, world) if gm else None
+    if gm is not None:
+        doc["placement"] = _placement(job, world, hosts)
     if gm is None or hosts is None:
         return doc
     for kind, groups in gm.items():
@@ -419,6 +477,37 @@ def summary(job: Job) -> LayoutDoc | None:
                             "shown": [f"ranks {fold_ranks(g)} on {fold_hosts(on)}" for g, on in shown]}  # fmt: skip
         doc["groups"][kind] = entry
     return doc
+
+
+def _placement(job: Job, world: int, hosts: list[str] | None) -> PlacementDoc:
+    """Where the map's hosts come from: the launch (given), preflight's prediction of c10d's node
+    ranks (predicted, its rule named), or nowhere yet (unknown); the nodes in rank order."""
+    if hosts is None:
+        return {"source": "unknown", "rule": UNPLACED, "nodes": []}
+    node_of: list[int | None] = [None] * world
+    rules: dict[str, None] = {}
+    for launch in job.launches:
+        r, nr, lws, src = launch["rank"], launch["node_rank"], launch["local_world_size"], launch["sources"]
+        if isinstance(r, int) and 0 <= r < world:
+            node_of[r] = nr if isinstance(nr, int) else None
+            rules[str(src.get("rank") or "rank")] = None
+        elif isinstance(nr, int) and isinstance(lws, int) and lws > 0:
+            node_of[max(nr * lws, 0) : min((nr + 1) * lws, world)] = [nr] * max(
+                min((nr + 1) * lws, world) - nr * lws, 0
+            )
+            rules[str(src.get("node_rank") or "node_rank")] = None
+    predicted = [k[len(PREDICTED) :] for k in rules if k.startswith(PREDICTED)]
+    nodes: list[PlacementNodeDoc] = []
+    start = 0
+    for r in range(1, world + 1):
+        if r == world or (hosts[r], node_of[r]) != (hosts[start], node_of[start]):
+            if len(nodes) < PLACEMENT_SHOWN:
+                nodes.append(
+                    {"host": hosts[start], "node_rank": node_of[start], "ranks": fold_ranks(list(range(start, r)))}
+                )
+            start = r
+    rule = predicted[0] if predicted else ", ".join(rules)[:200]
+    return {"source": "predicted" if predicted else "given", "rule": rule, "nodes": nodes}
 
 
 CODES: dict[str, Check] = table(

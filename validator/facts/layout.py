@@ -70,7 +70,13 @@ ACCELERATE = {
     "parallelism_config_dp_replicate_size": ("degrees", "dp_replicate"),
     "parallelism_config_dp_shard_size": ("degrees", "dp_shard"),
     "parallelism_config_tp_size": ("degrees", "tp"), "parallelism_config_cp_size": ("degrees", "cp"),
+    "parallelism_config_sp_size": ("degrees", "sp"),
 }  # fmt: skip
+# FSDP1's sharding strategy (accelerate utils/constants.py FSDP_SHARDING_STRATEGY, index + 1 is
+# torch's ShardingStrategy value; utils/dataclasses.py FullyShardedDataParallelPlugin.__post_init__
+# takes the name, any case, or the number): the two hybrid ones shard within a node's devices and
+# replicate across nodes (torch/distributed/fsdp/_init_utils.py _init_intra_and_inter_node_groups).
+FSDP_HYBRID = {"HYBRID_SHARD": 4, "4": 4, "HYBRID_SHARD_ZERO2": 5, "_HYBRID_SHARD_ZERO2": 5, "5": 5}
 # the Megatron-LM plugin's defaults for what neither names (utils/dataclasses.py MegatronLMPlugin
 # __post_init__). Its context_parallel_size defaults to 2 since accelerate 1.13 and to 1 before; the
 # node's accelerate version is not known here, so an unnamed CP counts as 1: a gate that blocked
@@ -223,19 +229,25 @@ def _accelerate(argv: list[str], entries: list[dict[str, Any]]) -> LayoutFacts |
     want = "default" if "config_file" not in opts else None
     files = [c for c in entries if c.get("kind") == "accelerate" and (c.get("option") == "default") == bool(want)]
     values = {k: _yaml_scalar(v) for k, v in dict(files[0].get("values") or {}).items()} if files else {}
-    values.update({k: v for k, v in opts.items() if k in ACCELERATE})
+    values.update({k: v for k, v in opts.items() if k in ACCELERATE or k == "fsdp_sharding_strategy"})
     mode = next((m for m in ACCELERATE_MODES if m in opts), None)
     kind = str(values.get("distributed_type") or "") if mode is None else mode
     megatron = kind in ("MEGATRON_LM", "use_megatron_lm")
-    if not megatron and not any(k.startswith("parallelism_config_") for k in values):
+    fsdp1 = kind in ("FSDP", "use_fsdp") and str(values.get("fsdp_version", 1)) == "1"
+    hybrid = FSDP_HYBRID.get(str(values.get("fsdp_sharding_strategy", "")).upper()) if fsdp1 else None
+    if not megatron and not hybrid and not any(k.startswith("parallelism_config_") for k in values):
         return None
     source = f"{files[0].get('option')} {files[0].get('path')}" if files else "argv"
     b = _Builder("accelerate", source, MEGATRON_ORDER if megatron else TORCHTITAN_ORDER)
+    if hybrid:
+        b.layout["sizes"]["fsdp_hybrid"] = hybrid  # torch's ShardingStrategy: 4 HYBRID_SHARD, 5 _ZERO2
     for key, raw in values.items():
         if key in ACCELERATE and (megatron or not key.startswith("megatron_lm_")):
             b.put(ACCELERATE[key], raw, key)
     if megatron:
-        b.layout["degrees"] = {k: v for k, v in b.layout["degrees"].items() if k not in ("dp_replicate", "dp_shard")}
+        b.layout["degrees"] = {
+            k: v for k, v in b.layout["degrees"].items() if k not in ("dp_replicate", "dp_shard", "sp")
+        }
         for key, value in ACCELERATE_MEGATRON.items():
             b.layout["degrees"].setdefault(key, value)
     else:
@@ -263,22 +275,26 @@ def resolve(layout: LayoutFacts, world: int) -> dict[str, int]:
     """Every degree, with the framework's defaults and inferences for ``world`` ranks: tp cp pp
     dp ep etp edp (the expert data-parallel size). A degree that does not divide gives 0."""
     d, fw = layout["degrees"], layout["framework"]
-    tp, pp, cp, ep = d.get("tp", 1), d.get("pp", 1), d.get("cp", 1), d.get("ep", 1)
+    tp, pp, cp, ep, sp = d.get("tp", 1), d.get("pp", 1), d.get("cp", 1), d.get("ep", 1), d.get("sp", 1)
     if fw == "torchtitan" or "dp_shard" in d:  # ParallelDims._validate: dp_shard -1 is world // (dp_replicate*cp*tp*pp)
         rep, shard = d.get("dp_replicate", 1), d.get("dp_shard", -1)
         inner = rep * cp * tp * pp
         if shard < 0 and inner > 0:
             shard = world // inner
-        if fw == "accelerate" and rep * shard * cp * tp == 1:  # ParallelismConfig._validate_accelerator: DDP
+        if fw == "accelerate" and rep * shard * cp * tp * sp == 1:  # ParallelismConfig._validate_accelerator: DDP
             rep = world
         dp, etp = rep * shard, d.get("etp", 1)
+        if sp > 1:  # DeepSpeed's sequence parallel (parallel_state_sp.py): data parallel is world // sp
+            model = sp * tp * cp
+            dp = world // model if model > 0 and world % model == 0 else 0
     else:
         model = tp * pp * cp
         dp = d.get("dp", world // model if model > 0 and world % model == 0 else 0)
         etp = d.get("etp", tp)
     expert = etp * ep * pp
     edp = world // expert if expert > 0 and world % expert == 0 else 0
-    return {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "ep": ep, "etp": etp, "edp": edp}
+    out = {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "ep": ep, "etp": etp, "edp": edp}
+    return {**out, "sp": sp} if "sp" in d else out
 
 
 def rank_groups(axes: list[tuple[str, int]], group: set[str]) -> list[list[int]]:
@@ -305,13 +321,16 @@ def group_map(layout: LayoutFacts, world: int) -> dict[str, list[list[int]]] | N
     """Ranks of every TP / CP / DP / PP / EP / EP x expert-TP group of a degree above 1, in the
     framework's rank order; None when the degrees do not tile ``world``."""
     r = resolve(layout, world)
-    if r["tp"] * r["cp"] * r["dp"] * r["pp"] != world or min(r.values()) < 1:
+    sp = r.get("sp", 1)
+    if r["tp"] * sp * r["cp"] * r["dp"] * r["pp"] != world or min(r.values()) < 1:
         return None
     order = [a for a in layout["order"].split("-") if a in ("tp", "cp", "dp", "pp")]
     if sorted(order) != ["cp", "dp", "pp", "tp"]:
         order = ["tp", "cp", "dp", "pp"]
-    dense = [(a, r[a]) for a in order]
-    out = {a: rank_groups(dense, {a}) for a in ("tp", "cp", "dp", "pp") if r[a] > 1}  # degree 1: a rank alone
+    if sp > 1:  # accelerate's mesh ["dp_replicate", "dp_shard", "cp", "sp", "tp"]; DeepSpeed's SP groups: sp
+        order.insert(order.index("tp") + 1, "sp")  # consecutive ranks (parallel_state_sp.py)
+    dense = [(a, r.get(a, 1)) for a in order]
+    out = {a: rank_groups(dense, {a}) for a in ("tp", "sp", "cp", "dp", "pp") if r.get(a, 1) > 1}  # 1: alone
     if r["ep"] > 1 and r["etp"] * r["ep"] * r["edp"] * r["pp"] == world:  # Megatron's expert RankGenerator
         expert = [("tp", r["etp"]), ("ep", r["ep"]), ("dp", r["edp"]), ("pp", r["pp"])]
         out["ep"] = rank_groups(expert, {"ep"})

@@ -28,6 +28,7 @@ BYTES = 1 << 20  # the timed all_reduce
 FACTOR, FLOOR_MS = 3.0, 50.0  # a group's collective this much slower than its kind's median group
 LATE_MS = 250.0  # a rank this much later than its peers to a collective (CPU ranks share cores: noise)
 KEY = "validator/groups/"
+AT_ENV = "VALIDATOR_GROUPS_AT"  # `validator rehearse`: a directory where each rank leaves the group it is entering
 FAULT = "CV_FAULT_GROUPS"  # tests only (not a VALIDATOR_ name: the agent would collect it as a fact): "delay:KIND:SECONDS" or "exit:KIND" on this rank (with "@R": on rank R alone, for launchers that give every rank one environment)
 
 
@@ -158,6 +159,8 @@ def _try(dist: Any, torch: Any, device: str, kind: str, members: list[int], g: A
     """One group's small all_reduce (its sum checked; it also lines the members up), then the timed
     one: how late this rank entered it after the line-up ("late": a slow or stalled rank) and how
     long it took here ("s": a member waiting for a late one, or a slow link, shows here)."""
+    if at := os.environ.get(AT_ENV):  # `validator rehearse`: where this rank is, should it die here
+        _at(at, kind, members)
     spec, _, only = os.environ.get(FAULT, "").partition("@")
     fault = spec.split(":") if only in ("", os.environ.get("RANK")) else []
     if fault[:2] == ["exit", kind]:
@@ -178,6 +181,20 @@ def _try(dist: Any, torch: Any, device: str, kind: str, members: list[int], g: A
         return {"late": t0 - lined_up, "s": time.perf_counter() - t0}
     except Exception as e:  # noqa: BLE001 - a timeout or a lost peer of this group
         return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"}
+
+
+def _at(directory: str, kind: str, members: list[int]) -> None:
+    """``.groups-at-rank<R>.json`` in ``directory``: the group this rank is entering (rehearse reads it
+    when no rank answered: the rank that died names its group)."""
+    import socket
+
+    path = os.path.join(directory, f".groups-at-rank{os.environ.get('RANK', '0')}.json")
+    try:
+        with open(path + ".tmp", "w") as f:
+            json.dump({"kind": kind, "members": members, "host": socket.gethostname()}, f)
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass  # the trace directory went away: the rehearsal itself goes on
 
 
 def _collect(store: Any, world: int, timeout: float) -> dict[int, dict[str, Any]]:

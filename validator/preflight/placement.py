@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from validator.preflight.plan import Plan
 
 RULE = "nodes sorted by (fqdn or --local-addr, agent pid): torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:833 in torch 2.13"
+SOURCE = f"predicted: {RULE}"  # a placed node's launch source of its node rank (the report's layout.placement)
 BACKENDS = ("c10d", "etcd-v2")  # DynamicRendezvousHandler (rendezvous/registry.py); etcd (v1) ranks by arrival
 TORCH = ((2, 0), (2, 13))  # the versions whose dynamic_rendezvous.py was read for RULE (2.13: line 833)
 ADDR_ENV = "VALIDATOR_C10D_ADDR"  # in a participant's facts: the address its agent will join with ("": unknown)
@@ -108,7 +109,7 @@ def placed(order: list[Facts]) -> list[Facts]:
     return [
         {
             **f,
-            "launch": {**f["launch"], "node_rank": i, "sources": {**f["launch"]["sources"], "node_rank": "c10d order"}},
+            "launch": {**f["launch"], "node_rank": i, "sources": {**f["launch"]["sources"], "node_rank": SOURCE}},
         }
         for i, f in enumerate(order)
     ]

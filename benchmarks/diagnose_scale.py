@@ -22,6 +22,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -205,7 +206,9 @@ def floors(files: list[str], grep_ms_per_mb: float) -> dict[str, float]:
 def run(d: Path, label: str) -> dict[str, Any]:
     files = sorted(str(p) for p in d.glob("rank*.log"))
     size = sum(os.path.getsize(f) for f in files)
-    pattern = "|".join(a.decode() for a in ANCHORS)
+    pattern = "|".join(re.sub(r"([.\[\]()*+?{}|^$\\])", r"\\\1", a.decode()) for a in ANCHORS)  # each anchor literally
+    if subprocess.run(["grep", "-E", "-c", pattern, os.devnull], capture_output=True).returncode == 2:
+        raise SystemExit(f"diagnose_scale.py: grep -E refuses the anchors' pattern {pattern[:80]!r}...: no ratio")
     subprocess.run(["cat", *files[:1]], capture_output=True)  # warm the page cache evenly for both
     for f in files:
         with open(f, "rb") as fh:

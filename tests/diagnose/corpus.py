@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from validator.diagnose.run import diagnose_paths
 
@@ -113,3 +113,24 @@ def totals(scores: list[Score]) -> dict[str, Any]:
         "host_determined": sum(s.label.host is not None for s in scores),
         "wrong_hosts": sum(s.label.host is not None and bool(s.hosts) and not s.host_ok for s in scores),
     }
+
+
+class Verdict(NamedTuple):
+    """A diagnosis of one log text, as the tests of message shapes compare it."""
+
+    klass: str | None  # the corpus's class of the failure
+    ranks: list[int]  # the primary cause's culprits
+    confidence: str  # "none" without a primary cause
+    hosts: list[str]
+    code: str | None
+
+
+def verdict(tmp_path: Path, text: str) -> Verdict:
+    """``text`` written as one log file and diagnosed as `validator diagnose` would (one process)."""
+    log = tmp_path / "case.log"
+    log.write_text(text)
+    _report, d = diagnose_paths([str(log)], jobs=1)
+    p = d.primary
+    if p is None:
+        return Verdict(d.vocab_class, [], "none", [], None)
+    return Verdict(d.vocab_class, list(p.culprits), p.confidence, list(p.hosts), p.code)

@@ -19,15 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from validator.diagnose.run import diagnose_paths
-
-
-def verdict(tmp_path: Path, text: str) -> tuple[str, list[int], str, str | None]:
-    log = tmp_path / "case.log"
-    log.write_text(text)
-    _report, d = diagnose_paths([str(log)], jobs=1)
-    p = d.primary
-    return d.vocab_class, list(p.culprits) if p else [], p.confidence if p else "none", p.code if p else None
+from .corpus import verdict
 
 
 def test_a_truncated_bootstrap_message_is_a_mismatch_naming_nobody(tmp_path: Path) -> None:
@@ -99,8 +91,8 @@ def test_a_slurm_cancel_after_the_ranks_failed_is_their_consequence(tmp_path: Pa
     assert verdict(tmp_path, WATCHDOG + cancel)[:2] == ("collective_timeout", [])
     # a stop with a reason is the scheduler's, whatever the ranks printed before it
     limit = cancel.replace(" ***", " DUE TO TIME LIMIT ***")
-    assert verdict(tmp_path, WATCHDOG + limit)[3] == "DGN014"
-    assert verdict(tmp_path, cancel)[3] == "DGN014"
+    assert verdict(tmp_path, WATCHDOG + limit).code == "DGN014"
+    assert verdict(tmp_path, cancel).code == "DGN014"
 
 
 TIMEOUT = "[E socket.cpp:957] [c10d] The client socket has timed out after 600s while trying to connect to (127.0.0.1, 3333).\n"  # fmt: skip

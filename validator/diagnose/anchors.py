@@ -58,6 +58,9 @@ ANCHORS: tuple[bytes, ...] = (
     b"CUDA warning",  # c10 TORCH_WARN("CUDA warning: ", ...) where a destructor may not throw (device-side assert)
     b"RANK=",  # the launch environment as a shell sets it ("export RANK=1"): a rank outside WORLD_SIZE hosts no store
     b"WORLD_SIZE=",
+    b"Device: cuda:",  # accelerate's PartialState repr: a process's device, its index on the lines before
+    b"got stuck for",  # ProcessGroupNCCL's heartbeat monitor: "ProcessGroupNCCL's watchdog got stuck for %d seconds ..."
+    b"Child process with PID",  # Lightning's _ChildProcessObserver: the first child to exit non-zero
     b"first process to do so",  # mpirun: "...exited with non-zero status... The first process to do so was:"  # c10d socket.cpp "The client socket has timed out after 600s while trying to connect to"
 )
 

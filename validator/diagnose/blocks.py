@@ -137,6 +137,39 @@ def missing_ranks(lines: list[bytes], stream: bytes) -> str:
     return ",".join(out)
 
 
+_ACCEL = re.compile(rb"Process index: (\d+)\r?\nLocal process index: (\d+)\r?\n$")
+
+
+def accel_state(buf: bytes, start: int) -> dict[str, str]:
+    """The "Process index: N" and "Local process index: L" lines right before accelerate's "Device: D" line in the
+    buffer (state.py's repr; a block a chunk border cut gives nothing)."""
+    if m := _ACCEL.search(buf, max(0, start - 80), start):
+        return {"index": m.group(1).decode(), "local": m.group(2).decode()}
+    return {}
+
+
+_JAX_TASK = re.compile(r"^\s*/job:[\w\-]+/replica:\d+/task:(\d+)\s*$")
+_JAX_REACHED = re.compile(r"# of tasks that reached the barrier: (\d+)/(\d+)")
+
+
+def jax_tasks(first: str, lines: list[bytes]) -> dict[str, str]:
+    """The tasks an expired JAX coordination barrier lists, one ``/job:NAME/replica:R/task:N`` line each after
+    its message (coordination_service.cc; "The first task at the barrier: ..." names one that arrived and is
+    not such a line), and its "# of tasks that reached the barrier: A/B" where printed."""
+    out: dict[str, str] = {}
+    tasks: list[str] = []
+    for text in [first] + [raw.decode("utf-8", "replace") for raw in lines[:256]]:
+        if m := _JAX_REACHED.search(text):
+            out["reached"], out["total"] = m.group(1), m.group(2)
+        if m := _JAX_TASK.match(text):
+            tasks.append(m.group(1))
+        elif tasks:
+            break
+    if tasks:
+        out["tasks"] = ",".join(tasks)
+    return out
+
+
 _RAS_HEAD = re.compile(rb"^\s*(?:#\d+-\d+ \([0-9a-f]+\) )?([A-Z][A-Z,]{3,})\s*$", re.MULTILINE)
 
 

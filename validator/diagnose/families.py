@@ -482,6 +482,34 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"CUDA warning: (?P<what>device-side assert triggered|an illegal memory access "
         r"was encountered|unspecified launch failure|misaligned address)",
     ),
+    # JAX's coordination service (openxla/xla xla/tsl/distributed_runtime/coordination/coordination_service.cc): an
+    # expired barrier, absl::StrFormat("Barrier timed out. Id: %s. This usually happens because a task triggered the
+    # barrier too early or too slowly. ...\n# of tasks that reached the barrier: %d/%d.\nThe first task at the barrier:
+    # %s. Some timed out task names:\n%s", ...) with one "/job:jax_worker/replica:0/task:N" line per pending task (up to
+    # kPendingTaskLogLimit); older releases: "Barrier timed out. Barrier_id: %s. Timed out task names:\n%s". The task
+    # is JAX's process_id. Cluster registration is the barrier "[Init]Wait_for_all_tasks_to_register", after which the
+    # service logs "Stopping coordination service as cluster registration failed. ..." (the tasks that never connected)
+    (
+        "jax.barrier_timeout",
+        S,
+        "Barrier timed out",
+        r"Barrier timed out\. (?:Barrier_id|Id): (?P<barrier>\S+?)\.?(?:\s|$)",
+    ),
+    ("jax.barrier_timeout", S, "cluster registration failed", r"(?P<register>cluster registration failed)"),
+    # accelerate's state (huggingface/accelerate src/accelerate/state.py PartialState.__repr__, printed by scripts as
+    # logger.info(accelerator.state)): "Num processes: %d\nProcess index: %d\nLocal process index: %d\nDevice: %s"; the
+    # two lines before this one are read in filescan (a process's device: several on one GPU is a duplicate-GPU set)
+    ("accel.state", Role.FACT, "Device: cuda:", r"^Device: (?P<device>cuda:\d+)\s*$"),
+    # Lightning (lightning_fabric/strategies/launchers/subprocess_script.py _ChildProcessObserver): rank_prefixed_message(
+    # f"Child process with PID {proc.pid} terminated with code {proc.returncode}. Forcefully terminating all other
+    # processes to avoid zombies", rank=(i + 1)): the first child the main process (rank 0) saw exit non-zero, its rank
+    # in Lightning's "[rank: N] " prefix
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "Child process with PID",
+        r"(?P<lightning>Child process) with PID (?P<pid>\d+) terminated with code (?P<exit>-?\d+)",
+    ),
     # the CUDA driver API's CUresult as libraries print it ("CUresult error result=1 ...", "CUDA_ERROR_ILLEGAL_ADDRESS")
     ("cuda.error", ORG, "CUresult error", r"CUresult error\s+result=(?P<what>\d+)"),
     # a CUDA runtime call's failure as libraries report it: "<cudaCall> failed: " + cudaGetErrorString(err)
@@ -555,7 +583,7 @@ def nccl_vocab(classes: list[tuple[str, bool]]) -> str:
 
 
 _HVD = re.compile(r"\[(missing|ready) ranks: ([\d, ]+)\]")
-INFO_KINDS = frozenset({"misc.nccl_version"})  # recognised lines that are not errors
+INFO_KINDS = frozenset({"misc.nccl_version", "accel.state"})  # recognised lines that are not errors
 
 
 def enrich(kind: str, text: str, data: dict[str, object]) -> None:

@@ -29,6 +29,10 @@ _MSG_RANK = re.compile(rb"Rank \d+\]")
 # front): sre skips to each "\n[" at C speed, where "^" with re.M would try every byte
 _TEE = re.compile(rb"\n\[(?:(?!rank\d)([A-Za-z_][A-Za-z_\-]*?)(\d+)(?:\|\d+)?|([A-Za-z][\w.\-]{0,62}):(\d{1,4}))\]:")
 _MPI_PROC = re.compile(r"Process name:\s*\[\[\d+,\d+\],(?P<rank>\d+)\]")
+# horovodrun's gloo launcher (horovod/runner/gloo_run.py launch_gloo, launch_gloo_elastic): "... The first process to do so
+# was:\nProcess name: {name}\nExit code: {code}", the workers sorted by the time they exited; the name is the slot's index
+# in the allocation plan (its rank) under launch_gloo, "{hostname}[{local_rank}]" under the elastic driver
+_HVD_PROC = re.compile(r"\s*Process name:\s*(?P<name>(?P<rank>\d+)|(?P<host>[\w.\-]+)\[(?P<slot>\d+)\])\s*$")
 _MPI_EXIT = re.compile(r"Exit code:\s*(?P<exit>-?\d+)")
 _INIT = re.compile(
     r"comm \S+ rank (?P<rank>\d+) nranks (?P<n>\d+) cudaDev (?P<dev>\d+)(?: nvmlDev \d+)? busId (?P<bus>\w+)"
@@ -162,23 +166,36 @@ def _handle(st: _State, hit: Anchored) -> bool:
             return False
         proc = next((m for t in after if (m := _MPI_PROC.search(t))), None)
         code = next((m for t in after if (m := _MPI_EXIT.search(t))), None)
+        hvd = next((m for t in after if (m := _HVD_PROC.match(t))), None)
+        exit_code = code["exit"] if code else "1"
         if proc is not None:
-            rank, exit_code = proc["rank"], code["exit"] if code else "1"
+            rank = proc["rank"]
             data = {"reporter": rank, "exit": exit_code, "launcher": "mpirun"}
             what = f"mpirun: the first process to exit non-zero was rank {rank} (exit code {exit_code})"
+            st.add(_event(st, "agent.child_failed", Role.SUMMARY, data, what, hit.line, line))
+        elif hvd is not None and "Horovod detected" in text:
+            data = {"exit": exit_code, "launcher": "horovodrun"}
+            if hvd["rank"] is not None:
+                data["reporter"] = hvd["rank"]
+            else:
+                data["node"], data["slot"] = hvd["host"], hvd["slot"]
+            what = f"horovodrun: the first process to exit non-zero was {hvd['name']} (exit code {exit_code})"
             st.add(_event(st, "agent.child_failed", Role.SUMMARY, data, what, hit.line, line))
         return True
     if text.rstrip().endswith("Last error:"):
         follow, more = hit.following(8)
-        nxt = [
+        same = [
             t for t in (parse_line(f.decode("utf-8", "replace"), st.year) for f in follow) if t.stream == line.stream
         ]
-        if not nxt and more and hit.defer():
+        if not same and more and hit.defer():
             return False
-        if nxt and nxt[0].text:
-            got = classify(nxt[0].text)
-            kind, role, data = got if got else ("nccl.last_error", Role.SYMPTOM, {"what": nxt[0].text})
-            st.add(_event(st, kind, role, data, nxt[0].text, hit.line + 1, line))
+        # a double-spaced paste puts a blank line before the text; an empty "Last error:" is followed by the next log
+        # line (NCCL's own, a logger's record with its time or level), which is not that text
+        nxt = next((t for t in same[:3] if t.text.strip()), None)
+        if nxt is not None and (nxt is same[0] or (nxt.nccl is None and nxt.time is None and nxt.level is None)):
+            got = classify(nxt.text)
+            kind, role, data = got if got else ("nccl.last_error", Role.SYMPTOM, {"what": nxt.text})
+            st.add(_event(st, kind, role, data, nxt.text, hit.line + 1, line))
         return True
     if "Rendezvous complete" in text:
         follow, more = _following(hit, 16)
@@ -205,6 +222,13 @@ def _handle(st: _State, hit: Anchored) -> bool:
         data["ranks"] = blocks.missing_ranks(hit.following(64)[0], stream)
     elif kind == "nccl.ras_missing":
         data["section"] = blocks.ras_section(hit.buf, hit.start)
+    elif kind == "accel.state":
+        data.update(blocks.accel_state(hit.buf, hit.start))
+    elif kind == "jax.barrier_timeout":
+        follow, more = _following(hit, 64)
+        if len(follow) < 64 and more and hit.defer():
+            return False
+        data.update(blocks.jax_tasks(text, follow))
     ev = _event(st, kind, role, data, text, hit.line, line)
     pending = st.stacks.get(stream)
     if pending and pending[0] == hit.line:

@@ -151,7 +151,11 @@ def rank_in_message(text: str) -> tuple[int | None, str | None]:
 STREAM_KEY = re.compile(
     rb"(?:\[\d+(?:,\d+)?\]<std(?:out|err)>:\s?|\[rank: \d+\] |\[[A-Za-z][^\]\s]{0,39}\]:\s?|\d{1,6}: "
     rb"|\((?:[\w.]+ )?pid=\d{1,9}(?:, ip=[\w.:\-]{1,64})?\)\s?|\[pod/[\w.\-/]{1,320}\]\s?"
-    rb"|(?:[0-9a-f]{8} )?(?:\[rank=\d{1,9}\] )?\|\|\s?|" + HOST_TAG.encode() + b"|" + COMPOSE_TAG.encode() + rb")*"
+    rb"|(?:[0-9a-f]{8} )?(?:\[rank=\d{1,9}\] )?\|\|\s?|std(?:out|err): |(?:\[[0-9a-f]{0,64}\] )?\[rank=\d{1,9}\] |"
+    + HOST_TAG.encode()
+    + b"|"
+    + COMPOSE_TAG.encode()
+    + rb")*"
 )
 # a time stamp in front of the prefixes (kubectl --timestamps, Determined, moreutils ts): not part of the stream
 _LEAD_TIME = re.compile(

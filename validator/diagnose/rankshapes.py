@@ -110,6 +110,24 @@ SHAPES: tuple[Shape, ...] = (
     # pods <type>-<index>; no public source of this collector's format was found, so only that name shape is taken)
     _s("collector", "master-0 >> [rank1]:", "", r"([a-z][a-z0-9]*(?:-[a-z0-9]+)*-\d{1,5}) >> ", node=1, host=1),
     _s("docker compose", "vllm1-1  | ", "p29-compose-rocm-watchdog-hip-check-frames.log", COMPOSE_TAG, node=1, host=1),
+    # Determined's harness (determined-ai/determined harness/determined/launch/wrap_rank.py forward_stream): f"[rank={rank}]
+    # {line}" on every line a worker prints, behind the container id in brackets where the web UI copies it ("[] " when
+    # it has none)
+    _s(
+        "determined",
+        "[rank=0] ",
+        "u13-determined-trial-rank0-cuda-oom.log",
+        r"(?:\[[0-9a-f]{0,64}\] )?\[rank=(\d{1,9})\] ",
+        rank=1,
+    ),
+    # Determined's CLI (`det trial logs`): the level in angle brackets, padded ("<info>    ", "<>        " where none),
+    # then the time stamp, the container id and "|| " (the shape below)
+    _s(
+        "determined",
+        "<>        [2021-12-07 10:43:01] ",
+        "u16-determined-horovod-gloo-first-process.log",
+        r"<\w{0,8}> {1,12}\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]{0,12}\] ",
+    ),
     # Determined: "[ts] 5c902731 [rank=1] || "
     _s("determined", "5c902731 [rank=1] ||", "", r"(?:[0-9a-f]{8} )?(?:\[rank=(\d{1,9})\] )?\|\|\s?", rank=1),
     # torchrun --tee with a template: "[default-r5-l1]:" (role, global rank, local rank)
@@ -144,6 +162,17 @@ SHAPES: tuple[Shape, ...] = (
         "p14-json-event-lines-hip-launch-failure-rank3.log",
         r'\{(?:"\w+": ?"[^"]{0,32}", ?){0,2}"(?:log|data|message)": ?"',
     ),
+    # accelerate's test runner (huggingface/accelerate src/accelerate/test_utils/testing.py _stream_subprocess): tee(line,
+    # ..., label="stdout:") / label="stderr:", i.e. print(label, line): a child's output re-printed, one stream each
+    _s(
+        "accelerate",
+        "stderr: [1]:",
+        "u09-accelerate-test-stderr-prefixed-summary.log",
+        r"(std(?:out|err)): ",
+        node=1,
+    ),
+    # a paste quoted in Markdown ("> " before a prefix the line carried)
+    _s("quote", "> [] [rank=0] ", "u13-determined-trial-rank0-cuda-oom.log", r"> (?=[\[(<])"),
     # srun --label: "3: " (the task id)
     _s("srun", "3: ", "a008-srun-prefix-duplicate-gpu-rank3-rank0.log", r"(\d{1,6}): ", node=1),
     # a bracketed number (an MPI-like tag, a pid): the stream only

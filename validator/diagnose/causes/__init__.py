@@ -36,6 +36,7 @@ from validator.diagnose.causes.recorded import coll_history, flight_recorder, p2
 from validator.diagnose.causes.startup import (
     addr_in_use,
     duplicate_gpu,
+    jax_barrier,
     launch_contract,
     nccl_versions,
     no_interface,
@@ -57,6 +58,7 @@ CAUSES: tuple[Rule, ...] = (
     uniqueid,
     mismatch_pointer,
     store_barrier,
+    jax_barrier,
     ras,
     horovod,
     versions,

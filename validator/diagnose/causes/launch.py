@@ -136,7 +136,13 @@ def _worker(e: Event) -> tuple[str, list[int], str]:
     first report, in the order it learned of them: low confidence); torchrun's agent a local rank."""
     if str(e.data.get("reporter", "")).isdigit():
         rank = int(e.data["reporter"])
+        if e.data.get("launcher") == "horovodrun":
+            return f"rank {rank}", [rank], "horovodrun names the worker that exited first, by the time it exited"
         return f"rank {rank}", [rank], "mpirun reports this process first, in the order it learned of them"
+    if "lightning" in e.data and e.rank is not None:  # the child's rank in Lightning's "[rank: N] " prefix
+        return f"rank {e.rank}", [e.rank], "Lightning's main process names the first child it saw exit non-zero"
+    if e.data.get("slot") is not None:
+        return f"the worker on {e.data['node']} (slot {e.data['slot']})", [], ""
     if "local" in e.data:
         return f"local rank {e.data['local']} (pid {e.data.get('pid')})", [], ""
     return "a worker", [], ""
@@ -149,8 +155,8 @@ def _first(seen: list[Event]) -> Event:
 
 
 def _node(e: Event) -> list[str]:
-    """mpirun's "on node HOST": the host of the process it names."""
-    return [str(e.data["node"])] if e.data.get("node") and "reporter" in e.data else []
+    """mpirun's "on node HOST", horovodrun's "HOST[slot]": the host of the process it names."""
+    return [str(e.data["node"])] if e.data.get("node") and ("reporter" in e.data or "slot" in e.data) else []
 
 
 def _agent_signal(ev: Evidence) -> list[Cause]:

@@ -9,6 +9,7 @@ from collections import Counter
 from validator.diagnose import strength as S
 from validator.diagnose.causes.base import Evidence, by_kind, host_of, quote, ranks_of, who
 from validator.diagnose.events import Cause, Confidence, Event
+from validator.targets import fold_ranks
 
 
 def store_barrier(ev: Evidence) -> list[Cause]:
@@ -90,6 +91,65 @@ def _pairs(seen: list[Event]) -> list[int]:
     return ranks_of(out)
 
 
+def _shared_device(events: list[Event], ranks: list[int]) -> list[int]:
+    """The processes accelerate's state lines put on one device with a rank of NCCL's pair (``Process index``, ``Local
+    process index``, ``Device``: the index less the local index tells the nodes apart)."""
+    where: dict[tuple[int, str], set[int]] = {}
+    for e in by_kind(events, "accel.state"):
+        if "index" in e.data and "local" in e.data:
+            index = int(e.data["index"])
+            where.setdefault((index - int(e.data["local"]), str(e.data["device"])), set()).add(index)
+    out: set[int] = set()
+    for procs in where.values():
+        if len(procs) > 1 and procs & set(ranks):
+            out |= procs
+    return sorted(out)
+
+
+def jax_barrier(ev: Evidence) -> list[Cause]:
+    """JAX's coordination service (openxla/xla coordination_service.cc): a barrier (jax.distributed's connect, cluster
+    registration, a user's or orbax's sync) expired. Where it lists the tasks that never reached it, they are the
+    missing processes (a task is JAX's process_id); one task, and no count saying the list was cut, is named."""
+    seen = by_kind(ev.events, "jax.barrier_timeout")
+    if not seen:
+        return []
+    evidence = [quote(e) for e in seen[:3]]
+    named = [e for e in seen if e.data.get("tasks")]
+    if not named:
+        return [
+            Cause(
+                code="DGN001",
+                summary="JAX's coordination service timed out waiting for tasks to register or reach a barrier; the "
+                "log does not say which tasks never came",
+                culprits=[],
+                confidence="unknown",
+                reason="the barrier's timeout names no pending task",
+                evidence=evidence,
+                strength=S.RDZV_COUNT,
+            )
+        ]
+    last = named[-1]
+    tasks = sorted({int(t) for t in str(last.data["tasks"]).split(",")})
+    total, reached = last.data.get("total"), last.data.get("reached")
+    whole = total is None or int(str(total)) - int(str(reached)) == len(tasks)  # the list stops at a log limit
+    culprits = tasks if len(tasks) == 1 and whole else []
+    barrier = last.data.get("barrier") or "its barrier"
+    return [
+        Cause(
+            code="DGN001",
+            summary=f"JAX task{'s' if len(tasks) > 1 else ''} {', '.join(map(str, tasks[:16]))} never reached the "
+            f"coordination barrier {barrier}",
+            culprits=culprits,
+            confidence="medium" if culprits else "unknown",
+            reason="the coordination service lists the tasks that did not arrive"
+            + ("" if culprits else "; several never came, so none of them is the one that failed first"),
+            evidence=evidence,
+            strength=S.STORE_BARRIER_MISSING if culprits else S.STORE_BARRIER_COUNT,
+            family="missing_rank",
+        )
+    ]
+
+
 def duplicate_gpu(ev: Evidence) -> list[Cause]:
     """NCCL's init check: two ranks of one communicator on one GPU."""
     seen = by_kind(ev.events, "nccl.duplicate_gpu")
@@ -100,7 +160,9 @@ def duplicate_gpu(ev: Evidence) -> list[Cause]:
     local = [
         e for e in seen if e.rank is not None and "a" in e.data and e.rank not in (int(e.data["a"]), int(e.data["b"]))
     ]
-    ranks = [] if local else _pairs(seen)
+    pair = [] if local else _pairs(seen)
+    shared = _shared_device(ev.events, pair)
+    ranks = sorted(set(pair) | set(shared))
     dev = next((e.data["dev"] for e in seen if "dev" in e.data), None)
     pairs = sorted({f"{e.data['a']} and {e.data['b']}" for e in local})
     what = f"communicator ranks {', '.join(pairs)} (of a sub-communicator)" if local else who(ranks)
@@ -110,7 +172,10 @@ def duplicate_gpu(ev: Evidence) -> list[Cause]:
             summary=f"{what} share one GPU{f' (CUDA device {dev})' if dev else ''}",
             culprits=ranks,
             confidence="high" if ranks else "unknown",
-            reason="NCCL names the ranks that share the device"
+            reason=(
+                "NCCL names the ranks that share the device"
+                + (f"; accelerate's state lines put processes {fold_ranks(shared)} on that GPU" if shared else "")
+            )
             if ranks
             else "the reporting rank is not in the "
             "pair NCCL names, so those are communicator-local ranks; the global ones are not in the log",

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Literal
 
+TYPE_CHECKING = False  # no typing on every rank's launch path (tests/preflight/test_lean.py)
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Literal, TypeAlias
+
     from validator.severity import Severity
 
 FAIL_LEVELS = ("error", "warning", "info", "never")
@@ -31,7 +33,7 @@ OUTPUT_HELP = "write the report to FILE instead of stdout"
 PROFILE_HELP = "launch profile YAML"
 LAYOUT_HELP = "the parallel layout, for jobs whose configuration names none: tp=2,pp=4,cp=1,ep=1,dp=2 (docs/layout.md)"
 PROM_HELP = "also write Prometheus textfile metrics to FILE"
-NetPairs = Literal["rings", "all"]
+NetPairs: TypeAlias = "Literal['rings', 'all']"  # a string: never evaluated at run time
 NET_PAIRS: tuple[NetPairs, ...] = ("rings", "all")  # --net-check-pairs (scan and preflight)
 NET_PAIRS_MAX = 128  # nodes at most for --net-check-pairs all: 127 rounds of disjoint pairs
 NET_PAIRS_METAVAR = "PAIRS"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
 
 from validator.agent import probe as agent
 from validator.errors import UserError
@@ -16,9 +15,12 @@ from validator.facts import load_facts, parse
 from validator.facts.command import parse_command
 from validator.facts.launch import parse_launch
 
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 # What only checking needs (the checks, the model's reports, profiles, facts files) is imported
 # where it is used: a preflight participant, once per rank at launch, only probes.
 if TYPE_CHECKING:
+    from typing import Any
+
     from validator.documents import LayoutDoc
     from validator.model import Facts, Finding, Outcome, Report
     from validator.profiles import Profile

@@ -21,9 +21,12 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterator
-from typing import IO, Any
 
 from validator.errors import UserError
+
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 MAX_BYTES = 16 << 20  # one JSON document, unless the caller sets its own limit
 MAX_DEPTH = 64  # facts are 6 levels deep, preflight frames 9

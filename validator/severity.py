@@ -5,7 +5,10 @@ typed facts and reports on every rank's launch path."""
 from __future__ import annotations
 
 import enum
-from typing import Literal
+
+TYPE_CHECKING = False  # no typing on every rank's launch path (tests/preflight/test_lean.py)
+if TYPE_CHECKING:
+    from typing import Literal
 
 
 class Severity(enum.IntEnum):

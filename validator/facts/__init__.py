@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
 
 from validator import FACTS_SCHEMA, __version__
 from validator.errors import UserError
@@ -17,7 +16,10 @@ from validator.facts.node import parse_software, parse_system
 from validator.facts.schema import validate_facts
 from validator.safejson import clip
 
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     from validator.model import Facts
 
 AGENT_SCHEMA = 1

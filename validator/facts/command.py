@@ -9,10 +9,10 @@ positional argument ending the launcher's options.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from validator.facts import launchopts
 
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
     from validator.model import CommandFacts
 

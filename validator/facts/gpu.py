@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
 
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     from validator.model import CommandFacts, Facts, GpuDevice, GpuFacts, GpuHealth, GpuHealthFacts, XidEvent
 
 
@@ -292,14 +294,23 @@ def parse_health(raw: dict[str, Any], devices: list[GpuDevice]) -> GpuHealthFact
     return {"devices": found, "xid": xid, "xid_source": source, "xid_error": error}
 
 
-class GpuEvidence(NamedTuple):  # not a dataclass: every participant imports this module (test_lean)
+class GpuEvidence:  # a plain class: every participant imports this module (test_lean.py)
     """Why a job counts as a GPU job: ``what`` (``--backend nccl``) and ``where`` it was seen (the
     host, the profile); ``node``: a node's own GPUs or driver (then a node without GPUs may be
     broken), else only the job's configuration."""
 
-    what: str
-    where: str
-    node: bool
+    __slots__ = ("node", "what", "where")
+
+    def __init__(self, what: str, where: str, node: bool) -> None:
+        self.what, self.where, self.node = what, where, node
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GpuEvidence):
+            return NotImplemented
+        return (self.what, self.where, self.node) == (other.what, other.where, other.node)
+
+    def __repr__(self) -> str:
+        return f"GpuEvidence({self.what!r}, {self.where!r}, {self.node!r})"
 
 
 def gpu_evidence(facts: Sequence[Facts], gpus_per_node: int | None = None) -> GpuEvidence | None:

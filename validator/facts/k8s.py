@@ -11,8 +11,7 @@ downward API. The names read here are exactly the ones those manifests set.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
     from validator.model import Launcher
 

@@ -10,13 +10,15 @@ wrapped torchrun command wins over both for the node it launches.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
 
 from validator import MAX_RANKS
 from validator.facts import launchopts
 from validator.facts.k8s import KUBEFLOW_TYPE, pod_contract, pod_hosts
 
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     from validator.model import CommandFacts, Launcher, LaunchFacts
 
 # what torchrun uses for an option a node omits (and no PET_* variable sets): its parser's defaults

@@ -18,11 +18,13 @@ it has a row here). Plain data and the standard library: the check path never im
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
+if TYPE_CHECKING:
+    from typing import Any, TypeAlias
 
 JOB, NODE, FREE = "job", "node", "free"
 VALUE, FLAG = True, False
-Row = tuple[str, bool, Any]  # class, takes a value, the parser's default
+Row: TypeAlias = "tuple[str, bool, Any]"  # class, takes a value, the parser's default
 
 TORCHRUN: dict[str, Row] = {
     "nnodes": (JOB, VALUE, "1:1"),

@@ -10,12 +10,14 @@ docker, lo, virbr. Since 2.28 only RUNNING interfaces are candidates and virbr i
 from __future__ import annotations
 
 import ipaddress
-from typing import TYPE_CHECKING, Any
 
 from validator.agent.probe import is_loopback as is_loopback  # one rule; the agent imports nothing of ours
 from validator.facts.gpu import gpu_evidence
 
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     from validator.model import Facts, Interface, MasterFacts, Selection
 
 # Kinds whose addresses other nodes cannot reach (container/VM bridges, tunnels, overlays). Not

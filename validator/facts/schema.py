@@ -8,18 +8,21 @@ inline and the path of a bad field is only built when something is wrong.
 from __future__ import annotations
 
 import types
-import typing
 from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING, Any
 
 from validator import FACTS_SCHEMA, MAX_RANKS
 from validator.errors import UserError
 
+# typing is imported where the schema is compiled (with the model, which needs it): a participant
+# imports this module on every rank's launch path and never compiles the schema (test_lean.py)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, TypeAlias
+
     from validator import model
 
-Validator = Callable[[Any], None]
+Validator: TypeAlias = "Callable[[Any], None]"
 LEAVES: dict[Any, tuple[tuple[type, ...], str]] = {
     str: ((str,), "a string"),
     int: ((int,), "an integer"),
@@ -57,6 +60,8 @@ def _leaf(tp: Any, nullable: bool) -> LeafSpec:
 
 def _spec(tp: Any, nullable: bool = False) -> LeafSpec | Validator:
     """A leaf spec (checked inline by the container) or a validator function."""
+    import typing
+
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         inner = [o for o in typing.get_args(tp) if o is not type(None)]
@@ -80,6 +85,8 @@ def _check_one(spec: LeafSpec | Validator, x: Any, where: str) -> None:
 
 
 def _container(tp: Any, nullable: bool) -> Validator:
+    import typing
+
     origin = typing.get_origin(tp)
     if origin is list or origin is dict:
         item = _spec(typing.get_args(tp)[-1])
@@ -152,6 +159,8 @@ class _Source:
         return f"{prefix}{self.n}"
 
     def emit(self, tp: Any, var: str, pad: str, nullable: bool = False) -> None:
+        import typing
+
         origin = typing.get_origin(tp)
         if origin in (typing.Union, types.UnionType):
             (inner,) = [o for o in typing.get_args(tp) if o is not type(None)]
@@ -198,7 +207,8 @@ def fields_check(fields: tuple[str, ...] | None = None, exact: bool = False) -> 
     code = "def fast(doc):\n" + "\n".join(src.lines) + "\n    return True\n"
     scope: dict[str, Any] = dict(src.consts)
     exec(compile(code, "<facts schema>", "exec"), scope)  # our own source, from our own type hints
-    return typing.cast(Callable[[Any], bool], scope["fast"])
+    fast: Callable[[Any], bool] = scope["fast"]
+    return fast
 
 
 @cache
@@ -212,6 +222,8 @@ def field_checks() -> dict[str, Callable[[Any], bool]]:
 @cache
 def hints(tp: Any) -> dict[str, Any]:
     """A TypedDict's fields and their types (evaluated once: they are strings in the source)."""
+    import typing
+
     return typing.get_type_hints(tp)
 
 
@@ -252,6 +264,7 @@ def _bounded(launch: dict[str, Any]) -> None:
 def validate_facts(doc: Any, where: str = "", matched: bool = False) -> model.Facts:
     """Return ``doc`` as Facts, or raise SchemaError naming ``where`` and the field. ``matched``:
     the caller has already seen ``matches(doc)`` hold (the preflight's bounded parse asks it)."""
+    facts: model.Facts = doc  # once checked below (a cast without typing)
     if not isinstance(doc, dict):
         raise SchemaError(f"expected a facts object, got {type(doc).__name__}", where)
     schema = doc.get("schema")
@@ -271,4 +284,4 @@ def validate_facts(doc: Any, where: str = "", matched: bool = False) -> model.Fa
         if isinstance(host, str) and host:  # a file of many documents: say whose field is bad
             field = f"host {host if len(host) <= 60 else host[:40] + '...'}: {field}"
         raise SchemaError(e.message, f"{where}: {field}" if where else field) from None
-    return typing.cast("model.Facts", doc)
+    return facts

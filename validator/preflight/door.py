@@ -26,11 +26,13 @@ import socket
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING, Any
 
 from validator.preflight.plan import Options, Plan
 
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     from validator.model import Facts
     from validator.profiles import Profile
 

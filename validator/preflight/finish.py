@@ -7,14 +7,16 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from validator.errors import UserError
 from validator.preflight import k8s
 from validator.preflight.plan import Options, Plan
 from validator.severity import Severity
 
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     from validator.model import Facts, Report
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import operator
 import sys
-from typing import TYPE_CHECKING
 
 from validator.preflight.plan import HEALABLE, Options, Plan
 from validator.preflight.verdict import codes
 
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
     from validator.model import Facts, Finding
     from validator.preflight.coordinator import Coordinator

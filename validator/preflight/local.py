@@ -19,14 +19,16 @@ import socket
 import struct
 import time
 import zlib
-from typing import TYPE_CHECKING, Any
 
 from validator.preflight import protocol as wire
 from validator.preflight import sections
 from validator.preflight.plan import Options, Plan, rdzv_job
 from validator.preflight.sections import LOCAL_MAX, MAX_GROUP
 
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     from validator.model import Facts
     from validator.preflight.participant import Result
 

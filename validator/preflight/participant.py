@@ -12,7 +12,6 @@ import re
 import socket
 import struct
 import time
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from validator.agent.probe import resolve, route_src
 from validator.facts.network import master_facts
@@ -20,7 +19,10 @@ from validator.preflight import protocol as wire
 from validator.preflight import sections
 from validator.preflight.sections import Pieces
 
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     from validator.model import Facts
     from validator.preflight.local import Group
 
@@ -71,9 +73,11 @@ class Attempts:
         return f"{self.tries} attempts; resolved {res or 'nothing'}; {errs or 'no error recorded'}"
 
 
-class Result(NamedTuple):
-    verdict: dict[str, Any] | None
-    attempts: Attempts
+class Result:
+    __slots__ = ("attempts", "verdict")
+
+    def __init__(self, verdict: dict[str, Any] | None, attempts: Attempts) -> None:
+        self.verdict, self.attempts = verdict, attempts
 
 
 def _connect(addr: str, port: int, timeout: float) -> socket.socket:

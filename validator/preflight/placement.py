@@ -13,9 +13,11 @@ cannot hold, the placement is unknown, with one line saying why (``predict``).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     from validator.model import Facts
     from validator.preflight.plan import Plan
 

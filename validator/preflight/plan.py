@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Set
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from validator.errors import UserError
 from validator.severity import Severity
 
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:  # not loaded by a participant: every rank's launch path (no dataclasses either)
+    from typing import Any
+
     from validator.cliopts import NetPairs
     from validator.model import Facts, Outcome
     from validator.profiles import Profile
@@ -21,30 +23,49 @@ NOT_IN_PREFLIGHT = ("RNK002", "RNK007", "PRF008")
 MAX_PARTICIPANTS = 1_000_000  # a sanity bound on --expect, WORLD_SIZE and --nnodes
 
 
-class Options(NamedTuple):
-    command: list[str] = []  # noqa: RUF012 - options are never changed, these lists included
-    timeout: float = 60.0
-    coordinator: str | None = None
-    job_id: str | None = None
-    secret_file: str | None = None
-    expect: int | None = None
-    hosts: str | None = None
-    profile: str | None = None
-    fmt: str = "table"
-    output: str | None = None
-    fail_on: Severity | None = Severity.ERROR
-    select: list[str] = []  # noqa: RUF012
-    ignore: list[str] = []  # noqa: RUF012
-    allow_incomplete: bool = False
-    net_check: bool = False
-    net_check_pairs: NetPairs = "rings"  # rings | all: every pair of nodes too (netcheck/sweep.py)
-    probes: bool = False  # the node probes (compute, memory) on every host, judged against the peers
-    smoke: bool = False
-    groups: bool = False  # after a pass, rehearse the layout's process groups (groups.py)
-    verbose: bool = False
-    quiet: bool = False
-    termination_log: str | None = None  # one-line summary for `kubectl describe pod`
-    prom_file: str | None = None  # Prometheus textfile metrics (validator.report.prom)
+class Options:
+    """The command line (main.py). Options and Plan are plain classes, not NamedTuples: typing's
+    NamedTuple costs every rank ~1 ms at start. Never changed once made, their lists included."""
+
+    __slots__ = ("allow_incomplete", "command", "coordinator", "expect", "fail_on", "fmt", "groups", "hosts",
+                 "ignore", "job_id", "net_check", "net_check_pairs", "output", "probes", "profile", "prom_file",
+                 "quiet", "secret_file", "select", "smoke", "termination_log", "timeout", "verbose")  # fmt: skip
+
+    def __init__(
+        self,
+        command: list[str] | None = None,
+        timeout: float = 60.0,
+        coordinator: str | None = None,
+        job_id: str | None = None,
+        secret_file: str | None = None,
+        expect: int | None = None,
+        hosts: str | None = None,
+        profile: str | None = None,
+        fmt: str = "table",
+        output: str | None = None,
+        fail_on: Severity | None = Severity.ERROR,
+        select: list[str] | None = None,
+        ignore: list[str] | None = None,
+        allow_incomplete: bool = False,
+        net_check: bool = False,
+        net_check_pairs: NetPairs = "rings",  # rings | all: every pair of nodes too (netcheck/sweep.py)
+        probes: bool = False,  # the node probes (compute, memory) on every host, judged against the peers
+        smoke: bool = False,
+        groups: bool = False,  # after a pass, rehearse the layout's process groups (groups.py)
+        verbose: bool = False,
+        quiet: bool = False,
+        termination_log: str | None = None,  # one-line summary for `kubectl describe pod`
+        prom_file: str | None = None,  # Prometheus textfile metrics (validator.report.prom)
+    ) -> None:
+        self.command, self.timeout, self.coordinator, self.job_id = command or [], timeout, coordinator, job_id
+        self.secret_file, self.expect, self.hosts, self.profile = secret_file, expect, hosts, profile
+        self.fmt, self.output, self.fail_on, self.select, self.ignore = fmt, output, fail_on, select or [], ignore or []
+        self.allow_incomplete, self.net_check, self.net_check_pairs = allow_incomplete, net_check, net_check_pairs
+        self.probes, self.smoke, self.groups, self.verbose, self.quiet = probes, smoke, groups, verbose, quiet
+        self.termination_log, self.prom_file = termination_log, prom_file
+
+    def _asdict(self) -> dict[str, Any]:  # as a NamedTuple's: door.py hands it to its process
+        return {k: getattr(self, k) for k in self.__slots__}
 
 
 # Findings a late arrival can still clear (missing participants, names that may resolve later,
@@ -55,17 +76,27 @@ LAST_CALL_S = 30.0  # torchrun's default last_call_timeout for an elastic --nnod
 PORT_TRIES = 8  # per-rank mode inside torchrun: candidate ports after the agent's store
 
 
-class Plan(NamedTuple):
-    host: str
-    ports: list[int]  # the job's port; inside torchrun, candidates after the agent's store
-    mode: str  # rank | node
-    keyed: bool  # participants known by rank or node rank; else by (host, pid), as c10d knows nodes
-    expected: int  # participants (the maximum, for an elastic range)
-    minimum: int  # an elastic range passes with this many once the last call is over
-    last_call: float
-    job_id: str
-    names: list[str]  # expected hosts in node (or node-of-rank) order, when known
-    door: int | None = None  # an elastic range: where late nodes are checked after the pass (door.py)
+class Plan:
+    __slots__ = ("door", "expected", "host", "job_id", "keyed", "last_call", "minimum", "mode", "names", "ports")
+
+    def __init__(
+        self,
+        host: str,
+        ports: list[int],  # the job's port; inside torchrun, candidates after the agent's store
+        mode: str,  # rank | node
+        keyed: bool,  # participants known by rank or node rank; else by (host, pid), as c10d knows nodes
+        expected: int,  # participants (the maximum, for an elastic range)
+        minimum: int,  # an elastic range passes with this many once the last call is over
+        last_call: float,
+        job_id: str,
+        names: list[str],  # expected hosts in node (or node-of-rank) order, when known
+        door: int | None = None,  # an elastic range: where late nodes are checked after the pass (door.py)
+    ) -> None:
+        self.host, self.ports, self.mode, self.keyed, self.expected = host, ports, mode, keyed, expected
+        self.minimum, self.last_call, self.job_id, self.names, self.door = minimum, last_call, job_id, names, door
+
+    def _asdict(self) -> dict[str, Any]:  # as a NamedTuple's: door.py hands it to its process
+        return {k: getattr(self, k) for k in self.__slots__}
 
     @property
     def port(self) -> int:

@@ -47,9 +47,12 @@ import os
 import socket
 import struct
 from collections.abc import Callable
-from typing import Any
 
 from validator import safejson
+
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 PROTO = 1
 MAX_HEADER = 64 << 10  # small messages (hello, ack, probe results)

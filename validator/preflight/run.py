@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import sys
 import time
-from typing import TYPE_CHECKING, Any
 
 from validator import pipeline
 from validator.agent.probe import port_owner
@@ -19,7 +18,6 @@ from validator.errors import UserError
 from validator.preflight import placement
 from validator.preflight import protocol as wire
 from validator.preflight.finish import act, after_pass, emit, finish_local, named, speaks
-from validator.preflight.gate import Gate
 from validator.preflight.plan import (
     Options,
     Plan,
@@ -32,10 +30,13 @@ from validator.preflight.plan import (
 )
 from validator.preflight.verdict import codes, local_report, rejected_findings, render, vanished, verdicts
 
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 # Only the coordinator needs asyncio, the checks, the model's reports and profiles: participants
 # (every other rank, on the launch path) import them lazily, which keeps their start-up to the
 # standard library, the agent and the facts parser.
 if TYPE_CHECKING:
+    from typing import Any
+
     from validator.model import Facts, Finding
     from validator.preflight.door import Door
     from validator.profiles import Profile
@@ -64,6 +65,7 @@ def coordinate(
 
     from validator.preflight import coordinator as coord
     from validator.preflight import peers
+    from validator.preflight.gate import Gate
 
     secret = wire.load_secret(opts.secret_file)
 
@@ -237,14 +239,18 @@ def open_listener(facts: Facts) -> Any:
     return listener
 
 
+def door_listens(port: int) -> bool:
+    from validator.preflight.door import listening  # an elastic range's only: not on every rank's path
+
+    return listening(port)
+
+
 def rendezvous(
     opts: Options, p: Plan, facts: Facts, profile: Profile | None, listen: dict[str, Any] | None, t0: float
 ) -> int:
-    from validator.preflight.door import listening
-
     # a late node of an elastic range on the endpoint's host: the door is open, the job's port is (or
     # is about to be) torchrun's: it joins the door, never takes the port (door.py)
-    if is_candidate(facts, p) and not (p.door is not None and listening(p.door)):
+    if is_candidate(facts, p) and not (p.door is not None and door_listens(p.door)):
         from validator.preflight.ports import bind_first  # before asyncio loads: our node's ranks can connect
 
         try:

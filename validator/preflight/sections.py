@@ -23,9 +23,12 @@ document (a participant of an older validator), or as a leader's ranks one after
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from validator.preflight import protocol as wire
+
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # The facts' fields (validator/model.py: Facts) that a node's ranks, or a job's nodes, usually
 # share; every other field goes in the rank's own text, "". tests/unit/test_sections.py holds

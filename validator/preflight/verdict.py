@@ -6,14 +6,16 @@ every participant gets (coordinator.deliver)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from validator import pipeline
 from validator.preflight import k8s
 from validator.preflight import protocol as wire
 from validator.preflight.plan import NOT_IN_PREFLIGHT, Options, Plan, key
 
+TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     from validator.model import Facts, Finding, Report
     from validator.preflight.connection import Arrival
     from validator.preflight.coordinator import Gathered

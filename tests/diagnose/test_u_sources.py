@@ -131,3 +131,11 @@ def test_the_heartbeat_monitors_stuck_watchdog_is_read_without_other_failure_wor
 def test_determined_and_accelerate_prefixes(line: str, rank: int) -> None:
     got = parse_line(line, 2025)
     assert got.ident.rank == rank and got.text.startswith("RuntimeError")
+
+
+def test_an_exit_code_of_128_plus_a_signal_is_that_signal(tmp_path: Path) -> None:
+    """A shell (or ssh, or a wrapper script) reports a child killed by signal N as 128 + N: 137 is SIGKILL, as
+    torchrun reports it (-9), with the OOM killer's hint."""
+    got = verdict(tmp_path, HVD.format(name="3", code=137))
+    assert got.klass == "child_failed_other" and got.ranks == [3] and got.code == "DGN011"
+    assert verdict(tmp_path, HVD.format(name="3", code=1)).code == "DGN010"

@@ -61,6 +61,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"Device: cuda:",  # accelerate's PartialState repr: a process's device, its index on the lines before
     b"got stuck for",  # ProcessGroupNCCL's heartbeat monitor: "ProcessGroupNCCL's watchdog got stuck for %d seconds ..."
     b"Child process with PID",  # Lightning's _ChildProcessObserver: the first child to exit non-zero
+    b"exit with status code",  # horovodrun's gloo launcher: "Process {idx} exit with status code {ec}."
+    b"connect returned",  # NCCL <= 2.11 include/socket.h: INFO "Call to connect returned %s, retrying"
     b"first process to do so",  # mpirun: "...exited with non-zero status... The first process to do so was:"  # c10d socket.cpp "The client socket has timed out after 600s while trying to connect to"
 )
 

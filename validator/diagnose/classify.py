@@ -44,6 +44,13 @@ RULES: tuple[Rule, ...] = (
         "Detected mismatch between collectives",
         r"Rank (?P<a>\d+) is running collective: (?P<fa>.*)",
     ),
+    _r(  # the header alone (ProcessGroupWrapper.cpp's "Detected mismatch between collectives on ranks. Rank " ...), its
+        # ranks wrapped onto lines of their own or cut
+        "coll.detail_mismatch",
+        ORG,
+        "Detected mismatch between collectives",
+        r"Detected mismatch between collectives on ranks\.?\s*$",
+    ),
     _r(
         "coll.shape_verify",
         ORG,
@@ -268,6 +275,7 @@ _COMM_MSG = re.compile(
     r"|Horovod has been shut down"
 )
 _TRAIL = re.compile(r"NCCL INFO [\w./-]+\.\w+:\d+ -> ([2-6])\b")  # 2 system .. 6 remote (families.RETCODE)
+_RETRY = re.compile(r"NCCL INFO Call to connect returned (Connection timed out), retrying")
 _C10_CHECK = re.compile(r"Exception raised from c10_(cuda|hip)_check_implementation\b")
 _ELASTIC = re.compile(r'/torch/distributed/elastic/|/bin/torchrun"')
 _NOISE = ('File "', "Exception raised from", "frame #", "During handling", "The above exception", "warnings.warn")
@@ -279,8 +287,15 @@ def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
     # chatter, but for the trail of a failed call's result (NCCL checks.h: INFO("%s:%d -> %d", __FILE__,
     # __LINE__, res)), which some failures leave without any WARN (a bootstrap connect in 2.18)
     if text.startswith("NCCL INFO"):
-        trail = _TRAIL.match(text)
-        return ("nccl.result", Role.SYMPTOM, {"retcode": trail.group(1)}) if trail else None
+        if trail := _TRAIL.match(text):
+            return "nccl.result", Role.SYMPTOM, {"retcode": trail.group(1)}
+        # but for a connect that times out (include/socket.h <= 2.11 connectAddress: INFO(NCCL_ALL,"Call to connect
+        # returned %s, retrying", strerror(errno)) while ETIMEDOUT repeats, then WARN("Connect to %s failed : %s") and
+        # ncclSystemError): no answer from the peer's address at all. A refused connect retried is a peer not listening
+        # yet, the chatter of every start-up
+        if retry := _RETRY.match(text):
+            return "nccl.connect_retry", Role.SYMPTOM, {"why": retry.group(1)}
+        return None
     # c10's CUDA/HIP check (CUDAException.cpp, hipified HIPException.cpp) is where every "CUDA error: ..." / "HIP error:
     # ..." is raised: its frame line is a CUDA-class failure even where an excerpt lost the header above it
     if text.startswith("Exception raised from c10_") and (m := _C10_CHECK.match(text)):

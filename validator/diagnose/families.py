@@ -391,6 +391,14 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "status failed cmd",
         r"Container rank \d+ status failed cmd .*? code (?P<exit>-?\d+)(?: log (?P<log>\S+))?",
     ),
+    # horovodrun's gloo launcher (horovod/runner/gloo_run.py _exec_command): print('Process {idx} exit with status code
+    # {ec}.'), idx the slot's rank, printed by each worker's thread as its process exits (so in exit order)
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "exit with status code",
+        r"\bProcess (?P<reporter>\d+) exit with status code (?P<exit>-?\d+)\.",
+    ),
     # Open MPI (open-mpi/ompi v4.1.8, ea8f4d0) orte/tools/orterun/help-orterun.txt [orterun:proc-aborted-strsignal] "%s
     # noticed that process rank %lu with PID %lu on node %s exited on signal %d (%s)." and [orterun:proc-aborted] (no
     # name); PRRTE's help-prun.txt (Open MPI 5) prints the same under its tool's name: the process the launcher saw die
@@ -589,6 +597,8 @@ INFO_KINDS = frozenset({"misc.nccl_version", "accel.state"})  # recognised lines
 def enrich(kind: str, text: str, data: dict[str, object]) -> None:
     """Fields that need the whole line: every tensor's rank list of a Horovod stall line (pastes
     glue dozens of them into one line); mpirun's exit as torchrun would report it (-signal)."""
+    if kind == "agent.child_failed" and "exit with status code" in text:  # horovodrun's gloo launcher, per process
+        data["launcher"], data["each"] = "horovodrun", "1"
     if kind == "agent.child_failed" and "exit" not in data:  # mpirun: a signal's number, or "non-zero" alone
         data["exit"] = str(-int(str(data["signum"]))) if "signum" in data else "1"
         data["launcher"] = "mpirun"

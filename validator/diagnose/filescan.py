@@ -34,6 +34,10 @@ _MPI_PROC = re.compile(r"Process name:\s*\[\[\d+,\d+\],(?P<rank>\d+)\]")
 # in the allocation plan (its rank) under launch_gloo, "{hostname}[{local_rank}]" under the elastic driver
 _HVD_PROC = re.compile(r"\s*Process name:\s*(?P<name>(?P<rank>\d+)|(?P<host>[\w.\-]+)\[(?P<slot>\d+)\])\s*$")
 _MPI_EXIT = re.compile(r"Exit code:\s*(?P<exit>-?\d+)")
+# NCCL src/proxy.cc: WARN("[Proxy Service %d] Failed to execute operation %s from rank %d, retcode %d", proxyState->tpRank
+# (comm->rank before 2.19), ...): the rank of the process whose proxy thread prints it, in the communicator that made the
+# proxy (its top parent), so below any Init line's default group (nranks 0)
+_PROXY = re.compile(r"\[Proxy Service (?P<rank>\d{1,7})\]")
 _INIT = re.compile(
     r"comm \S+ rank (?P<rank>\d+) nranks (?P<n>\d+) cudaDev (?P<dev>\d+)(?: nvmlDev \d+)? busId (?P<bus>\w+)"
 )
@@ -222,6 +226,8 @@ def _handle(st: _State, hit: Anchored) -> bool:
         st.learn(shape, None)
         return True
     kind, role, data = got
+    if kind == "nccl.proxy_failed" and line.ident.pid is not None and (m := _PROXY.search(text)):
+        st.res.facts.append(("nccl_init", line.ident.host, line.ident.pid, int(m["rank"]), 0, ""))
     if kind == "hvd.missing_block":
         data["ranks"] = blocks.missing_ranks(hit.following(64)[0], stream)
     elif kind == "nccl.ras_missing":

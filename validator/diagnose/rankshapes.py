@@ -82,6 +82,17 @@ SHAPES: tuple[Shape, ...] = (
         rank=1,
         pid=2,
     ),
+    # vLLM V1's multiproc workers before decorate_logs (vllm/v1/executor/multiproc_executor.py WorkerProc: _add_prefix(
+    # sys.stdout, f"VllmWorker rank={rank}", pid), the prefix f"({worker_name} pid={pid}) "): the rank of the executor's
+    # world
+    _s(
+        "vllm",
+        "(VllmWorker rank=6 pid=5489)",
+        "v12-gpustack-vllm-worker6-oom.log",
+        r"\(VllmWorker rank=(\d{1,7}) pid=(\d{1,9})\)\s?",
+        rank=1,
+        pid=2,
+    ),
     # Ray actor and worker prefixes (also vLLM's other worker names): "(RayTrainWorker pid=7, ip=10.0.0.2) "
     _s(
         "ray",

@@ -63,6 +63,7 @@ NCCL_NET_ERROR = 25  # NCCL system/remote/network errors, no clearer cause elsew
 TIMEOUT_ONLY = 20  # collective timeouts and nothing that failed differently
 STORE_NO_REPLY = 19  # c10d's waitForInput warning alone: a store request that got no reply
 EXIT_CODE_ONLY = 18  # a worker exited with a code, its own error not in the lines
+CONNECT_RETRIES = 16  # NCCL retrying a connect, and no failure after it in the lines
 EARLIEST_ERROR = 15  # the earliest error by timestamp: nothing else decides
 UNRECOGNISED = 5  # errors that match no known family: quoted, never a culprit
 

@@ -24,6 +24,7 @@ from validator.diagnose.causes.failures import origins, stopped
 from validator.diagnose.causes.hangs import different_waits, silent_ranks
 from validator.diagnose.causes.launch import summaries
 from validator.diagnose.causes.net import (
+    connect_retries,
     earliest_error,
     nccl_cuda,
     network,
@@ -80,6 +81,7 @@ CAUSES: tuple[Rule, ...] = (
     nccl_cuda,
     network,
     timeouts_only,
+    connect_retries,
     earliest_error,
     unrecognised,
 )

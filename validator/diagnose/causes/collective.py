@@ -22,16 +22,28 @@ def detail_mismatch(ev: Evidence) -> list[Cause]:
         return []
     fp: dict[int, str] = {}
     for e in seen:
-        if e.kind == "coll.detail_mismatch":
+        if e.kind == "coll.detail_mismatch" and "a" in e.data:
             fp.setdefault(int(e.data["a"]), fingerprint(e.data["fa"]))
             if "b" in e.data:
                 fp.setdefault(int(e.data["b"]), fingerprint(e.data["fb"]))
+    if not fp and all(e.kind == "coll.detail_mismatch" for e in seen):  # headers whose ranks are not on their line
+        return [
+            Cause(
+                code="COL001",
+                summary="ranks called mismatched collectives (a DETAIL report whose ranks are not on its line)",
+                culprits=[],
+                confidence="unknown",
+                reason="the report's fingerprints are wrapped off or cut from its line",
+                evidence=[quote(e) for e in seen[:3]],
+                strength=S.PARTIAL,
+            )
+        ]
     if not fp:
         return [
             Cause(
                 code="COL001",
                 summary="ranks called mismatched collectives (shape check)",
-                culprits=ranks_of(e.rank for e in seen),
+                culprits=ranks_of(e.rank for e in seen if e.kind == "coll.shape_verify"),
                 confidence="low",
                 reason="older shape verification names only the reporting ranks",
                 evidence=[quote(e) for e in seen[:3]],

@@ -148,10 +148,31 @@ def _worker(e: Event) -> tuple[str, list[int], str]:
     return "a worker", [], ""
 
 
+def _who(e: Event, seen: list[Event]) -> tuple[str, list[int], str]:
+    """``_worker``, but horovodrun's per-process exit lines name a rank only when one process exited: several print in
+    the order their threads saw them end, which does not order processes failing alike (all of them, one code)."""
+    each = {str(x.data.get("reporter")) for x in seen if x.data.get("each")}
+    if e.data.get("each") and len(each) > 1:
+        return (
+            f"each of {len(each)} workers",
+            [],
+            "horovodrun reports several workers exiting; its print order is no evidence",
+        )
+    return _worker(e)
+
+
 def _first(seen: list[Event]) -> Event:
     """The earliest report; at equal times one that names its worker (mpirun's "Primary job ... non-zero exit code"
-    line comes before the block that names the process)."""
-    return min(seen, key=lambda e: (e.time is None, e.time or 0.0, "reporter" not in e.data and "local" not in e.data))
+    line comes before the block that names the process; horovodrun's summary before its per-process exit lines)."""
+    return min(
+        seen,
+        key=lambda e: (
+            e.time is None,
+            e.time or 0.0,
+            "reporter" not in e.data and "local" not in e.data,
+            bool(e.data.get("each")),  # horovodrun's "The first process to do so was:" over its per-process lines
+        ),
+    )
 
 
 def _node(e: Event) -> list[str]:
@@ -167,7 +188,7 @@ def _agent_signal(ev: Evidence) -> list[Cause]:
         return []
     if all(int(e.data["exit"]) > 0 for e in seen):
         e = _first(seen)
-        worker, culprits, why = _worker(e)
+        worker, culprits, why = _who(e, seen)
         code = "a non-zero code" if "nonzero" in e.data else f"code {e.data['exit']}"
         return [
             Cause(
@@ -186,7 +207,7 @@ def _agent_signal(ev: Evidence) -> list[Cause]:
     e = _first(seen)
     sig = _SIGNALS.get(int(e.data["exit"]), f"signal {-int(e.data['exit'])}")
     hint = " (SIGKILL without an exception: often the OOM killer)" if sig == "SIGKILL" else ""
-    worker, culprits, why = _worker(e)
+    worker, culprits, why = _who(e, seen)
     return [
         Cause(
             code="DGN011",

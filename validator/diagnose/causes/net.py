@@ -166,6 +166,30 @@ def network(ev: Evidence) -> list[Cause]:
     return out
 
 
+def connect_retries(ev: Evidence) -> list[Cause]:
+    """NCCL retrying a connect that timed out (``Call to connect returned Connection timed out, retrying``), an excerpt
+    that ends before its ``Connect to %s failed`` (ncclSystemError): the class, nobody named (the peer it dials is only
+    where it tried to go)."""
+    seen = by_kind(ev.events, "nccl.connect_retry")
+    if not seen:
+        return []
+    why = sorted({str(e.data["why"]) for e in seen})
+    ranks = sorted({e.rank for e in seen if e.rank is not None})
+    return [
+        Cause(
+            code="DGN007",
+            summary=f"NCCL on {who(ranks)} kept retrying a connect to a peer ({', '.join(why[:3])})",
+            culprits=[],
+            confidence="unknown",
+            reason="NCCL retries a connect that got no answer, then fails with a system error; the peer's address may "
+            "be unreachable from here (a wrong interface, a firewall) or its host down",
+            evidence=[quote(e) for e in seen[:3]],
+            strength=S.CONNECT_RETRIES,
+            family="nccl_system_error",
+        )
+    ]
+
+
 def unrecognised(ev: Evidence) -> list[Cause]:
     """No family fits: quote the first error lines in time per rank (or per file without ranks)."""
     events = ev.events

@@ -16,14 +16,17 @@ beside up to CONTROLS pairs of two known-good nodes, the round's own reference
 links both of whose nodes are cleared; from the second pass these also fill the pair phase's
 rounds where they fit). An endpoint fine with a partner is cleared (and so is the partner, if it is
 an endpoint); a link fine again is dropped; a link whose node is not cleared waits for the node's
-verdict. At most CONFIRM + 1 passes (a node slow once then fine leaves its links one pass late).
+verdict. At most CONFIRM + 2 passes: a node slow once then fine leaves its links one pass late, and
+in a small cluster a node all of whose ring links were suspect (noise on a busy machine) has no
+partner in the first pass (every other node is its peer) and gets one only once its peers are
+cleared, a pass late too (CI saw a 4-node bad link go unnamed with one pass fewer).
 
-Rounds: 1 (rings) + at most (CONFIRM + 1) x (pair rounds + relink rounds). With at least as many
+Rounds: 1 (rings) + at most (CONFIRM + 2) x (pair rounds + relink rounds). With at least as many
 known-good nodes as endpoints the pair phase is one round, and the relink phase is at most min(k, 7)
 rounds for k suspects (a node has 4 ring links: a greedy packing of links that share nodes needs at
-most 2x4-1 rounds): at most 3k + 4 rounds, which is at most 2k log2(n) + 2 from n = 8. rounds.py
-also stops at ``budget`` (2k log2 n + 2) whatever n. Typical: 3 for a bad node, 4 for a bad link or
-both at once.
+most 2x4-1 rounds): at most 4k + 5 rounds, which is at most 2k log2(n) + 2 from n = 8 and k >= 2.
+rounds.py also stops at ``budget`` (2k log2 n + 2) whatever n. Typical: 3 for a bad node, 4 for a
+bad link or both at once.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from validator.netcheck.ring import Node, Plans, Results, target
 from validator.netcheck.verdict import CONFIRM, CONTROLS, Link, measured, reference, symptoms, why_slow
 
 Phase = Literal["pair", "relink"]
-PASSES = CONFIRM + 1
+PASSES = CONFIRM + 2
 REPEAT = 2  # measurements in a row of each pair after the rings, each figure the best (probe.py)
 
 
@@ -101,12 +104,20 @@ class Pairing:
 
     # who is still open
 
+    def peer(self, node: str, partner: str) -> Link | None:
+        """The suspect link between ``node`` and ``partner``, if there is one."""
+        return next((link for link in ((node, partner), (partner, node)) if link in self.suspects), None)
+
     def convicted(self, node: str) -> bool:
         """Slow with each of CONFIRM partners or more, the same way (a fault has a signature, the
-        noise of a busy machine changes), and never fine with any node."""
+        noise of a busy machine changes), and never fine with any node. A pair across one of the
+        node's own suspect links (a small cluster has no other partner) measures that link again:
+        with one among the tries, one more partner is needed, or a bad link and noise on one other
+        pair would convict its node."""
         tries = self.tries.get(node, [])
+        need = CONFIRM + any(self.peer(node, p) for p, _, _ in tries)
         return (
-            node not in self.cleared and len(tries) >= CONFIRM and all(why for _, why, _ in tries)
+            node not in self.cleared and len(tries) >= need and all(why for _, why, _ in tries)
             and bool(set.intersection(*(what for _, _, what in tries)))
         )  # fmt: skip
 
@@ -191,7 +202,8 @@ class Pairing:
         return rounds
 
     def _controls(self, busy: set[str]) -> list[Link]:
-        free = [n for n in self.good if n not in busy]
+        """Pairs of known-good nodes, or (a small cluster may have none) of cleared endpoints."""
+        free = [n for n in dict.fromkeys([*self.good, *self.cleared]) if n not in busy]
         step = max(1, len(free) // (2 * CONTROLS))  # spread over the ring
         picked = free[::step][: 2 * CONTROLS]
         return list(zip(picked[::2], picked[1::2], strict=False))
@@ -211,6 +223,11 @@ class Pairing:
                 self.tries[link[0]].append((link[1], why, what))
                 if not why:  # fine together: neither is a bad node (a partner may be an endpoint too)
                     self.cleared.update(end for end in link if end in self.tries)
+                if (again := self.peer(*link)) and link[1] in self.cleared:  # the suspect link measured again
+                    self.relinks.setdefault(again, []).append((why, what))
+                    self.this_pass.add(again)
+                    if not why:
+                        self.dropped.add(again)
             else:
                 self.relinks.setdefault(link, []).append((why, what))
                 if not why:
@@ -225,7 +242,7 @@ class Pairing:
         bad = set(self.bad_nodes())
         return [
             link for link in self.suspects
-            if link not in self.dropped and not set(link) & bad
+            if link not in self.dropped and not set(link) & bad and set(link) <= self.cleared
             and len(got := self.relinks.get(link, [])) >= CONFIRM and all(why for why, _ in got)
             and bool(self.signs.get(link, set()).intersection(*(what for _, what in got)))
         ]  # fmt: skip

@@ -159,3 +159,22 @@ def test_scan_side_failure_is_exit_2_and_drains_nothing(sshd_loopback: Sshd, tmp
     assert drain.read_text() == "" and run.doc is not None and run.doc["drain"] == []
     line = [ln for ln in run.err.splitlines() if "the scan failed, not the nodes: 6 of 6 hosts" in ln]
     assert line and ("SSH port" if mistake == "wrong port" else "name resolution") in line[0], run.err
+
+
+@pytest.mark.parametrize("transport", [(), ("--openssh",)], ids=["ssh", "openssh"])
+def test_host_colon_port_targets_reach_that_port(
+    sshd_loopback: Sshd, tmp_path: Path, transport: tuple[str, ...]
+) -> None:
+    """`HOST:PORT` (a hostlist too) is that host on that port, whatever ssh config's Port says; a
+    port out of range is one line and exit 2, before any connection."""
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(sshd_loopback.config.read_text().replace(f"Port {sshd_loopback.port}", "Port 1"))
+    run = run_scan(*transport, f"127.0.7.[1-2]:{sshd_loopback.port}", "-F", str(cfg), "--timeout", "20")
+    assert run.rc == 0, run.err
+    assert run.doc is not None and run.doc["scan"]["reached"] == 2 and run.doc["outcomes"] == [], run.err
+    closed = run_scan(*transport, "127.0.7.1", "-F", str(cfg), "--timeout", "20")  # config's port: nothing there
+    assert closed.doc is not None and closed.doc["scan"]["reached"] == 0
+    bad = run_scan(*transport, "127.0.7.1:70000", "-F", str(cfg))
+    assert (
+        bad.rc == 2 and bad.err.strip() == "validator: error: target '127.0.7.1:70000': port 70000 is not in 1-65535"
+    ), bad.err

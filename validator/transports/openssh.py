@@ -69,7 +69,20 @@ def ssh_targets(targets: list[str], partition: str | None) -> list[str]:
         hosts = list(dict.fromkeys(hosts + partition_nodes(partition)))
     if not hosts:
         raise UserError("nothing to scan: give a hostlist, @file, --partition, --slurm or --k8s")
+    for host in hosts:
+        host_port(host)  # a bad port is refused before any connection
     return hosts
+
+
+def host_port(target: str) -> tuple[str, int | None]:
+    """``host:port`` (a name or IPv4 address, then 1-65535) is that host on that port; anything else
+    (a bare name, an IPv6 address, which has colons of its own) is the host on ssh config's port."""
+    host, sep, port = target.rpartition(":")
+    if not sep or ":" in host or not host or not port.isascii() or not port.isdigit():
+        return target, None
+    if not 1 <= int(port) <= 65535:
+        raise UserError(f"target {target!r}: port {port} is not in 1-65535")
+    return host, int(port)
 
 
 def check_config(config: str | None) -> None:
@@ -111,7 +124,8 @@ class OpenSsh(Local):
     def command(self, target: str) -> list[str]:
         if target.startswith("-"):  # from_options refuses it; never an option, whoever calls
             raise UserError(f"host {target!r} starts with '-': ssh would read it as an option")
-        return ["ssh", *self.options, "--", target]
+        host, port = host_port(target)
+        return ["ssh", *self.options, *(["-p", str(port)] if port else []), "--", host]
 
     def argv(self, target: str, program: str) -> list[str]:
         return [*self.command(target), remote_command(self.python, program)]  # one line for the remote shell

@@ -39,6 +39,7 @@ from validator.transports import (
     remote_command,
 )
 from validator.transports.executor import DaemonExecutor
+from validator.transports.openssh import host_port, ssh_targets  # the hosts both SSH transports read
 
 DROPPED = (ConnectionResetError, BrokenPipeError, asyncssh.ConnectionLost)  # sshd MaxStartups drops
 CONNECT_TRIES = 6
@@ -89,7 +90,6 @@ class Flags(Protocol):
 
 def from_options(opts: Flags) -> tuple[Transport, list[str]]:  # mypy holds the class to Transport
     """The hosts of TARGETS and --partition (sinfo), over SSH."""
-    from validator.transports.openssh import ssh_targets  # the hosts both SSH transports read
 
     hosts = ssh_targets(opts.targets, opts.partition)
     ssh = SshOptions(
@@ -235,13 +235,16 @@ class Fleet:
         deadline = loop.time() + self.opts.connect_timeout
         policy = HostKeyPolicy(target, self.opts)
         kwargs: dict[str, Any] = {"username": self.opts.username} if self.opts.username else {}
+        host, port = host_port(target)
+        if port:
+            kwargs["port"] = port
         for attempt in range(1, CONNECT_TRIES + 1):
             left = deadline - loop.time()
             policy.verdict, policy.learned = "", None
             try:
                 conn = await asyncio.wait_for(
                     asyncssh.connect(
-                        target,
+                        host,
                         config=self.opts.config,
                         connect_timeout=max(left, 0.1),
                         client_factory=lambda: policy,

@@ -90,13 +90,36 @@ def test_the_group_map_places_ranks_by_the_predicted_node_ranks(tmp_path: Path, 
     assert seat["nodes"] == [{"host": h, "node_rank": i, "ranks": f"{2 * i}-{2 * i + 1}"} for i, h in enumerate(order)]
 
 
+def test_smoke_in_node_mode_under_c10d_numbers_the_nodes_itself(tmp_path: Path, port: int) -> None:
+    """--smoke under c10d in the wrapper: no node has a node rank before torchrun, so the node that
+    coordinated is the smoke's rank 0 and hosts its store, the others number themselves from it;
+    then torchrun runs on the same port. (It ran nothing and said nothing: the rank was None.)"""
+    envs = [{"SLURMD_NODENAME": "node1"}, {"SLURMD_NODENAME": "node2"}]
+    runs = preflight(tmp_path, envs, "--smoke", "--timeout", "60", command=c10d(port, job(tmp_path), nnodes="2"),
+                     limit=180)  # fmt: skip
+    assert [r.rc for r in runs] == [0, 0], [r.err[-2000:] for r in runs]
+    assert all("smoke: all_reduce ok in" in r.err for r in runs), [r.err[-2000:] for r in runs]
+    table = [r.err for r in runs if "smoke: all_reduce of 4 MiB per node" in r.err]
+    assert len(table) == 1 and "node1:" in table[0] and "node2:" in table[0], [r.err[-2000:] for r in runs]
+    assert sorted(m[2] for r in runs for m in PLACED.finditer(r.out)) == ["0", "1", "2", "3"]  # torchrun ran after
+    (ranged,) = preflight(tmp_path, [{}], "--smoke", "--timeout", "5", command=c10d(port, job(tmp_path), nnodes="1:2"),
+                          limit=60)  # fmt: skip
+    assert ranged.rc == 2 and ranged.err.strip().splitlines() == [
+        "validator preflight: error: --smoke cannot number the nodes: --nnodes=1:2: how many nodes start is decided at "
+        "torchrun's rendezvous"
+    ], ranged.err
+
+
 def test_groups_in_node_mode_under_the_static_backend_use_the_given_node_ranks(tmp_path: Path, port: int) -> None:
+    """--smoke and --groups together: the smoke first (it was skipped in node mode), then the groups."""
     script = job(tmp_path)
     commands = [[TORCHRUN, "--nnodes=2", "--nproc-per-node=2", f"--node-rank={n}", "--master-addr=127.0.0.1",
                  f"--master-port={port}", "--max-restarts=0", str(script)] for n in (1, 0)]  # fmt: skip
     envs = [{"SLURMD_NODENAME": "node2"}, {"SLURMD_NODENAME": "node1"}]
-    runs = preflight(tmp_path, envs, "--groups", "--layout", "tp=2", "--timeout", "60", commands=commands, limit=180)
+    runs = preflight(tmp_path, envs, "--smoke", "--groups", "--layout", "tp=2", "--timeout", "60", commands=commands,
+                     limit=180)  # fmt: skip
     assert [r.rc for r in runs] == [0, 0], [r.err[-2000:] for r in runs]
+    assert all("smoke: all_reduce ok in" in r.err for r in runs), [r.err[-2000:] for r in runs]
     assert "placement: node rank 1 of 2 here (node2 pid" in runs[0].err and "ranks 2-3), given" in runs[0].err
     assert "groups: 4 groups (dp x2, tp x2) rehearsed on 4 ranks" in runs[1].err, runs[1].err[-2000:]
     assert sorted(m[1] for r in runs for m in PLACED.finditer(r.out)) == ["0", "0", "1", "1"]

@@ -60,23 +60,27 @@ def after_pass(
     launch = facts["launch"]
     rank = launch["rank"] if p.mode == "rank" else launch["node_rank"]
     node_mode = opts.groups and p.mode == "node"
-    if not (opts.smoke or opts.groups) or not (isinstance(rank, int) or node_mode):
+    # under c10d a node has no node rank before torchrun: the smoke numbers the nodes itself (smoke.py;
+    # an elastic range was refused before the rendezvous: run.execute)
+    smoke_here = opts.smoke and (isinstance(rank, int) or p.mode == "node")
+    if not (smoke_here or node_mode or (opts.groups and isinstance(rank, int))):
         return None
     from validator.preflight import smoke
 
     def run() -> tuple[str | None, list[str]]:
-        if node_mode:
-            return groups_here(opts, p, facts, port, seat, hosts)
         err, lines = None, []
-        if opts.smoke and isinstance(rank, int):
+        if smoke_here:
             t0 = time.monotonic()
-            got = smoke.smoke(facts, p.host, port, rank, p.expected)
+            got = smoke.smoke(facts, p.host, port, rank if isinstance(rank, int) else None, p.expected, hosts=hosts)
             err = f"PRE006 smoke all_reduce failed: {got.error}" if got.error else None
             lines = [
                 f"smoke: all_reduce ok in {time.monotonic() - t0:.1f} s",
-                *(smoke.report(got.rows) if rank == 0 else []),
+                *(smoke.report(got.rows) if got.rank == 0 else []),
             ]
-        if opts.groups and err is None and isinstance(rank, int):
+        if err is None and node_mode:
+            err, more = groups_here(opts, p, facts, port, seat, hosts)
+            lines += more
+        elif opts.groups and err is None and isinstance(rank, int):
             from validator.facts.layout import group_map
             from validator.preflight.groups import rehearse
 

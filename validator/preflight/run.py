@@ -189,6 +189,9 @@ def execute(opts: Options) -> int:
             what = "no parallel layout (pass --layout tp=N,pp=N,... or the job's own configuration)" if layout is None \
                 else f"the layout does not tile the {world} ranks"  # fmt: skip
             raise UserError(f"--groups: {what}")
+    if opts.smoke and p.mode == "node" and not isinstance(facts["launch"]["node_rank"], int) and p.minimum < p.expected:
+        raise UserError(f"--smoke cannot number the nodes: --nnodes={p.minimum}:{p.expected}: how many nodes start "
+                        "is decided at torchrun's rendezvous")  # fmt: skip
     if opts.net_check_pairs == "all":  # every participant refuses above the cap, when the nodes are known
         from validator.cliopts import net_pairs
 

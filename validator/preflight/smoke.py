@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 
 from validator.model import Facts
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 BYTES = 4 << 20
 ITERS = 5
 TIMED_S = 2.0
@@ -24,10 +28,14 @@ FACTOR = 3.0  # the net check's factor (validator.netcheck.verdict.FACTOR)
 FLOOR_MS = 5.0
 
 
+RANK_KEY = "validator/smoke/rank"  # under c10d: the nodes other than the coordinator's count themselves 1, 2, ...
+
+
 @dataclass
 class Smoke:
     error: str | None = None
     rows: list[tuple[str, float, float]] = field(default_factory=list)  # (host, seconds, bus GB/s)
+    rank: int | None = None  # this participant's rank in the smoke's group
 
 
 def bus_gbps(seconds: float, world: int, size: int = BYTES) -> float:
@@ -65,13 +73,18 @@ def report(rows: list[tuple[str, float, float]]) -> list[str]:
     return lines
 
 
-def smoke(facts: Facts, host: str, port: int, rank: int, world: int, timeout: float = 30.0) -> Smoke:
-    """Smoke(error=None, rows) when the sum is right; otherwise what went wrong."""
+def smoke(
+    facts: Facts, host: str, port: int, rank: int | None, world: int, timeout: float = 30.0, hosts: bool = False
+) -> Smoke:
+    """Smoke(error=None, rows) when the sum is right; otherwise what went wrong. ``rank`` None (a
+    c10d node, numbered by torchrun only later): the participant that coordinated (``hosts``) is
+    rank 0 and hosts the store on the job's port; every other takes the next number from it."""
     try:
         import torch
-        import torch.distributed as dist
+        import torch.distributed
     except ImportError:
         return Smoke(None if world == 1 else "torch is not importable here, so the smoke test cannot run")
+    dist: Any = torch.distributed  # TCPStore and PrefixStore are not in its typed exports
     use_nccl = bool(facts["gpus"]["devices"]) and torch.cuda.is_available()
     device = "cpu"
     if use_nccl:
@@ -80,9 +93,16 @@ def smoke(facts: Facts, host: str, port: int, rank: int, world: int, timeout: fl
         device = f"cuda:{local}"
     addr = f"[{host}]" if ":" in host else host
     name = str(facts["host"] or facts["hostname"] or f"rank {rank}")
+    limit = datetime.timedelta(seconds=timeout)
     try:
-        dist.init_process_group("nccl" if use_nccl else "gloo", init_method=f"tcp://{addr}:{port}", rank=rank,
-                                world_size=world, timeout=datetime.timedelta(seconds=timeout))  # fmt: skip
+        if rank is None:
+            store = dist.TCPStore(host, port, world, is_master=hosts, timeout=limit)
+            rank = 0 if hosts else int(store.add(RANK_KEY, 1))
+            init: dict[str, Any] = {"store": dist.PrefixStore("smoke", store)}
+            del store  # the process group holds it; it closes with the group
+        else:
+            init = {"init_method": f"tcp://{addr}:{port}"}
+        dist.init_process_group("nccl" if use_nccl else "gloo", rank=rank, world_size=world, timeout=limit, **init)
         t = torch.ones(1, device=device)
         dist.all_reduce(t)
         got = float(t.item())
@@ -94,7 +114,7 @@ def smoke(facts: Facts, host: str, port: int, rank: int, world: int, timeout: fl
         return Smoke(
             f"{'nccl' if use_nccl else 'gloo'} all_reduce over {world} participants failed: {type(e).__name__}: {e}"
         )
-    return Smoke(None, rows) if got == world else Smoke(f"all_reduce returned {got}, expected {world}")
+    return Smoke(None, rows, rank) if got == world else Smoke(f"all_reduce returned {got}, expected {world}")
 
 
 def _timed(dist: object, torch: object, device: str, name: str, world: int) -> list[tuple[str, float, float]]:

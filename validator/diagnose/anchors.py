@@ -63,6 +63,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"Child process with PID",  # Lightning's _ChildProcessObserver: the first child to exit non-zero
     b"exit with status code",  # horovodrun's gloo launcher: "Process {idx} exit with status code {ec}."
     b"connect returned",  # NCCL <= 2.11 include/socket.h: INFO "Call to connect returned %s, retrying"
+    b"unexpectedly disconnected",  # Open MPI's btl/tcp [peer hung up]: a peer process of the job died
     b"first process to do so",  # mpirun: "...exited with non-zero status... The first process to do so was:"  # c10d socket.cpp "The client socket has timed out after 600s while trying to connect to"
 )
 

@@ -81,10 +81,11 @@ RULES: tuple[Rule, ...] = (
     _r(
         "coll.watchdog_timeout",
         S,
-        "Watchdog caught collective operation timeout",
+        "aught collective operation timeout",
         # ProcessGroupNCCL.cpp WorkNCCL::checkTimeout: "Watchdog caught collective operation timeout: {work}
-        # ran for {ms} milliseconds before timing out." (a hard-wrapped line may lose the tail)
-        r"Watchdog caught collective operation timeout(?:: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)"
+        # ran for {ms} milliseconds before timing out." (a hard-wrapped line may lose the tail); torch 1.9-1.11 raised
+        # "[Rank N] Caught collective operation timeout: {work} ran for ..." from work.wait() (TensorShape, no Numel)
+        r"(?:Watchdog c|C)aught collective operation timeout(?:: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)"
         r"(?:.*?NumelIn=(?P<numel>\d+))?(?:.*?\) ran for (?P<ms>\d+) milliseconds)?)?",
     ),
     _r(
@@ -110,6 +111,9 @@ RULES: tuple[Rule, ...] = (
         "out of memory",
         r"(?:CUDA out of memory|CUDA error: out of memory|Cuda failure (?:\d+ )?'out of memory'|OutOfMemoryError)",
     ),
+    # torch's OutOfMemoryError (the caching allocator's TORCH_CHECK_WITH(OutOfMemoryError, ...): torch.OutOfMemoryError,
+    # torch.cuda.OutOfMemoryError) whose message a paste put on the next line
+    _r("cuda.oom", ORG, "OutOfMemoryError", r"\bOutOfMemoryError\b"),
     _r("cuda.error", ORG, "CUDA error", r"CUDA error: (?P<what>[^.\n]+)"),
     # Triton's driver (third_party/nvidia/backend/driver.c): "Triton Error [CUDA]: %s", the CUDA error string
     _r("cuda.error", ORG, "Error [CUDA]", r"Error \[CUDA\]: (?P<what>[^.\n]+)"),

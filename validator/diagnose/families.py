@@ -173,6 +173,15 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"\bnccl\w+ failed: (?P<what>unhandled (?:system|cuda) error|internal error|invalid (?:argument|usage)|"
         r"remote process exited or there was a network error)",
     ),
+    # Paddle (paddle/fluid/platform/enforce.h, build_nvidia_error_msg for ncclResult_t): " Nccl error, " +
+    # ncclGetErrorString(result), raised as ExternalError / EnforceNotMet with "(at file:line)" after it
+    (
+        "nccl.error",
+        S,
+        "Nccl error, ",
+        r"\bNccl error, (?P<what>unhandled (?:system|cuda) error|internal error|invalid (?:argument|usage)|"
+        r"remote process exited or there was a network error)",
+    ),
     # aws-ofi-nccl (the EFA net plugin): NCCL_OFI_WARN("Unable to register memory (type = %d) for device %d. RC: %d,
     # Error: %s", ...), "Couldn't open AV. RC: %d, ERROR: %s", "Couldn't open CQ. RC: %d, ERROR: %s" and the like
     # (both spellings of the word): a libfabric call failed, the plugin returns ncclSystemError
@@ -243,13 +252,14 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     ),
     ("rdzv.unresolved", S, "host not found: ", r"host not found: (?P<why>.+)"),
     # c10d socket.cpp: "The client socket has failed to connect to any network address of ({}, {})." and
-    # "The client socket has failed to connect to {} (errno: {} - {})." (a W line per retry)
+    # "The client socket has failed to connect to {} (errno: {} - {})." (a W line per retry; "(system error: {} - {})"
+    # on Windows, whose socket errors are WSA codes: 10061 refused, 10049 address not available)
     (
         "rdzv.connect_failed",
         S,
         "failed to connect to",
         r"client socket has failed to connect to (?:any network address of \((?P<host>[^,]+), (?P<port>\d+)\)|"
-        r"\[?(?P<addr>[^\s\]]+?)\]?:(?P<aport>\d+) \(errno: (?P<errno>\d+))",
+        r"\[?(?P<addr>[^\s\]]+?)\]?:(?P<aport>\d+) \((?:errno|system error): (?P<errno>\d+))",
     ),
     # ProcessGroupNCCL.cpp broadcastUniqueNCCLID: "[{rank}] is setting up NCCL communicator and retrieving ncclUniqueId
     # from [0] via c10d key-value store by key '{key}', but store->get('{key}') got error: {what}" (older releases:
@@ -420,6 +430,16 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         Role.SUMMARY,
         "has exited due to process rank",
         r"has exited due to process rank (?P<reporter>\d+) with PID \S+ on(?: node (?P<node>[^\s,]+) exiting)?",
+    ),
+    # Open MPI opal/mca/btl/tcp/help-mpi-btl-tcp.txt [peer hung up] (v4.x): "An MPI communication peer process has
+    # unexpectedly disconnected.  This usually indicates a failure in the peer process (e.g., a crash or otherwise
+    # exiting without calling MPI_FINALIZE first)." then "Local host / Local PID / Peer host": a process of the job
+    # died; the text names no rank, and the peer's host is where it ran, not evidence of a cause
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "peer process has unexpectedly disconnected",
+        r"An MPI communication peer process has unexpectedly disconnected",
     ),
     # Open MPI ompi/mpi/help-mpi-api.txt [mpi-abort] (v4.1.8; the same text in v5): "MPI_ABORT was invoked on rank %d in
     # communicator %s\nwith errorcode %d.": the process that called MPI_Abort (its rank in that communicator: a rank of

@@ -49,9 +49,11 @@ _VLLM = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\
 _LEVEL_WORD = re.compile(
     r"(?:- )?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b:?(?: -)?\s*(?:\| )?(?:\d\d-\d\d \d\d:\d\d:\d\d )?(?:\S+:\d+\] )?"
 )
-# NCCL 2.0-2.2 wrote no "NCCL" between the source line and the level ("socket.h:311 WARN")
+# NCCL 2.0-2.2 wrote no "NCCL" between the source line and the level ("socket.h:311 WARN"); a bare "[N]" glued before
+# the host (a job runner's tag that no rank shape reads, e.g. "[15]worker-23:83:2526 [0] NCCL INFO ...") is skipped,
+# not read as a rank
 _NCCL = re.compile(
-    r"([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:(\S+:\d+) (?:\(\w+\) )?(?:NCCL )?|(?:\(\w+\) )?NCCL )(WARN|INFO|TRACE|ABORT)\s?"
+    r"(?:\[\d+\])?([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:(\S+:\d+) (?:\(\w+\) )?(?:NCCL )?|(?:\(\w+\) )?NCCL )(WARN|INFO|TRACE|ABORT)\s?"
 )
 _LEVELS = {"I": "info", "W": "warning", "E": "error", "F": "fatal"}
 

@@ -11,6 +11,10 @@ from validator.diagnose.causes.base import Evidence, by_kind, host_of, quote, ra
 from validator.diagnose.events import Cause, Confidence, Event
 from validator.targets import fold_ranks
 
+# a client's connect that failed at once, not after a timeout: ECONNREFUSED, EADDRNOTAVAIL, and Windows' WSAECONNREFUSED,
+# WSAEADDRNOTAVAIL (c10d prints "errno: N" on POSIX, "system error: N" on Windows)
+AT_ONCE = frozenset({"111", "99", "10061", "10049"})
+
 
 def store_barrier(ev: Evidence) -> list[Cause]:
     """distributed_c10d._store_based_barrier: worker_count of world_size arrived. Fewer: ranks
@@ -392,7 +396,7 @@ def store(ev: Evidence) -> list[Cause]:
                 e.data.get("host") for e in by_kind(events, "rdzv.gai_failed") if e.data.get("family") != "IPv6 "
             }
             nameless = any(e.kind == "rdzv.unresolved" or (e.data.get("host") in unresolved) for e in conn)
-            refused = nameless or all(e.data.get("errno") == "111" or "refused" in e.text for e in conn)
+            refused = nameless or all(e.data.get("errno") in AT_ONCE or "refused" in e.text for e in conn)
             outside = _outside_world(events)
             out.append(
                 Cause(

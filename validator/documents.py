@@ -219,7 +219,7 @@ class ReportDoc(TypedDict):
 
 
 class GroupsDoc(TypedDict):
-    """The groups of one kind (tp, cp, dp, pp, ep, ep_etp), each "ranks on hosts", folded."""
+    """The groups of one kind (tp, cp, dp, pp, ep, ep_etp; HSDP: dp_shard, dp_replicate), each "ranks on hosts", folded."""
 
     size: int  # ranks in each group
     count: int  # groups of this kind

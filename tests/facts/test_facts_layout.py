@@ -208,6 +208,27 @@ def test_accelerate_parallelism_config_and_its_mesh(tmp_path: Path) -> None:
     assert lay["sizes"] == {"fsdp_version": 2, "machines": 1, "processes": 8}
     gm = group_map(lay, 8)  # the mesh ["dp_replicate", "dp_shard", "cp", "sp", "tp"]: TP innermost
     assert gm is not None and gm["tp"] == [[0, 1], [2, 3], [4, 5], [6, 7]] and gm["dp"] == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    # HSDP: FSDP shards within dp_shard (inner) and replicates across dp_replicate, as init_device_mesh lays them out
+    assert gm["dp_shard"] == [[0, 2], [1, 3], [4, 6], [5, 7]] and gm["dp_replicate"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+
+
+def test_hsdp_groups_follow_the_device_mesh_and_plain_fsdp_has_none() -> None:
+    """torchtitan's dp_shard -1 is what the other degrees leave; the groups are those of torch's
+    init_device_mesh over (pp, dp_replicate, dp_shard, cp, tp), row-major."""
+    lay: LayoutFacts = {"framework": "torchtitan", "source": "toml", "degrees": {"dp_replicate": 2, "dp_shard": -1,
+                        "tp": 2, "pp": 2}, "sizes": {}, "order": "tp-cp-dp-pp", "errors": []}  # fmt: skip
+    gm = group_map(lay, 16)  # dp_shard = 16 // (2 x 2 x 2) = 2
+    assert gm is not None
+    mesh = [[[[p * 8 + r * 4 + s * 2 + t for t in range(2)] for s in range(2)] for r in range(2)] for p in range(2)]
+    assert gm["dp_shard"] == sorted(
+        [mesh[p][r][0][t], mesh[p][r][1][t]] for p in range(2) for r in range(2) for t in range(2)
+    )
+    assert gm["dp_replicate"] == sorted(
+        [mesh[p][0][s][t], mesh[p][1][s][t]] for p in range(2) for s in range(2) for t in range(2)
+    )
+    assert gm["pp"] == [[i, i + 8] for i in range(8)]
+    fsdp = group_map(lay | {"degrees": {"dp_replicate": 1, "dp_shard": -1, "tp": 2}}, 8)
+    assert fsdp is not None and "dp_shard" not in fsdp and fsdp["dp"] == [[0, 2, 4, 6], [1, 3, 5, 7]]
 
 
 def test_accelerate_fsdp_template_names_no_layout(tmp_path: Path) -> None:

@@ -125,6 +125,23 @@ def test_groups_in_node_mode_under_the_static_backend_use_the_given_node_ranks(t
     assert sorted(m[1] for r in runs for m in PLACED.finditer(r.out)) == ["0", "0", "1", "1"]
 
 
+def test_hsdp_shard_and_replicate_groups_are_rehearsed(tmp_path: Path, port: int) -> None:
+    """torchtitan's HSDP (dp_replicate 2, dp_shard -1 = 2, TP 2) over 2 nodes x 4: the rehearsal creates the
+    dp_shard and dp_replicate groups of the device mesh beside DP and TP (torchtitan itself is not installed:
+    torchrun then fails to start it, which is the job's own exit)."""
+    toml = tmp_path / "hsdp.toml"
+    toml.write_text("[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = -1\n"
+                    "tensor_parallel_degree = 2\n")  # fmt: skip
+    commands = [[TORCHRUN, "--nnodes=2", "--nproc-per-node=4", f"--node-rank={n}", "--master-addr=127.0.0.1",
+                 f"--master-port={port}", "--max-restarts=0", "-m", "torchtitan.train", "--job.config_file", str(toml)]
+                for n in (0, 1)]  # fmt: skip
+    envs = [{"SLURMD_NODENAME": "node1"}, {"SLURMD_NODENAME": "node2"}]
+    runs = preflight(tmp_path, envs, "--groups", "--timeout", "60", commands=commands, limit=180)
+    err = "".join(r.err for r in runs)
+    assert "groups: 14 groups (dp x2, dp_replicate x4, dp_shard x4, tp x4) rehearsed on 8 ranks" in err, err[-3000:]
+    assert "PRE011" not in err and "No module named" in err  # rehearsed, then torchrun ran the job
+
+
 def fold(a: str, b: str) -> str:
     from validator.targets import fold_hosts
 

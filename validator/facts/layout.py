@@ -318,9 +318,21 @@ def rank_groups(axes: list[tuple[str, int]], group: set[str]) -> list[list[int]]
     return [[b + o for o in offsets(inner)] for b in offsets(outer)]
 
 
+def _hsdp(layout: LayoutFacts, r: dict[str, int]) -> tuple[int, int] | None:
+    """(replicate, shard) of HSDP (torchtitan's and accelerate's mesh ["pp", "dp_replicate", "dp_shard", "cp", "tp"]:
+    FSDP shards within a dp_shard group and replicates across dp_replicate), both above 1; else None."""
+    d = layout["degrees"]
+    rep, shard = d.get("dp_replicate", 1), d.get("dp_shard", -1)
+    if r.get("sp", 1) > 1 or "dp_shard" not in d or rep < 2:
+        return None
+    shard = r["dp"] // rep if shard < 0 else shard
+    return (rep, shard) if shard > 1 and rep * shard == r["dp"] else None
+
+
 def group_map(layout: LayoutFacts, world: int) -> dict[str, list[list[int]]] | None:
-    """Ranks of every TP / CP / DP / PP / EP / EP x expert-TP group of a degree above 1, in the
-    framework's rank order; None when the degrees do not tile ``world``."""
+    """Ranks of every TP / CP / DP / PP / EP / EP x expert-TP group of a degree above 1 (and HSDP's
+    dp_shard and dp_replicate groups), in the framework's rank order; None when the degrees do not
+    tile ``world``."""
     r = resolve(layout, world)
     sp = r.get("sp", 1)
     if r["tp"] * sp * r["cp"] * r["dp"] * r["pp"] != world or min(r.values()) < 1:
@@ -332,6 +344,11 @@ def group_map(layout: LayoutFacts, world: int) -> dict[str, list[list[int]]] | N
         order.insert(order.index("tp") + 1, "sp")  # consecutive ranks (parallel_state_sp.py)
     dense = [(a, r.get(a, 1)) for a in order]
     out = {a: rank_groups(dense, {a}) for a in ("tp", "sp", "cp", "dp", "pp") if r.get(a, 1) > 1}  # 1: alone
+    if hsdp := _hsdp(layout, r):  # its dp is two mesh axes, dp_shard inside dp_replicate: each is a group too
+        i = order.index("dp")
+        dense[i : i + 1] = [("dp_shard", hsdp[1]), ("dp_replicate", hsdp[0])]
+        out["dp"] = rank_groups(dense, {"dp_shard", "dp_replicate"})
+        out["dp_shard"], out["dp_replicate"] = rank_groups(dense, {"dp_shard"}), rank_groups(dense, {"dp_replicate"})
     if r["ep"] > 1 and r["etp"] * r["ep"] * r["edp"] * r["pp"] == world:  # Megatron's expert RankGenerator
         expert = [("tp", r["etp"]), ("ep", r["ep"]), ("dp", r["edp"]), ("pp", r["pp"])]
         out["ep"] = rank_groups(expert, {"ep"})

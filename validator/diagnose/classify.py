@@ -51,6 +51,15 @@ RULES: tuple[Rule, ...] = (
         "Detected mismatch between collectives",
         r"Detected mismatch between collectives on ranks\.?\s*$",
     ),
+    # DDP's construction check (torch/csrc/distributed/c10d/reducer.cpp verify_params_across_processes): "DDP expects
+    # same model across all ranks, but Rank %d has %d params, while rank %d has inconsistent %d params." (and the
+    # shape variant): the ranks built different models, before any collective of the job ran
+    _r(
+        "coll.model_mismatch",
+        ORG,
+        "DDP expects same model across all ranks",
+        r"DDP expects same model across all ranks",
+    ),
     _r(
         "coll.shape_verify",
         ORG,

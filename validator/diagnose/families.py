@@ -365,8 +365,9 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "Out Of Memory",
         r"srun: error: (?P<task_host>[^:\s]+): tasks? (?P<tasks>\d+(?:[,\-]\d+)*): Out Of Memory",
     ),
-    # cuDNN/cuBLAS status errors surface as "cuDNN error: CUDNN_STATUS_%s" / "CUBLAS_STATUS_%s"
-    ("cuda.error", ORG, "cuDNN error", r"cuDNN error: (?P<what>\w+)"),
+    # cuDNN/cuBLAS status errors surface as "cuDNN error: CUDNN_STATUS_%s" / "CUBLAS_STATUS_%s" (PyTorch <= 0.4:
+    # "CuDNN error: ...")
+    ("cuda.error", ORG, "DNN error: ", r"[Cc]u[Dd][Nn][Nn] error: (?P<what>\w+)"),
     # Ray's worker-exit text (src/ray/core_worker, gcs): "Worker unexpectedly exits with a connection error code 2. End of
     # file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory
     # usage. (2) ray stop --force is called. (3) ...": a list of possibilities, not an OOM
@@ -500,6 +501,20 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         ORG,
         "cuda runtime error (",
         r"cuda runtime error \((?P<code>\d+)\) : (?P<what>.+?)(?: at \S+:\d+)?$",
+    ),
+    # THC's check where it may not throw (THCGeneral.cpp __THCudaCheckWarn, PyTorch <= 1.10): fprintf(stderr,
+    # "THCudaCheck FAIL file=%s line=%i error=%i : %s\n", file, line, err, cudaGetErrorString(err))
+    ("cuda.oom", ORG, "THCudaCheck FAIL", r"THCudaCheck FAIL file=\S+ line=\d+ error=2 : out of memory"),
+    ("cuda.error", ORG, "THCudaCheck FAIL", r"THCudaCheck FAIL file=\S+ line=\d+ error=(?P<code>\d+) : (?P<what>.+)"),
+    # NCCL's check macros in its tests and benchmarks: nccl-tests' NCCLCHECK printf("NCCL failure %s:%d '%s'\n",
+    # __FILE__, __LINE__, ncclGetErrorString(r)); DeepBench's "NCCL failure: " + ncclGetErrorString(r) + " in %s at
+    # line: %d rank: %d" (the rank that failed, not the one that caused it)
+    (
+        "nccl.error",
+        S,
+        "NCCL failure",
+        r"NCCL failure(?: \S+:\d+ '|: )(?P<what>unhandled (?:system|cuda) error|internal error|"
+        r"invalid (?:argument|usage)|remote process exited or there was a network error)",
     ),
     # c10 CUDAGuardImpl / CUDAFunctions: TORCH_WARN("CUDA warning: ", cudaGetErrorString(err)) where a destructor
     # may not throw: the same CUDA failure as "CUDA error: ..." (a device-side assert poisons the context)

@@ -38,6 +38,10 @@ _MPI_EXIT = re.compile(r"Exit code:\s*(?P<exit>-?\d+)")
 # (comm->rank before 2.19), ...): the rank of the process whose proxy thread prints it, in the communicator that made the
 # proxy (its top parent), so below any Init line's default group (nranks 0)
 _PROXY = re.compile(r"\[Proxy Service (?P<rank>\d{1,7})\]")
+# NCCL 2.4-2.6's transport setup, one line per peer a process connects to: "Ring %02d : %d[%d] -> %d[%d] via %s"
+# (rank[cudaDev], the sender's first): the printing process's rank is the one on every line it prints (2.7+'s "Channel"
+# lines are not anchored: 2.7+ prints "comm %p rank %d nranks %d" at init, read above)
+_RING = re.compile(r"NCCL INFO Ring \d{1,3} ?: (\d{1,7})\[\d+\] -> (\d{1,7})\[\d+\]")
 _INIT = re.compile(
     r"comm \S+ rank (?P<rank>\d+) nranks (?P<n>\d+) cudaDev (?P<dev>\d+)(?: nvmlDev \d+)? busId (?P<bus>\w+)"
 )
@@ -68,6 +72,7 @@ class _State:
         self.wrap: int | None = None  # terminal width the paste was hard-wrapped at
         self.joined_until = 0  # lines up to here were continuations of a wrapped line
         self.last: Event | None = None  # the event the current hit produced
+        self.rings: dict[tuple[str | None, int], set[int]] = {}  # NCCL (host, pid) -> the ranks on every ring line
         # A line's shape: its stream, its c10d [Rank N], its bytes without digits. Once two lines of
         # one shape gave the same answer (no event, or an event of a kind already kept PER_KEY
         # times for that rank), further lines of that shape are only counted, not parsed: a log of
@@ -217,6 +222,11 @@ def _handle(st: _State, hit: Anchored) -> bool:
         st.res.facts, line.ident.host, line.ident.pid, text, f"{st.name}:{hit.line}"
     ):
         return True  # a NCCL_DEBUG_SUBSYS=COLL line: kept in this file's per-rank sequences
+    if line.nccl == "INFO" and line.ident.pid is not None and (m := _RING.match(text)):
+        key = (line.ident.host, line.ident.pid)
+        if key in st.rings or len(st.rings) < MAX_SHAPES:  # the printer's rank is on each of its lines, either end
+            st.rings[key] = st.rings.get(key, {int(m[1]), int(m[2])}) & {int(m[1]), int(m[2])}
+        return True
     if line.nccl == "INFO" and " nranks " in text:
         if m := _INIT.search(text):
             st.res.facts.append(("nccl_init", line.ident.host, line.ident.pid, int(m["rank"]), int(m["n"]), m["bus"]))
@@ -388,6 +398,9 @@ def scan_file(path: str, name: str | None = None, anchors: tuple[bytes, ...] = A
                         st.res.suppressed[st.last.kind] += hit.repeats
     except (OSError, EOFError, ValueError) as e:
         st.res.error = f"read stopped early: {e}"
+    for (host, pid), ends in st.rings.items():  # lines to two peers or more leave one rank: the printer's
+        if len(ends) == 1:
+            st.res.facts.append(("nccl_init", host, pid, ends.pop(), 0, ""))
     rank_of_file(st.res.events)
     return st.res
 

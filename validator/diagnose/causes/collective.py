@@ -19,7 +19,23 @@ def detail_mismatch(ev: Evidence) -> list[Cause]:
     events = ev.events
     seen = by_kind(events, "coll.detail_mismatch", "coll.shape_verify")
     if not seen:
-        return []
+        models = by_kind(events, "coll.model_mismatch")
+        return (
+            [
+                Cause(
+                    code="COL001",
+                    summary="DDP found a different model on two ranks (its parameter count or shapes differ)",
+                    culprits=[],
+                    confidence="unknown",
+                    reason="DDP's check compares one rank's model with another's: which of them built the wrong one, "
+                    "the message cannot tell",
+                    evidence=[quote(e) for e in models[:3]],
+                    strength=S.PARTIAL,
+                )
+            ]
+            if models
+            else []
+        )
     fp: dict[int, str] = {}
     for e in seen:
         if e.kind == "coll.detail_mismatch" and "a" in e.data:

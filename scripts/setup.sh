@@ -28,9 +28,11 @@ fi
 pip() { .venv/bin/python -m pip -q --disable-pip-version-check "$@" 2> >(grep -v "is ignored" >&2); }
 if [ "$FULL" = 1 ] && ! .venv/bin/python -c "import torch, accelerate" 2>/dev/null; then
   # exactly 2.13.0: an unpinned torch pulls a multi-GB CUDA build. accelerate (a launch path the
-  # tests wrap) needs torch, so it comes after the pin, never in the package's extras.
+  # tests wrap) needs torch, so it comes after the pin, never in the package's extras; pinned too:
+  # tests/facts/test_launchopts.py holds launchopts' table to its parser, which changes between
+  # releases (1.16 dropped --fp8_opt_level and made --dynamo_use_dynamic's default None)
   pip install "torch==2.13.0" numpy
-  pip install "torch==2.13.0" accelerate
+  pip install "torch==2.13.0" "accelerate==1.16.0"
 fi
 if [ "$FULL" = 1 ] && ! .venv/bin/python -c "import importlib.util as u; assert u.find_spec('deepspeed')" 2>/dev/null; then
   # deepspeed's launcher parser (tests/facts/test_launchopts.py): pure Python with no ops built

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 def salloc_scan(slurm: Slurm, nodes: int, *args: str) -> tuple[int, dict[str, Any] | None, str]:
     env = {**scan_env(), "SLURM_CONF": str(slurm.conf)}
     p = subprocess.run(
-        ["salloc", f"-N{nodes}", "--time=5", *VALIDATOR, "scan", "--slurm", "-f", "json", *args],
+        ["salloc", f"-N{nodes}", "-w", f"n[1-{nodes}]", "--time=5", *VALIDATOR, "scan", "--slurm", "-f", "json", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -138,7 +138,8 @@ def test_ctrl_c_inside_salloc_reports_the_nodes_that_answered(slurm: Slurm, tmp_
     )
     out = tmp_path / "report.json"
     p = subprocess.run(
-        ["salloc", "-N2", "--time=5", sys.executable, str(driver), *VALIDATOR, "scan", "--slurm", "-v", "-f", "json",
+        ["salloc", "-N2", "-w", "n[1-2]", "--time=5", sys.executable, str(driver), *VALIDATOR, "scan", "--slurm", "-v",
+         "-f", "json",
          "--python", str(hanging_python(tmp_path, "n2")), "--timeout", "120"],
         capture_output=True, text=True, env={**scan_env(), "SLURM_CONF": str(slurm.conf), "OUT": str(out)},
         timeout=300, check=False,

@@ -129,7 +129,7 @@ def slurm_rig(request: pytest.FixtureRequest, tmp: Path) -> Rig:
     }
     why = "a node of a running allocation cannot be cut off without stopping the slurmd the other tests share"
     return Rig("slurm", {**scan_env(), "SLURM_CONF": str(slurm.conf)}, ["n1"], cases, ["--slurm"], str(mark),
-               ["salloc", "-N2", "--time=5"], {"unreachable": why})  # fmt: skip
+               ["salloc", "-N2", "-w", "n1,n2", "--time=5"], {"unreachable": why})  # fmt: skip
 
 
 def kubectl_rig(request: pytest.FixtureRequest, tmp: Path) -> Rig:

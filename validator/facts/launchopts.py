@@ -113,7 +113,7 @@ ACCELERATE: dict[str, Row] = {
     "dynamo_backend": (FREE, VALUE, None),
     "dynamo_mode": (FREE, VALUE, "default"),
     "dynamo_use_fullgraph": (FREE, FLAG, False),
-    "dynamo_use_dynamic": (FREE, FLAG, False),
+    "dynamo_use_dynamic": (FREE, FLAG, None),
     "dynamo_use_regional_compilation": (FREE, FLAG, False),
     "use_deepspeed": (JOB, FLAG, False),
     "use_fsdp": (JOB, FLAG, False),
@@ -231,6 +231,7 @@ OPTIONS: dict[str, dict[str, Row]] = {"torchrun": TORCHRUN, "deepspeed": DEEPSPE
 OTHER_RELEASES = {
     "torchrun": ("log_line_prefix_template", "use_env", "local_rank"),
     "deepspeed": ("min_elastic_nodes", "max_elastic_nodes", "elastic_training", "comment"),
+    "accelerate": ("fp8_opt_level",),  # MS-AMP's optimization level, gone from accelerate 1.16's parser
 }
 
 # Spellings beyond the launcher's usual ones (torchrun: --a-b and --a_b; deepspeed: --a_b;

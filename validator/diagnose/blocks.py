@@ -59,7 +59,8 @@ class Failure:
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {"root": self.root}
-        if m := re.match(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)", self.fields.get("rank", "")):
+        # "rank      : 0 (local_rank: 0)" (torchrun's _format_failure); an excerpt may end inside it, before its ")"
+        if m := re.match(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)?\s*$", self.fields.get("rank", "")):
             data["rank"], data["local"] = int(m.group(1)), int(m.group(2))
         if m := re.match(r"(-?\d+)\s*\(pid:\s*(\d+)\)\s*(?:\((SIG\w+)\))?", self.fields.get("exitcode", "")):
             data["exit"], data["pid"] = int(m.group(1)), int(m.group(2))

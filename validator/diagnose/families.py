@@ -173,6 +173,15 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"\bnccl\w+ failed: (?P<what>unhandled (?:system|cuda) error|internal error|invalid (?:argument|usage)|"
         r"remote process exited or there was a network error)",
     ),
+    # XLA (xla/service/gpu/nccl_utils.cc, the XLA_NCCL_STATUS macro): "%s:%d: NCCL operation %s failed: %s. Last NCCL
+    # warning(error) log entry (may be unrelated) '%s'." with ncclGetErrorString(s): JAX's and TensorFlow's NCCL calls
+    (
+        "nccl.error",
+        S,
+        "NCCL operation ",
+        r"NCCL operation \S.*? failed: (?P<what>unhandled (?:system|cuda) error|internal error|invalid (?:argument|usage)|"
+        r"remote process exited or there was a network error)",
+    ),
     # Paddle (paddle/fluid/platform/enforce.h, build_nvidia_error_msg for ncclResult_t): " Nccl error, " +
     # ncclGetErrorString(result), raised as ExternalError / EnforceNotMet with "(at file:line)" after it
     (

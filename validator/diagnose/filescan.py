@@ -172,6 +172,8 @@ def _handle(st: _State, hit: Anchored) -> bool:
         return _summary(st, hit, stream, line)
     if text.strip() == "Failures:" and _entry_follows(hit, stream):  # the summary, cut above its header
         return _summary(st, hit, stream, line)
+    if text.startswith("error_file") and (lead := _entry_above(hit, stream)):  # ... and inside its list of failures
+        return _summary(st, hit, stream, line, lead)
     if text.rstrip().endswith("The first process to do so was:"):  # mpirun: "Process name: [[J,V],R]", "Exit code: N"
         follow, more = hit.following(6)
         after = [t.text for t in (parse_line(f.decode("utf-8", "replace"), st.year) for f in follow)]
@@ -339,9 +341,25 @@ def _entry_follows(hit: Anchored, stream: bytes) -> bool:
     return bool(nxt) and blocks.is_entry(parse_line(nxt[0].decode("utf-8", "replace"), 0).text)
 
 
-def _summary(st: _State, hit: Anchored, stream: bytes, line: Any) -> bool:
+def _entry_above(hit: Anchored, stream: bytes) -> list[bytes]:
+    """A summary entry's lines from its ``[N]:`` opener (at most 5 lines up, in this buffer) to this
+    field line; [] when none opens above it."""
+    lines, end = [hit.raw], hit.start - 1
+    while end > 0 and len(lines) < 6:
+        start = hit.buf.rfind(b"\n", 0, end) + 1
+        raw = hit.buf[start : min(end, start + 1024)]
+        if stream_of(raw) == stream:
+            lines.insert(0, raw)
+            if blocks.is_entry(parse_line(raw.decode("utf-8", "replace"), 0).text):
+                return lines
+        end = start - 1
+    return []
+
+
+def _summary(st: _State, hit: Anchored, stream: bytes, line: Any, lead: list[bytes] | None = None) -> bool:
     follow, more = _following(hit, 600)
-    lead = [hit.raw] if "ChildFailedError" not in line.text else []  # an excerpt that starts at Root Cause
+    if lead is None:
+        lead = [hit.raw] if "ChildFailedError" not in line.text else []  # an excerpt that starts at Root Cause
     failures, span, complete = blocks.read_summary(lead + follow, stream)
     span -= len(lead)
     if not complete and more and hit.defer():

@@ -55,11 +55,14 @@ def test_a_node_held_to_a_cpu_quota_is_named_exactly(nodes: Nodes) -> None:
     finally:
         nodes.clear()
     assert named(outcome) == {slow}, [f.message for f in outcome.findings]
-    compute = next(f for f in outcome.findings if f.code == "PRB001")
-    assert compute.hosts == [slow]
-    assert "then again 2 times beside 2 control nodes" in compute.message and "cpu python" in compute.message
+    # a CPU quota slows whatever runs there: the compute probe, the memory copies or both may convict it (CI saw memory
+    # alone once, under load, as in the scan's test below); each conviction is confirmed beside control nodes
+    found = [f for f in outcome.findings if f.code in ("PRB001", "PRB002")]
+    assert found and all(f.hosts == [slow] for f in found), [f.message for f in outcome.findings]
+    assert all("then again 2 times beside 2 control nodes" in f.message for f in found)
+    assert all("cpu python" in f.message for f in found if f.code == "PRB001")
     row = next(r for r in outcome.doc["nodes"] if r["host"] == slow)
-    assert "compute" in row["named"] and outcome.doc["line"].endswith(f"slow: {slow}")
+    assert {"compute", "memory"} & set(row["named"]) and outcome.doc["line"].endswith(f"slow: {slow}")
     k, n = 1, len(nodes.fab.names)
     assert outcome.doc["rounds"] <= 2 * (2 * k * math.log2(n) + 2)  # per probe kind: first round + confirmations
 

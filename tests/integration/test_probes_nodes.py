@@ -91,11 +91,14 @@ def test_scan_names_the_throttled_node_and_takes_it_out_in_every_form(
     netns_hosts: NetnsHosts, throttled: str, tmp_path: Path
 ) -> None:
     hosts = ",".join(netns_hosts.names)
-    p = subprocess.run([*VALIDATOR, "scan", hosts, "-F", str(netns_hosts.dir / "ssh_config"), "--probes", "-f", "json",
-                        "--drain-list", str(tmp_path / "drain.txt")],
-                       capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
-    doc = json.loads(p.stdout)
-    slow = [(f["code"], f["hosts"]) for f in doc["findings"] if f["code"].startswith("PRB")]
+    for _ in range(2):  # a conviction needs two confirmations beside controls: noise may defer it to a second scan
+        p = subprocess.run([*VALIDATOR, "scan", hosts, "-F", str(netns_hosts.dir / "ssh_config"), "--probes", "-f",
+                            "json", "--drain-list", str(tmp_path / "drain.txt")],
+                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+        doc = json.loads(p.stdout)
+        slow = [(f["code"], f["hosts"]) for f in doc["findings"] if f["code"].startswith("PRB")]
+        if slow:
+            break
     # a CPU quota slows whatever runs there: the compute probe, the memory copies or both may convict it
     # (CI saw memory alone once, under load); what matters is that it alone is named and taken out
     assert slow and {h for _, h in slow} == {throttled}, (p.stderr, doc["findings"])

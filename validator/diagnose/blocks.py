@@ -125,16 +125,23 @@ def read_rendezvous(lines: list[bytes], stream: bytes) -> dict[str, Any]:
     return out
 
 
-_BLOCK_RANK = re.compile(r"^\s*(\d+): \[")
+_BLOCK_RANK = re.compile(r"^\s*(\d+)!?: \[")
+_BLOCK_HEAD = re.compile(rb"(?:Missing|Stalled) ranks:\s*$")
 
 
-def missing_ranks(lines: list[bytes], stream: bytes) -> str:
-    """Horovod's ``Missing ranks:`` block (stall_inspector.cc): ``R: [tensor, ...]`` lines -> "1,3"."""
+def missing_ranks(head: bytes, lines: list[bytes]) -> str:
+    """Horovod's ``Missing ranks:`` block (stall_inspector.cc; ``Stalled ranks:`` before 0.20): ``R: [tensor, ...]``
+    lines (``R!: [`` for a rank it will shut down) -> "1,3". Each line carries the prefix its header line carried
+    (a collector's stamp, mpirun's ``[1,0]<stderr>:``, a ``[0]`` tag); blank lines between records are skipped."""
+    m = _BLOCK_HEAD.search(head)
+    prefix = head[: m.start()] if m else b""
     out: list[str] = []
     for raw in lines[:64]:  # "1: [..." would read as an srun label: no stream filter here
-        if not (m := _BLOCK_RANK.match(raw.decode("utf-8", "replace"))):
+        if not raw.strip():
+            continue
+        if not raw.startswith(prefix) or not (m2 := _BLOCK_RANK.match(raw[len(prefix) :].decode("utf-8", "replace"))):
             break
-        out.append(m.group(1))
+        out.append(m2.group(1))
     return ",".join(out)
 
 

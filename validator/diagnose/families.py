@@ -330,6 +330,7 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # tensor "NAME [missing ranks: 0, 2]" (older "[ready ranks: 1, 3]"), newer a "Missing ranks:" block of "R: [...]"
     ("hvd.stall", S, "ranks: ", r"(?P<name>[\w./:-]+) \[(?P<which>missing|ready) ranks: (?P<ranks>[\d, ]+)\]"),
     ("hvd.missing_block", S, "Missing ranks:", r"^Missing ranks:\s*$"),
+    ("hvd.missing_block", S, "Stalled ranks:", r"^Stalled ranks:\s*$"),  # the same block before Horovod 0.20
     # NCCL RAS status (src/ras/client_support.cc): the section a rank line belongs to is read from the lines above
     # it ("#0-0 (hash) INCOMPLETE" / "MISMATCH") by blocks.ras_section
     # NCCL src/include/alloc.h: WARN("Failed to CUDA calloc %ld bytes") / "Failed to CUDA malloc" / "Failed to CUDA host

@@ -241,7 +241,7 @@ def _handle(st: _State, hit: Anchored) -> bool:
     if kind == "nccl.proxy_failed" and line.ident.pid is not None and (m := _PROXY.search(text)):
         st.res.facts.append(("nccl_init", line.ident.host, line.ident.pid, int(m["rank"]), 0, ""))
     if kind == "hvd.missing_block":
-        data["ranks"] = blocks.missing_ranks(hit.following(64)[0], stream)
+        data["ranks"] = blocks.missing_ranks(hit.raw, hit.following(64)[0])
     elif kind == "nccl.ras_missing":
         data["section"] = blocks.ras_section(hit.buf, hit.start)
     elif kind == "accel.state":

@@ -37,7 +37,7 @@ _MONTHS = {
     m: i for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)
 }
 _ISO = re.compile(
-    r"\[?(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?:Z|[+-]\d\d:?\d\d)?\]?(?: \|)?[ ,]\s*"
+    r"\[?(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?:Z| UTC|[+-]\d\d:?\d\d)?\]?(?: \|)?[ ,]\s*"
 )
 
 _GLOG = re.compile(r"\[([IWEF])(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))? ([\w.\-]+):\d+\]\s?")
@@ -162,7 +162,7 @@ STREAM_KEY = re.compile(
 # a time stamp in front of the prefixes (kubectl --timestamps, Determined, moreutils ts): not part of the stream
 _LEAD_TIME = re.compile(
     _CTIME.encode()
-    + rb"|\[?(?:\d{4}-\d\d-\d\d[ T_]|[A-Z][a-z]{2} [ \d]\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]? "
+    + rb"|\[?(?:\d{4}-\d\d-\d\d[ T_]|[A-Z][a-z]{2} [ \d]\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z| UTC|[+-]\d\d:?\d\d)?\]? "
 )
 
 

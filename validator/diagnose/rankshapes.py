@@ -120,6 +120,15 @@ SHAPES: tuple[Shape, ...] = (
     # a log collector's table that puts the pod's replica name before the line: "master-0 >> " (Kubeflow names replica
     # pods <type>-<index>; no public source of this collector's format was found, so only that name shape is taken)
     _s("collector", "master-0 >> [rank1]:", "", r"([a-z][a-z0-9]*(?:-[a-z0-9]+)*-\d{1,5}) >> ", node=1, host=1),
+    # Polyaxon's job logs (polyaxon/logs_handlers/log_queries/base.py process_log_line: LogSpec(log_line, name=
+    # f"{task_type}.{task_idx}"), printed "<time> UTC <name> -- <line>"): the replica's name, then the line
+    _s(
+        "polyaxon",
+        "master.0 -- [1,0]<stderr>:",
+        "z19-polyaxon-mpirun-spliced-stalled-ranks-r0.log",
+        r"([a-z]+\.\d{1,5}) -- ",
+        node=1,
+    ),
     _s("docker compose", "vllm1-1  | ", "p29-compose-rocm-watchdog-hip-check-frames.log", COMPOSE_TAG, node=1, host=1),
     # Determined's harness (determined-ai/determined harness/determined/launch/wrap_rank.py forward_stream): f"[rank={rank}]
     # {line}" on every line a worker prints, behind the container id in brackets where the web UI copies it ("[] " when

@@ -353,11 +353,35 @@ def watchdog(ev: Evidence) -> list[Cause]:
     if not seen:
         return out
     at: dict[tuple[str, str], dict[int, str]] = defaultdict(dict)
+    sizes: dict[tuple[str, str], dict[int, str]] = defaultdict(dict)
+    subgroups = any(e.data.get("pg") not in (None, "?", "0") for e in events)
     for e in seen:
         if e.rank is not None and "seq" in e.data:
             at[(e.data.get("pg", "?"), e.data["seq"])].setdefault(e.rank, e.data.get("op", "?"))
-    for (_pg, seq), ops in at.items():
+            if "numel" in e.data:
+                sizes[(e.data.get("pg", "?"), e.data["seq"])].setdefault(e.rank, e.data["numel"])
+    for (pg, seq), ops in at.items():
         counts = Counter(ops.values()).most_common()
+        numels = sizes.get((pg, seq), {})
+        if len(counts) == 1 and counts[0][0] != "COALESCED" and not subgroups and len(set(numels.values())) > 1:
+            # WorkNCCL's repr (ProcessGroupNCCL.cpp: "WorkNCCL(SeqNum=..., OpType=..., NumelIn=..."): one op at one
+            # sequence number with different element counts is the same call made with different tensors (a
+            # rank-dependent shape, e.g. MoE experts' gradients), which NCCL cannot match; which side is wrong the
+            # reports alone do not say (the ranks that did not report may side with either). Not where the log shows
+            # other process groups (ranks of different subgroups, e.g. pipeline stages, count their own sequence
+            # numbers over their own tensors) nor for a coalesced op (each rank's own sum of tensors)
+            parts = "; ".join(f"rank {r}: {n}" for r, n in sorted(numels.items()))
+            out.append(
+                Cause(
+                    code="COL001",
+                    summary=f"ranks ran {counts[0][0]} #{seq} with different sizes (NumelIn {parts})",
+                    culprits=[],
+                    confidence="unknown",
+                    reason="the watchdog reports one OpType at one sequence number with different NumelIn",
+                    evidence=[quote(e) for e in seen[:3]],
+                    strength=S.NO_MAJORITY,
+                )
+            )
         if len(counts) > 1 and counts[0][1] == counts[1][1]:
             parts = "; ".join(f"rank {r}: {o}" for r, o in sorted(ops.items()))
             out.append(

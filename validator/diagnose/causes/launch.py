@@ -51,10 +51,14 @@ def summaries(ev: Evidence) -> list[Cause]:
     first = min(roots, key=lambda e: (e.time is None, e.time or 0.0))
     tied = [e for e in seen if e.time is not None and first.time is not None and int(e.time) == int(first.time)]
     if not any(e.data.get("root") for e in seen) and len(tied) > 1:
-        # no Root Cause entry (cut off) and several failures in the same second: nothing orders them
+        # no Root Cause entry (cut off) and several failures in the same second: nothing orders them. Exiting with a
+        # code (no signal, no error file), they died of what their own tracebacks in the log say, where those say
+        # one thing more specific than an exception (every worker's "CUDA error: invalid device ordinal")
+        signalled = all(int(e.data.get("exit", 0)) < 0 for e in tied)
+        said = {ORIGIN_CODE[e.kind] for e in events if e.kind in ORIGIN_CODE and e.role == Role.ORIGIN} - {"DGN010"}
         return [
             Cause(
-                code="DGN011" if all(int(e.data.get("exit", 0)) < 0 for e in tied) else "DGN010",
+                code="DGN011" if signalled else said.pop() if len(said) == 1 else "DGN010",
                 summary=f"{who(ranks_of(e.data.get('rank') for e in tied))} failed in the same second "
                 f"(exit code {first.data.get('exit')}); the summary's Root Cause entry is not in the log",
                 culprits=[],

@@ -13,7 +13,7 @@ from collections import defaultdict
 from validator.diagnose import strength as S
 from validator.diagnose.causes.base import Evidence, by_kind, quote, who
 from validator.diagnose.events import Cause, Event, Role
-from validator.diagnose.families import INFO_KINDS, LOOPBACK, nccl_class, nccl_vocab
+from validator.diagnose.families import INFO_KINDS, LOOPBACK, NCCL_VOCAB, nccl_class, nccl_vocab
 
 NCCL_KINDS = (
     "nccl.error",
@@ -145,6 +145,9 @@ def network(ev: Evidence) -> list[Cause]:
     hard = [e for e in nccl if e.kind != "nccl.warn" or nccl_class(e.kind, e.data, e.text)]
     if hard and (classes or not refused):
         family = nccl_vocab(classes)
+        hosts: list[str] = []
+        if family == "nccl_remote_error" and (own := _own_failure(nccl)):
+            family, hosts = own
         first = sorted(hard, key=lambda e: (nccl_class(e.kind, e.data, e.text) is None, e.time or 0.0))[0]
         ranks = sorted({e.rank for e in hard if e.rank is not None})
         peers = sorted({str(e.data["peer"]) for e in hard if "peer" in e.data})
@@ -159,11 +162,31 @@ def network(ev: Evidence) -> list[Cause]:
                 reason="NCCL errors on many ranks are usually the echo of one peer's failure; none failed first in "
                 "these logs",
                 evidence=[quote(first), *[quote(e) for e in hard if e is not first][:2]],
+                hosts=hosts,
                 strength=S.NCCL_NET_ERROR,
                 family=family,
             )
         )
     return out
+
+
+def _own_failure(nccl: list[Event]) -> tuple[str, list[str]] | None:
+    """The class of the processes that failed on their own where the others only lost them: NCCL's remote result
+    ("Connection closed by remote peer", ncclRemoteError) on some processes and only explicit other results on
+    others (each process by its host and pid): the peer that went away is among the latter, and its own result says
+    why (and their host, where they are all on one). None where a process reports both, or no process names its
+    own."""
+    per: dict[tuple[str | None, int | None], set[str]] = defaultdict(set)
+    for e in nccl:
+        if e.ident.pid is not None and (c := nccl_class(e.kind, e.data, e.text)) and c[1]:
+            per[(e.ident.host, e.ident.pid)].add(c[0])
+    lost = [p for p, cs in per.items() if "remote" in cs]
+    own = {c for cs in per.values() if "remote" not in cs for c in cs}
+    if lost and own and all(per[p] == {"remote"} for p in lost):
+        hosts = {h for p, cs in per.items() if "remote" not in cs for h in [p[0]]}
+        family = NCCL_VOCAB["system" if "system" in own else sorted(own)[0]]
+        return family, [str(h) for h in hosts] if len(hosts) == 1 and None not in hosts else []
+    return None
 
 
 def connect_retries(ev: Evidence) -> list[Cause]:

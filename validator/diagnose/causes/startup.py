@@ -370,11 +370,13 @@ def store(ev: Evidence) -> list[Cause]:
             and {e.kind for e in conn} == {"rdzv.connect_timeout"}
             and not by_kind(events, "launch.elastic")
             and not any("/elastic/" in f or f.endswith("/torchrun") for e in events for f in e.stack)
+            and not any("local" in e.data for e in by_kind(events, "agent.child_failed"))
             and not _outside_world(events)
         ):
             # TCPStore's server runs in rank 0 (env:// init_process_group: is_master = rank == 0): a client
             # that cannot connect waited for rank 0 to come up. Under torchrun (its elastic agent anywhere in
-            # the log's tracebacks) the agent of node 0 hosts the store and every rank, rank 0 too, is a client
+            # the log's tracebacks, or its agent's "failed (exitcode: N) local_rank: M" line, api.py's
+            # _poll/failure record) the agent of node 0 hosts the store and every rank, rank 0 too, is a client
             out.append(
                 Cause(
                     code="DGN002",

@@ -135,6 +135,9 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "from peer",
         r"NET/IB\w* ?: ?Got completion from peer (?P<peer>\S+?)(?:<(?P<port>\d+)>)? with (?:status=|error )(?P<status>\d+)",
     ),
+    # the same before NCCL named the peer (2.4-2.8 net_ib.cc): WARN("NET/IB : Got completion with error %d, opcode %d,
+    # len %d, vendor err %d", wc->status, ...)
+    ("nccl.ib_error", S, "Got completion with error", r"NET/IB : Got completion with error (?P<status>\d+)"),
     # src/transport/net_ib/common.cc: "NET/IB : %s:%d async fatal event: %s"
     ("nccl.ib_error", S, "async fatal event", r"NET/IB : (?P<dev>\S+?):(?P<port>\d+) async fatal event(?P<what>.*)"),
     # aws-ofi-nccl: "NET/OFI Request %p completed with error. RC: %d. Error: %d (%s)"
@@ -378,6 +381,25 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # cuDNN/cuBLAS status errors surface as "cuDNN error: CUDNN_STATUS_%s" / "CUBLAS_STATUS_%s" (PyTorch <= 0.4:
     # "CuDNN error: ...")
     ("cuda.error", ORG, "DNN error: ", r"[Cc]u[Dd][Nn][Nn] error: (?P<what>\w+)"),
+    # Ray's raylet (src/ray/raylet/node_manager.cc, python/ray/exceptions.py WorkerCrashedError): "A worker died or was
+    # killed while executing a task by an unexpected system error. To troubleshoot the problem, check the logs for the
+    # dead worker." (which worker and why in the lines after it): a worker failed, none named, no exit code
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "A worker died or was killed",
+        r"(?P<ray>A worker died or was killed) while executing a task",
+    ),
+    # launchers that reach nodes over ssh before any worker starts: OpenSSH's "ssh: connect to host %s port %s: %s"
+    # (strerror: Connection refused, No route to host, Connection timed out), DeepSpeed's runner (launcher/runner.py):
+    # f"Using hostfile at {hostfile} but host={first_host} was not reachable via ssh. ..."
+    (
+        "net.conn_refused",
+        S,
+        "ssh: connect to host",
+        r"(?P<ssh>ssh): connect to host (?P<peer>\S+) port (?P<port>\d+): (?P<what>.+)",
+    ),
+    ("net.conn_refused", S, "was not reachable via ssh", r"host=(?P<peer>\S+) was not reachable via (?P<ssh>ssh)"),
     # Ray's worker-exit text (src/ray/core_worker, gcs): "Worker unexpectedly exits with a connection error code 2. End of
     # file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory
     # usage. (2) ray stop --force is called. (3) ...": a list of possibilities, not an OOM
@@ -479,6 +501,18 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "failed to listen on any local network address",
         r"failed to listen on any local network address\.?(?: port: (?P<port>\d+))?",
     ),
+    # c10d socket.cpp: the same per address, "The server socket has failed to bind to {} (errno: {} - {})." (a paste
+    # may wrap the line after "(errno:"): errno 98 is EADDRINUSE
+    ("net.addr_in_use", ORG, "failed to bind to", r"failed to bind to \S*?:(?P<port>\d+) \(errno: 98\b"),
+    # Ascend HCCL (hccl_socket.cc HcclSocket::Listen): HCCL_ERROR("%s socket type[%u], listen on ip[%s] and specific
+    # port[%u] fail. Please check the port status and whether the port is being used by other process."): the host is the
+    # address it could not listen on
+    (
+        "net.addr_in_use",
+        ORG,
+        "and specific port[",
+        r"listen on ip\[(?P<host>[^\]%]+)(?:%[^\]]*)?\] and specific port\[(?P<port>\d+)\] fail",
+    ),
     # accelerate's launcher pre-check (commands/launch.py): "Tried to launch distributed communication on port
     # `{port}`, but another process is utilizing it."
     ("net.addr_in_use", ORG, "another process is utilizing it", r"on port `?(?P<port>\d+)`?, but another process"),
@@ -490,6 +524,17 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         S,
         "Got async error event: port error",
         r"NET/IB : (?P<dev>\S+?):(?P<port>\d+) Got async error event: (?P<what>port error)",
+    ),
+    # the same with ibv_event_type_str's names of a local failure (the HCA, a queue pair or a completion queue of this
+    # host; "GID table change", "port active" and the like are no failure): NCCL 2.4-2.18 net_ib.cc WARN("NET/IB : Got
+    # async event : %s", ...), later "NET/IB : %s:%d Got async event : %s"
+    (
+        "nccl.ib_error",
+        S,
+        "Got async event",
+        r"NET/IB : (?:(?P<dev>\S+?):(?P<port>\d+) )?Got async event ?: (?P<what>local catastrophic error|"
+        r"local work queue catastrophic error|invalid request local work queue error|local access violation work queue "
+        r"error|CQ error|SRQ catastrophic error|path migration request error)",
     ),
     # ncclGetErrorString's text after any framework's "NCCL ...: " (TensorFlow, HybridBackend: "NCCL communication
     # aborted: unhandled system error"): after the specific rules above, which read more of these lines
@@ -526,6 +571,42 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"NCCL failure(?: \S+:\d+ '|: )(?P<what>unhandled (?:system|cuda) error|internal error|"
         r"invalid (?:argument|usage)|remote process exited or there was a network error)",
     ),
+    # nccl-tests' CUDACHECK: printf("%s: Test CUDA failure %s:%d '%s'\n", hostname, __FILE__, __LINE__,
+    # cudaGetErrorString(err))
+    ("cuda.error", ORG, "CUDA failure", r"Test CUDA failure \S+:\d+ '(?P<what>[^']+)'"),
+    # TensorFlow's NCCL manager (tensorflow/core/nccl/nccl_manager.cc): errors::Unknown("Error invoking NCCL: ",
+    # ncclGetErrorString(nccl_result)), as its executor and collective ops re-print it
+    ("nccl.error", S, "Error invoking NCCL", r"Error invoking NCCL: (?P<what>[a-z][a-z ]+[a-z])"),
+    # onnxruntime (onnxruntime/core/providers/cuda/cuda_call.cc CudaCall): "%s failure %d: %s ; GPU=%d ; hostname=%s ;
+    # expr=%s; %s" with the library's name (CUDA, NCCL, CUDNN, CUBLAS, ...) and its error string: the GPU and host too
+    (
+        "cuda.oom",
+        ORG,
+        " ; GPU=",
+        r"CUDA failure 2: out of memory ; GPU=(?P<gpu>\d+) ; hostname=(?P<host>[^\s;]+)",
+    ),
+    (
+        "nccl.error",
+        S,
+        " ; GPU=",
+        r"NCCL failure (?P<retcode>\d+): (?P<what>[^;]+?) ; GPU=(?P<gpu>\d+) ; hostname=(?P<host>[^\s;]+)"
+        r"(?: ; expr=(?P<expr>\w+))?",
+    ),
+    (
+        "cuda.error",
+        ORG,
+        " ; GPU=",
+        r"(?:CUDA|CUDNN|CUBLAS|CUFFT|CURAND|CUSPARSE) failure (?P<code>\d+): (?P<what>[^;]+?) ; GPU=(?P<gpu>\d+) ; "
+        r"hostname=(?P<host>[^\s;]+)",
+    ),
+    # a device-side assertion (ATen's CUDA_KERNEL_ASSERT, the device's __assert_fail): "%s:%d: %s: block: [%d,%d,%d],
+    # thread: [%d,%d,%d] Assertion `%s` failed." for every failing thread: the CUDA context is then poisoned
+    (
+        "cuda.error",
+        ORG,
+        "Assertion `",
+        r"\.cuh?:\d+: .*?block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] (?P<what>Assertion `.*` failed)",
+    ),
     # c10 CUDAGuardImpl / CUDAFunctions: TORCH_WARN("CUDA warning: ", cudaGetErrorString(err)) where a destructor
     # may not throw: the same CUDA failure as "CUDA error: ..." (a device-side assert poisons the context)
     (
@@ -549,6 +630,18 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"Barrier timed out\. (?:Barrier_id|Id): (?P<barrier>\S+?)\.?(?:\s|$)",
     ),
     ("jax.barrier_timeout", S, "cluster registration failed", r"(?P<register>cluster registration failed)"),
+    # the task's own side of it (xla/pjrt/distributed/client.cc): LOG(ERROR) << "Coordination service agent in error
+    # status: " << status, DEADLINE_EXCEEDED where its registration or a barrier expired
+    (
+        "jax.barrier_timeout",
+        S,
+        "Coordination service agent in error status",
+        r"Coordination service agent in error status: (?P<status>DEADLINE_EXCEEDED)",
+    ),
+    # a key the task waited for in the coordination service's key-value store (coordination_service_agent.cc:
+    # absl::DeadlineExceededError(absl::StrCat("GetKeyValue() timed out with key: ", key, " and duration: ", ...)), e.g.
+    # an NCCL clique's id that its root never published): a store-key wait, its writer not named by the key
+    ("rdzv.wait_keys", S, "GetKeyValue() timed out", r"(?P<xla>GetKeyValue\(\) timed out) with key: "),
     # accelerate's state (huggingface/accelerate src/accelerate/state.py PartialState.__repr__, printed by scripts as
     # logger.info(accelerator.state)): "Num processes: %d\nProcess index: %d\nLocal process index: %d\nDevice: %s"; the
     # two lines before this one are read in filescan (a process's device: several on one GPU is a duplicate-GPU set)
@@ -584,6 +677,9 @@ NCCL_CLASS: tuple[tuple[str, str], ...] = (
     ("ncclSystemError", "system"),
     ("internal error", "internal"),  # ncclInternalError ("Internal check failed")
     ("ncclInternalError", "internal"),
+    ("local catastrophic error", "system"),  # an IB async event of this host's own HCA (ibv_event_type_str)
+    ("work queue error", "system"),
+    ("work queue catastrophic error", "system"),
     ("invalid usage", "usage"),  # ncclInvalidUsage
     ("ncclInvalidUsage", "usage"),
     ("invalid argument", "usage"),
@@ -644,6 +740,8 @@ def enrich(kind: str, text: str, data: dict[str, object]) -> None:
     glue dozens of them into one line); mpirun's exit as torchrun would report it (-signal)."""
     if kind == "agent.child_failed" and "exit with status code" in text:  # horovodrun's gloo launcher, per process
         data["launcher"], data["each"] = "horovodrun", "1"
+    if kind == "agent.child_failed" and "ray" in data:  # Ray's raylet: a worker died, its exit code not given
+        data["exit"], data["launcher"], data["nonzero"] = "1", "ray", "1"
     if kind == "agent.child_failed" and "exit" not in data:  # mpirun: a signal's number, or "non-zero" alone
         data["exit"] = str(-int(str(data["signum"]))) if "signum" in data else "1"
         data["launcher"] = "mpirun"

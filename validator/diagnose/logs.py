@@ -210,9 +210,15 @@ def _last_segment(raw: bytes, anchors: tuple[bytes, ...]) -> bytes:
     return parts[-1] if parts else b""
 
 
+# a paste whose rich-text editor turned every dotted word into a link: "transport/[net_ib.cc:101](http://net_ib.cc:101/)",
+# "[10.1.3.201](http://10.1.3.201/)" (GitHub's Markdown of such a paste): the link's text is what the program printed
+_AUTOLINK = re.compile(rb"\[([^\]\s]{1,200})\]\(https?://[^)\s]{1,250}\)")
+
+
 def line_cleaner(head: bytes, anchors: tuple[bytes, ...]) -> Callable[[bytes], bytes]:
     """A function that cleans one raw line of this file, learned from the file's first bytes."""
     lost = b"[0m" in head  # colour codes whose ESC the paste dropped: removed from every line
+    linked = b"](http" in head
     sample = head.split(b"\n", 200)[:200]
     if b"\x1b" in head:
         sample = [_ANSI.sub(b"", ln) for ln in sample]
@@ -228,6 +234,8 @@ def line_cleaner(head: bytes, anchors: tuple[bytes, ...]) -> Callable[[bytes], b
             raw = _ANSI.sub(b"", raw)
         if lost and b"m" in raw:
             raw = _ANSI_LOST.sub(b"", raw)
+        if linked and b"](http" in raw:
+            raw = _AUTOLINK.sub(rb"\1", raw)
         if b"\r" in raw:
             raw = raw.rstrip(b"\r")
             if b"\r" in raw:

@@ -29,6 +29,7 @@ STORE_BARRIER_MISSING = 76  # the store barrier of the default group names who n
 NEVER_JOINED = 75  # the process group's store names the ranks that never wrote their address
 STORE_BARRIER_COUNT = 74  # a store barrier counts the arrivals, short of the world size
 TRACE_EXCEPTION = 72  # a rehearsal trace ends in an exception on that rank
+SSH_UNREACHABLE = 71  # the launcher could not reach a node over ssh: nothing of the job started there
 EXCEPTION_HIGH = 70  # a rank raised (or crashed) first, and the time order is clear
 HOROVOD_READY = 70  # Horovod lists the ready ranks; the missing ones follow from the world size
 P2P_UNMATCHED = 66  # send/recv pairs counted per (sender, receiver) in rehearsal traces

@@ -111,11 +111,13 @@ def network(ev: Evidence) -> list[Cause]:
     timed_out = bool(by_kind(events, "coll.gloo_timeout", "coll.watchdog_timeout", "coll.blocking_wait"))
     refused = [e for e in by_kind(events, *NETWORK_KINDS) if not (timed_out and e.kind == "gloo.peer_closed")]
     if refused:
-        peers = sorted({f"{e.data['peer']}:{e.data['port']}" for e in refused if "peer" in e.data})
+
+        def where(e: Event) -> str:
+            return f"{e.data['peer']}:{e.data['port']}" if "port" in e.data else str(e.data["peer"])
+
+        peers = sorted({where(e) for e in refused if "peer" in e.data})
         # a loopback peer is a misadvertised address only where a connect failed: a closed pair had connected
-        dialled = {
-            f"{e.data['peer']}:{e.data['port']}" for e in refused if "peer" in e.data and e.kind != "gloo.peer_closed"
-        }
+        dialled = {where(e) for e in refused if "peer" in e.data and e.kind != "gloo.peer_closed"}
         loop = sorted({p for p in dialled if LOOPBACK.match(p.rsplit(":", 1)[0])})
         note = (
             (
@@ -127,6 +129,11 @@ def network(ev: Evidence) -> list[Cause]:
         )
         target = f" to {', '.join(peers[:3])}" if peers else ""
         what = "connection refused" if any("refused" in e.text for e in refused) else "connection to a peer lost"
+        # a launcher's ssh to a node (OpenSSH's "ssh: connect to host", DeepSpeed's runner): before any worker, so
+        # the exceptions after it (CalledProcessError, the launcher's RuntimeError) are its echo
+        ssh = [e for e in refused if "ssh" in e.data]
+        if ssh:
+            what = "the launcher could not reach a node over ssh"
         out.append(
             Cause(
                 code="DGN007",
@@ -135,8 +142,8 @@ def network(ev: Evidence) -> list[Cause]:
                 confidence="unknown",
                 reason="nothing listened where the rank connected, or the peer closed the pair: the peer had exited, "
                 "was not up yet, or advertised an address others cannot reach",
-                evidence=[quote(e) for e in refused[:3]],
-                strength=S.CONNECTION_REFUSED,
+                evidence=[quote(e) for e in (ssh or refused)[:3]],
+                strength=S.SSH_UNREACHABLE if ssh else S.CONNECTION_REFUSED,
                 family="connection_refused",
             )
         )

@@ -4,7 +4,7 @@ versions, interfaces, a port in use, a broken launch contract), the TCPStore and
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 
 from validator.diagnose import strength as S
 from validator.diagnose.causes.base import Evidence, by_kind, host_of, quote, ranks_of, who
@@ -154,11 +154,39 @@ def jax_barrier(ev: Evidence) -> list[Cause]:
     ]
 
 
+def _same_gpu_inits(ev: Evidence) -> list[Cause]:
+    """A framework's report of ncclCommInitRank failing with invalid usage (onnxruntime's CudaCall: "NCCL failure 5:
+    invalid usage ; GPU=%d ; hostname=%s ; expr=ncclCommInitRank(...)") from two processes on one GPU of one host: what
+    NCCL's duplicate-GPU check returns (init.cc: WARN("Duplicate GPU detected ...") then ncclInvalidUsage), its WARN
+    not printed."""
+    inits: dict[tuple[str, str], list[Event]] = defaultdict(list)
+    for e in by_kind(ev.events, "nccl.error"):
+        if e.data.get("retcode") == "5" and e.data.get("expr") == "ncclCommInitRank" and "gpu" in e.data:
+            inits[(str(e.data["host"]), str(e.data["gpu"]))].append(e)
+    shared = [(key, seen) for key, seen in inits.items() if len(seen) > 1]
+    if not shared:
+        return []
+    (host, gpu), seen = shared[0]
+    return [
+        Cause(
+            code="DGN004",
+            summary=f"{len(seen)} processes on {host} failed ncclCommInitRank with invalid usage on GPU {gpu}: they "
+            "share one GPU",
+            culprits=[],
+            confidence="unknown",
+            reason="NCCL's duplicate-GPU check returns invalid usage at init; their global ranks are not in the log",
+            evidence=[quote(e) for e in seen[:3]],
+            hosts=[host],
+            strength=S.DUPLICATE_GPU,
+        )
+    ]
+
+
 def duplicate_gpu(ev: Evidence) -> list[Cause]:
     """NCCL's init check: two ranks of one communicator on one GPU."""
     seen = by_kind(ev.events, "nccl.duplicate_gpu")
     if not seen:
-        return []
+        return _same_gpu_inits(ev)
     # NCCL init.cc checks its own rank against every peer, so the reporter is one of the pair; a
     # reporter outside the pair it prints means the ranks are a sub-communicator's, not global
     local = [
@@ -254,7 +282,10 @@ def addr_in_use(ev: Evidence) -> list[Cause]:
     if not seen:
         return []
     ranks = ranks_of(e.rank for e in seen)
-    hosts = sorted({e.ident.host for e in seen if e.ident.host})
+    # the line's own prefix, else the address the message says it could not listen on (HCCL's "listen on ip[%s]")
+    hosts = sorted(
+        {e.ident.host for e in seen if e.ident.host} or {str(e.data["host"]) for e in seen if "host" in e.data}
+    )
     port = next((e.data["port"] for e in seen if e.data.get("port")), None)
     return [
         Cause(

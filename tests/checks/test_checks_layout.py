@@ -276,6 +276,19 @@ def test_accelerate_fsdp1_hybrid_shard_needs_whole_nodes_of_devices() -> None:
     assert check(laid(rank_job(2, 6, gpus=0), lay), "LAY002") == []
 
 
+def test_fsdp1_hybrid_shard_groups_are_the_nodes_devices() -> None:
+    """FSDP1 HYBRID_SHARD shards within dist.new_subgroups(torch.cuda.device_count()) (consecutive ranks) and
+    replicates across them: on 2 nodes of 8 GPUs the report maps shard groups 0-7 and 8-15, replicate pairs (i, i+8);
+    without GPUs in the facts (device count unknown) no such groups are mapped."""
+    path = str(FIXTURES / "accelerate_fsdp.yaml")
+    lay = from_fixture(["accelerate", "launch", "--config_file", path, "--fsdp_sharding_strategy=HYBRID_SHARD", "t.py"])
+    groups = pipeline_report(laid(rank_job(2, 8, gpus=8), lay))["groups"]
+    assert groups["dp_shard"]["size"] == 8 and groups["dp_shard"]["count"] == 2 and groups["dp_shard"]["spanning"] == 0
+    assert groups["dp_replicate"]["size"] == 2 and groups["dp_replicate"]["count"] == 8
+    assert groups["dp_replicate"]["shown"][0] == "ranks 0,8 on node[001-002]"
+    assert "dp_shard" not in pipeline_report(laid(rank_job(2, 8, gpus=0), lay))["groups"]
+
+
 def test_accelerate_processes_not_divisible_by_machines() -> None:
     lay = from_fixture(["accelerate", "launch", "--config_file", str(FIXTURES / "accelerate_tp_hsdp.yaml"),
                         "--num_processes", "6", "--num_machines", "4", "t.py"])  # fmt: skip

@@ -13,7 +13,7 @@ import pytest
 
 from validator.agent.probe import CONFIG_MAX, job_configs
 from validator.facts import parse
-from validator.facts.layout import group_map, parse_layout, rank_groups
+from validator.facts.layout import group_map, parse_explicit, parse_layout, rank_groups
 from validator.model import LayoutFacts
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "layout"
@@ -229,6 +229,36 @@ def test_hsdp_groups_follow_the_device_mesh_and_plain_fsdp_has_none() -> None:
     assert gm["pp"] == [[i, i + 8] for i in range(8)]
     fsdp = group_map(lay | {"degrees": {"dp_replicate": 1, "dp_shard": -1, "tp": 2}}, 8)
     assert fsdp is not None and "dp_shard" not in fsdp and fsdp["dp"] == [[0, 2, 4, 6], [1, 3, 5, 7]]
+
+
+def test_fsdp1_hybrid_shard_groups_need_the_device_count() -> None:
+    """torch's _init_intra_and_inter_node_groups: shard groups are new_subgroups(device_count) (consecutive ranks),
+    replicate groups the same local index on every node; no map of them without the count, on one node, or where the
+    world does not divide (torch raises there: LAY002)."""
+    lay: LayoutFacts = {"framework": "accelerate", "source": "argv", "degrees": {"dp_replicate": 1, "dp_shard": 1},
+                        "sizes": {"fsdp_hybrid": 4}, "order": "tp-cp-dp-pp", "errors": []}  # fmt: skip
+    gm = group_map(lay, 16, devices=8)
+    assert gm is not None and gm["dp_shard"] == [list(range(8)), list(range(8, 16))]
+    assert gm["dp_replicate"] == [[i, i + 8] for i in range(8)] and gm["dp"] == [list(range(16))]
+    for devices, world in ((None, 16), (8, 8), (8, 12)):
+        gm = group_map(lay, world, devices=devices)
+        assert gm is not None and "dp_shard" not in gm, (devices, world)
+
+
+def test_explicit_hsdp_words_and_a_replicate_only_toml() -> None:
+    """--layout's HSDP words: dp_shard left out is what the others leave (torchtitan's -1); dp beside them is an error.
+    A torchtitan TOML with only data_parallel_replicate_degree (dp_shard -1) is HSDP too."""
+    lay = parse_explicit("tp=2,dp_replicate=2", "--layout")
+    assert lay["errors"] == [] and lay["degrees"] == {"tp": 2, "dp_replicate": 2}
+    gm = group_map(lay, 8)
+    assert gm is not None and gm["dp_shard"] == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert gm["dp_replicate"] == [[0, 4], [1, 5], [2, 6], [3, 7]] and gm["tp"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert parse_explicit("tp=2,dp=2,dp_shard=2", "--layout")["errors"] == [
+        "--layout: dp with dp_shard/dp_replicate: give dp, or the two HSDP axes"
+    ]
+    titan: LayoutFacts = {"framework": "torchtitan", "source": "toml", "degrees": {"dp_replicate": 2, "tp": 2},
+                          "sizes": {}, "order": "tp-cp-dp-pp", "errors": []}  # fmt: skip
+    assert group_map(titan, 8) == gm
 
 
 def test_accelerate_fsdp_template_names_no_layout(tmp_path: Path) -> None:

@@ -386,7 +386,7 @@ def _spanning(job: Job) -> tuple[list[tuple[str, list[int], list[str]]], int] | 
         world = _world(job, expected)
         if expected is None or world is None or world > 1 << 17:
             return None
-        gm, hosts = group_map(expected, world), rank_hosts(job, world)
+        gm, hosts = group_map(expected, world, _devices(job)), rank_hosts(job, world)
         if gm is None or hosts is None:
             return None
         per_node = min(hosts.count(h) for h in set(hosts))
@@ -461,7 +461,7 @@ def summary(job: Job) -> LayoutDoc | None:
         return None
     doc: LayoutDoc = {"framework": expected["framework"], "source": expected["source"], "world": world,
                       "order": expected["order"], "degrees": resolve(expected, world), "groups": {}}  # fmt: skip
-    gm = group_map(expected, world) if world <= MAX_MAPPED and not _degree_errors(expected) else None
+    gm = group_map(expected, world, _devices(job)) if world <= MAX_MAPPED and not _degree_errors(expected) else None
     hosts = rank_hosts(job, world) if gm else None
     if gm is not None:
         doc["placement"] = _placement(job, world, hosts)

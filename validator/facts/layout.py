@@ -99,6 +99,7 @@ EXPLICIT = {
     "tp": ("degrees", "tp"), "pp": ("degrees", "pp"), "cp": ("degrees", "cp"), "ep": ("degrees", "ep"),
     "etp": ("degrees", "etp"), "dp": ("degrees", "dp"), "vpp": ("degrees", "vpp"), "layers": ("sizes", "layers"),
     "gbs": ("sizes", "global_batch"), "mbs": ("sizes", "micro_batch"), "grad_acc": ("sizes", "grad_acc"),
+    "dp_shard": ("degrees", "dp_shard"), "dp_replicate": ("degrees", "dp_replicate"),  # HSDP: dp = replicate x shard
 }  # fmt: skip
 MEGATRON_ORDER = "tp-cp-ep-dp-pp"  # megatron/core/parallel_state.py initialize_model_parallel(order=...)
 TORCHTITAN_ORDER = "tp-cp-dp-pp"  # ParallelDims.build_mesh: ["pp", "dp_replicate", "dp_shard", "cp", "tp"]
@@ -158,6 +159,9 @@ def parse_explicit(text: str, source: str) -> LayoutFacts:
             b.put(EXPLICIT[key], value, f"{source}: {key}")
         elif word.strip():
             b.layout["errors"].append(f"{source}: {word.strip()[:40]!r} is not one of {', '.join(EXPLICIT)}, order")
+    d = b.layout["degrees"]
+    if "dp" in d and ("dp_shard" in d or "dp_replicate" in d):
+        b.layout["errors"].append(f"{source}: dp with dp_shard/dp_replicate: give dp, or the two HSDP axes")
     return b.layout
 
 
@@ -277,7 +281,8 @@ def resolve(layout: LayoutFacts, world: int) -> dict[str, int]:
     dp ep etp edp (the expert data-parallel size). A degree that does not divide gives 0."""
     d, fw = layout["degrees"], layout["framework"]
     tp, pp, cp, ep, sp = d.get("tp", 1), d.get("pp", 1), d.get("cp", 1), d.get("ep", 1), d.get("sp", 1)
-    if fw == "torchtitan" or "dp_shard" in d:  # ParallelDims._validate: dp_shard -1 is world // (dp_replicate*cp*tp*pp)
+    if fw == "torchtitan" or "dp_shard" in d or "dp_replicate" in d:  # ParallelDims._validate: dp_shard -1 is
+        # world // (dp_replicate*cp*tp*pp)
         rep, shard = d.get("dp_replicate", 1), d.get("dp_shard", -1)
         inner = rep * cp * tp * pp
         if shard < 0 and inner > 0:
@@ -318,21 +323,28 @@ def rank_groups(axes: list[tuple[str, int]], group: set[str]) -> list[list[int]]
     return [[b + o for o in offsets(inner)] for b in offsets(outer)]
 
 
-def _hsdp(layout: LayoutFacts, r: dict[str, int]) -> tuple[int, int] | None:
+def _hsdp(layout: LayoutFacts, r: dict[str, int], devices: int | None) -> tuple[int, int] | None:
     """(replicate, shard) of HSDP (torchtitan's and accelerate's mesh ["pp", "dp_replicate", "dp_shard", "cp", "tp"]:
-    FSDP shards within a dp_shard group and replicates across dp_replicate), both above 1; else None."""
+    FSDP shards within a dp_shard group and replicates across dp_replicate), both above 1; else None. FSDP1's
+    HYBRID_SHARD (accelerate passes no process group) shards within dist.new_subgroups(torch.cuda.device_count()),
+    consecutive ranks, and replicates across them (torch/distributed/fsdp/_init_utils.py
+    _init_intra_and_inter_node_groups): the same two axes, the shard's size the nodes' ``devices``."""
+    if layout["sizes"].get("fsdp_hybrid"):
+        if devices is None or not 1 < devices < r["dp"] or r["dp"] % devices:
+            return None  # torch raises there (LAY002), or one node: nothing to replicate across
+        return r["dp"] // devices, devices
     d = layout["degrees"]
     rep, shard = d.get("dp_replicate", 1), d.get("dp_shard", -1)
-    if r.get("sp", 1) > 1 or "dp_shard" not in d or rep < 2:
+    if r.get("sp", 1) > 1 or ("dp_shard" not in d and "dp_replicate" not in d) or rep < 2:
         return None
     shard = r["dp"] // rep if shard < 0 else shard
     return (rep, shard) if shard > 1 and rep * shard == r["dp"] else None
 
 
-def group_map(layout: LayoutFacts, world: int) -> dict[str, list[list[int]]] | None:
+def group_map(layout: LayoutFacts, world: int, devices: int | None = None) -> dict[str, list[list[int]]] | None:
     """Ranks of every TP / CP / DP / PP / EP / EP x expert-TP group of a degree above 1 (and HSDP's
-    dp_shard and dp_replicate groups), in the framework's rank order; None when the degrees do not
-    tile ``world``."""
+    dp_shard and dp_replicate groups; FSDP1 HYBRID_SHARD's where the nodes' GPU count, ``devices``, is
+    known), in the framework's rank order; None when the degrees do not tile ``world``."""
     r = resolve(layout, world)
     sp = r.get("sp", 1)
     if r["tp"] * sp * r["cp"] * r["dp"] * r["pp"] != world or min(r.values()) < 1:
@@ -344,7 +356,7 @@ def group_map(layout: LayoutFacts, world: int) -> dict[str, list[list[int]]] | N
         order.insert(order.index("tp") + 1, "sp")  # consecutive ranks (parallel_state_sp.py)
     dense = [(a, r.get(a, 1)) for a in order]
     out = {a: rank_groups(dense, {a}) for a in ("tp", "sp", "cp", "dp", "pp") if r.get(a, 1) > 1}  # 1: alone
-    if hsdp := _hsdp(layout, r):  # its dp is two mesh axes, dp_shard inside dp_replicate: each is a group too
+    if hsdp := _hsdp(layout, r, devices):  # its dp is two mesh axes, dp_shard inside dp_replicate: each is a group too
         i = order.index("dp")
         dense[i : i + 1] = [("dp_shard", hsdp[1]), ("dp_replicate", hsdp[0])]
         out["dp"] = rank_groups(dense, {"dp_shard", "dp_replicate"})

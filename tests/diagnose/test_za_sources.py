@@ -12,7 +12,8 @@ from its source's own format string, not from the sets' cases (the logs below ar
 - TensorFlow's NCCL manager: errors::Unknown("Error invoking NCCL: ", ncclGetErrorString(r));
 - onnxruntime's CudaCall: "%s failure %d: %s ; GPU=%d ; hostname=%s ; expr=%s; %s";
 - c10d's per-address bind failure "The server socket has failed to bind to {} (errno: {} - {})." wrapped after "(errno:";
-- OpenSSH's "ssh: connect to host %s port %s: %s" and DeepSpeed's runner "... but host={} was not reachable via ssh.";
+- OpenSSH's "ssh: connect to host %s port %s: %s", its exit status 255 in subprocess's "Command '%s' returned non-zero
+  exit status %d.", and DeepSpeed's runner "... but host={} was not reachable via ssh.";
 - nccl-tests' CUDACHECK "%s: Test CUDA failure %s:%d '%s'", and a CUDA device assertion "%s:%d: %s: block: [%d,%d,%d],
   thread: [%d,%d,%d] Assertion `%s` failed.".
 """
@@ -141,9 +142,13 @@ def test_a_launcher_that_cannot_reach_a_node_over_ssh(tmp_path: Path) -> None:
         "    raise CalledProcessError(retcode, process.args,\n"
         "subprocess.CalledProcessError: Command '['ssh 10.0.0.9 hostname -I']' returned non-zero exit status 255.\n"
     )
-    assert verdict(tmp_path, call)[0] == "child_failed_other"
+    assert verdict(tmp_path, call)[:2] == ("connection_refused", [])  # ssh(1) exits 255 on its own error
     ssh = "ssh: connect to host 10.0.0.9 port 22: No route to host\n"
     assert verdict(tmp_path, ssh + call)[:2] == ("connection_refused", [])
+    other = call.replace("ssh 10.0.0.9 hostname -I", "python train.py")  # another command's 255 is its own failure
+    assert verdict(tmp_path, other)[0] == "child_failed_other"
+    options = call.replace("ssh 10.0.0.9", "ssh -o PasswordAuthentication=no -p 2222 gpu-0011")
+    assert verdict(tmp_path, options)[:2] == ("connection_refused", [])
     ds = (
         "RuntimeError: Using hostfile at /job/hostfile but host=gpu-0011 was not reachable via ssh. If you are running "
         "with a single node please remove /job/hostfile or setup passwordless ssh.\n"

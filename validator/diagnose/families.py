@@ -400,6 +400,16 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"(?P<ssh>ssh): connect to host (?P<peer>\S+) port (?P<port>\d+): (?P<what>.+)",
     ),
     ("net.conn_refused", S, "was not reachable via ssh", r"host=(?P<peer>\S+) was not reachable via (?P<ssh>ssh)"),
+    # a launcher's own ssh as Python's subprocess reports it (DeepSpeed's runner: "ssh HOST hostname -I"): "Command '%s'
+    # returned non-zero exit status 255." is OpenSSH's own failure (ssh(1): "exits with the exit status of the remote
+    # command or with 255 if an error occurred"); its "ssh: connect to host" line is found only beside another anchor
+    # (a refusal), not on its own: its rarest byte would stop the scan on every "h" of every log
+    (
+        "net.conn_refused",
+        S,
+        "returned non-zero exit status 255",
+        r"Command '\[?'?(?P<ssh>ssh) (?:-\w+ (?:[\w=.\-]+ )?)*(?P<peer>[\w.@\-]+) .*?' returned non-zero exit status 255\b",
+    ),
     # Ray's worker-exit text (src/ray/core_worker, gcs): "Worker unexpectedly exits with a connection error code 2. End of
     # file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory
     # usage. (2) ray stop --force is called. (3) ...": a list of possibilities, not an OOM

@@ -201,7 +201,7 @@ RULES: tuple[Rule, ...] = (
         "rdzv.connect_timeout",
         S,
         "timed out after",
-        r"client socket has timed out after (?P<t>\S+) while trying to connect to \((?P<host>[^,]+), (?P<port>\d+)\)",
+        r"client socket has timed out after (?P<t>\S+) while trying to connect to \((?P<host>[^,\s]+)(?:, (?P<port>\d+)\))?",
     ),
     _r(
         "rdzv.connect_timeout",
@@ -287,6 +287,7 @@ _COMM_MSG = re.compile(
     # one of the ranks or an attempt to allreduce ... after one of the ranks finished execution": a victim's words
     r"|Horovod has been shut down"
 )
+_RAISE = re.compile(r"raise [A-Za-z_][\w.]*\(")
 _TRAIL = re.compile(r"NCCL INFO [\w./-]+\.\w+:\d+ -> ([2-6])\b")  # 2 system .. 6 remote (families.RETCODE)
 _RETRY = re.compile(r"NCCL INFO Call to connect returned (Connection timed out), retrying")
 _C10_CHECK = re.compile(r"Exception raised from c10_(cuda|hip)_check_implementation\b")
@@ -313,6 +314,8 @@ def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
     # ..." is raised: its frame line is a CUDA-class failure even where an excerpt lost the header above it
     if text.startswith("Exception raised from c10_") and (m := _C10_CHECK.match(text)):
         return "cuda.error", Role.ORIGIN, {"what": f"{m.group(1)} check failed"}
+    if text.startswith("raise ") and _RAISE.match(text):  # a traceback's source line (its header cut by an excerpt)
+        return None
     if text.startswith(_NOISE) and len(text) < 300:
         # but a frame of torchrun's own code (its agent, its rendezvous) says whose the job's store is: the agent's
         return ("launch.elastic", Role.FACT, {}) if text.startswith('File "') and _ELASTIC.search(text) else None

@@ -410,6 +410,14 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "returned non-zero exit status 255",
         r"Command '\[?'?(?P<ssh>ssh) (?:-\w+ (?:[\w=.\-]+ )?)*(?P<peer>[\w.@\-]+) .*?' returned non-zero exit status 255\b",
     ),
+    # c10d's TCPStore client (TCPStore.cpp / Utils.hpp): "[c10d] {op} failed on SocketImpl(fd=N, addr=..., remote=...):
+    # {strerror}" where the store's side went away (the heartbeat monitor's "should dump" check, a ping, a get)
+    (
+        "gloo.peer_closed",
+        S,
+        "failed on SocketImpl",
+        r"\[c10d\] \w+ failed on SocketImpl\(.*?remote=\[?(?P<peer>[^\]\s]*?)\]?:(?P<port>\d+)\): Broken pipe",
+    ),
     # Ray's worker-exit text (src/ray/core_worker, gcs): "Worker unexpectedly exits with a connection error code 2. End of
     # file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory
     # usage. (2) ray stop --force is called. (3) ...": a list of possibilities, not an OOM
@@ -550,6 +558,10 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # aborted: unhandled system error"): after the specific rules above, which read more of these lines
     ("nccl.error", S, "unhandled system error", r": (?P<what>unhandled system error)\b"),  # NCCL's words alone
     ("nccl.error", S, "network error", r"\bNCCL\b.*?: (?P<what>remote process exited or there was a network error)"),
+    # the advice Ray's memory monitor appends when it killed a task or worker (src/ray/raylet/worker_killing_policy,
+    # node_manager.cc): "Refer to the documentation on how to address the out of memory issue:
+    # https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. ..." (read by the last resort's pass)
+    ("host.oom", ORG, "ray-oom-prevention", r"address the out of memory issue: \S*ray-oom-prevention"),
     # Ray's memory monitor (src/ray/raylet/node_manager.cc): "%d Workers (tasks / actors) killed due to memory
     # pressure (OOM), %d Workers crashed due to other reasons at node ..."
     (
@@ -608,6 +620,18 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         " ; GPU=",
         r"(?:CUDA|CUDNN|CUBLAS|CUFFT|CURAND|CUSPARSE) failure (?P<code>\d+): (?P<what>[^;]+?) ; GPU=(?P<gpu>\d+) ; "
         r"hostname=(?P<host>[^\s;]+)",
+    ),
+    # the custom all-reduce kernels of vLLM and SGLang (csrc/custom_all_reduce.cuh CUDACHECK): printf("Failed: Cuda error
+    # %s:%d '%s'\n", __FILE__, __LINE__, cudaGetErrorString(e))
+    ("cuda.error", ORG, "Failed: Cuda error", r"Failed: Cuda error \S+:\d+ '(?P<what>[^']+)'"),
+    # torch's symmetric memory (c10d/symm_mem/CUDASymmetricMemory.cu rendezvous, vLLM's and SGLang's custom all-reduce):
+    # TORCH_CHECK(..., "CUDASymmetricMemoryAllocator::rendezvous: detected allocations from overlapping devices from
+    # different ranks."): two ranks of the group on one GPU, as NCCL's duplicate-GPU check finds; which ranks, not said
+    (
+        "cuda.shared_device",
+        ORG,
+        "overlapping devices",
+        r"(?P<what>detected allocations from overlapping devices from different ranks)",
     ),
     # a device-side assertion (ATen's CUDA_KERNEL_ASSERT, the device's __assert_fail): "%s:%d: %s: block: [%d,%d,%d],
     # thread: [%d,%d,%d] Assertion `%s` failed." for every failing thread: the CUDA context is then poisoned
@@ -711,14 +735,17 @@ LOOPBACK = re.compile(r"^(?:127\.\d+\.\d+\.\d+|::1|localhost|0\.0\.0\.0)$")
 
 def nccl_class(kind: str, data: dict[str, object], text: str) -> tuple[str, bool] | None:
     """(remote | system | internal | usage, explicit) for an NCCL event, or None when it does not
-    say. Explicit: NCCL's own result (retcode, ``ncclSystemError``, PyTorch's error string); the
-    others are what the message family usually returns."""
+    say. Explicit: NCCL's own result (retcode, ``ncclSystemError``, PyTorch's error string, or the start of one
+    that an excerpt cut mid-word, where only one fits); the others are what the message family usually returns."""
     if "retcode" in data:
         cls = RETCODE.get(int(str(data["retcode"])))
         return (cls, True) if cls else None
     for phrase, cls in NCCL_CLASS:
         if phrase in text:
             return cls, True
+    cut = {cls for phrase, cls in NCCL_CLASS for k in range(11, len(phrase)) if text.endswith(phrase[:k])}
+    if len(cut) == 1:
+        return cut.pop(), True
     if kind == "nccl.connect_failed" and "reset by peer" in text:
         return "remote", False  # the peer side closed the socket
     if kind in KIND_CLASS:

@@ -30,8 +30,9 @@ HOST_TAG = (
     r"((?:\d{1,3}\.){3}\d{1,3}|[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[a-z0-9\-]+)*"
     r"(?=: (?:[\[(\s]|\d{4}-|Traceback|[A-Z]\w*(?:Error|Exception)\b|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b"
     r"|[\w.\-]+:\d+:\d+ \[|(?:\d{1,3}\.){3}\d{1,3}: |[a-z][a-z0-9]*(?:-[a-z0-9]+)+: ))"
-    # a name without a hyphen ("node01") only before NCCL's own "host:pid:tid [dev]" prefix
-    r"|[a-z][a-z0-9]*\d(?=: [\w.\-]+:\d+:\d+ \[)): "
+    # a name without a hyphen ("node01") only before NCCL's own "host:pid:tid [dev]" prefix, or as nccl-tests prints its
+    # host before its checks' failures (common.cu: printf("%s: Test CUDA failure %s:%d '%s'\n", hostname, ...))
+    r"|[a-z][a-z0-9]*\d(?=: [\w.\-]+:\d+:\d+ \[)|[A-Za-z][\w.\-]{0,62}(?=: Test (?:NCCL |CUDA )?failure )): "
 )
 # docker compose logs: "worker-1  | ", "1469.worker.1  | " (the container, padded to the longest name;
 # it ends with the replica's number, so a loguru "ERROR    | " is no container)
@@ -194,12 +195,12 @@ SHAPES: tuple[Shape, ...] = (
         node=1,
     ),
     # a paste quoted in Markdown ("> " before a prefix the line carried; nested "> > "; before a host tag or NCCL's
-    # "host:pid:tid [dev]" prefix)
+    # "host:pid:tid [dev]" prefix), or opening its inline code ("`" left where the paste lost the fence)
     _s(
         "quote",
         "> [] [rank=0] ",
         "u13-determined-trial-rank0-cuda-oom.log",
-        r"(?:> ?){1,3}(?=[\[(<]|[\w.\-]+:\d+:\d+ \[|[a-z][a-z0-9.\-]*\d: )",
+        r"(?:(?:> ?){1,3}|`{1,3})(?=[\[(<]|[\w.\-]+:\d+:\d+ \[|[a-z][a-z0-9.\-]*\d: )",
     ),
     # srun --label: "3: " (the task id)
     _s("srun", "3: ", "a008-srun-prefix-duplicate-gpu-rank3-rank0.log", r"(\d{1,6}): ", node=1),

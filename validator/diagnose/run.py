@@ -32,7 +32,9 @@ PARALLEL_BYTES = 64 << 20  # below this, worker processes cost more than they sa
 # (validator.diagnose.anchors.ANCHORS: "rror", "fail", "bort", "imeout", "xception") do not cover, so that a log
 # whose lines say ERROR, Failed, FAILED, TIMEOUT, ABORT, EXCEPTION or "Timed out" never yields "no failure found".
 # A second pass costs a log with a failure nothing, and one without a failure one more read.
-LAST_RESORT: tuple[bytes, ...] = (b"ERROR", b"FAIL", b"Fail", b"IMEOUT", b"BORT", b"XCEPTION", b"imed out")
+LAST_RESORT: tuple[bytes, ...] = (
+    b"ERROR", b"FAIL", b"Fail", b"IMEOUT", b"BORT", b"XCEPTION", b"imed out", b"of memory", b"Of Memory",
+)  # fmt: skip
 
 
 @dataclass(slots=True)

@@ -182,11 +182,30 @@ def _same_gpu_inits(ev: Evidence) -> list[Cause]:
     ]
 
 
+def _overlapping_devices(ev: Evidence) -> list[Cause]:
+    """torch's symmetric-memory rendezvous found two ranks of its group on one GPU (which ones, it does not say)."""
+    seen = by_kind(ev.events, "cuda.shared_device")
+    if not seen:
+        return []
+    return [
+        Cause(
+            code="DGN004",
+            summary="two ranks of one group allocate on the same GPU (torch's symmetric memory found overlapping "
+            "devices)",
+            culprits=[],
+            confidence="unknown",
+            reason="CUDASymmetricMemoryAllocator::rendezvous compares the ranks' devices; it names no rank",
+            evidence=[quote(e) for e in seen[:3]],
+            strength=S.DUPLICATE_GPU,
+        )
+    ]
+
+
 def duplicate_gpu(ev: Evidence) -> list[Cause]:
     """NCCL's init check: two ranks of one communicator on one GPU."""
     seen = by_kind(ev.events, "nccl.duplicate_gpu")
     if not seen:
-        return _same_gpu_inits(ev)
+        return _same_gpu_inits(ev) or _overlapping_devices(ev)
     # NCCL init.cc checks its own rank against every peer, so the reporter is one of the pair; a
     # reporter outside the pair it prints means the ranks are a sub-communicator's, not global
     local = [
@@ -402,12 +421,15 @@ def store(ev: Evidence) -> list[Cause]:
             and not by_kind(events, "launch.elastic")
             and not any("/elastic/" in f or f.endswith("/torchrun") for e in events for f in e.stack)
             and not any("local" in e.data for e in by_kind(events, "agent.child_failed"))
+            and not any(e.ident.pid is not None for e in conn)
             and not _outside_world(events)
         ):
             # TCPStore's server runs in rank 0 (env:// init_process_group: is_master = rank == 0): a client
             # that cannot connect waited for rank 0 to come up. Under torchrun (its elastic agent anywhere in
             # the log's tracebacks, or its agent's "failed (exitcode: N) local_rank: M" line, api.py's
-            # _poll/failure record) the agent of node 0 hosts the store and every rank, rank 0 too, is a client
+            # _poll/failure record) the agent of node 0 hosts the store and every rank, rank 0 too, is a client. A
+            # client behind a Ray actor's or a vLLM worker's "(Name pid=N)" prefix joined a group its driver made: the
+            # store's host is that group's creator, not rank 0 of an env:// world
             out.append(
                 Cause(
                     code="DGN002",

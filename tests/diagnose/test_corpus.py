@@ -32,6 +32,9 @@ XFAIL: dict[str, str] = {
     "zb21-eks-lws-ray-actor-cascade-gloo-loopback-refused.log": "gloo's refused connect to 127.0.0.1 (its port elided by "
     "the author) is weaker than the Ray exceptions quoted above it: nothing in the lines says the job spans hosts, "
     "so a loopback peer is not yet evidence of the self-address trap",
+    "zd11-fairseq-k8s-worker-nccl-connect-refused-retrying.log": "NCCL's 'Call to connect returned Connection refused, "
+    "retrying' alone: every start-up prints it while a peer comes up (up to 20,000 retries in NCCL <= 2.11), so it is "
+    "no failure by itself; the excerpt shows nothing after it",
     "zb27-vllm-ascend-grpo-hcclallreduce-ei0006-socket-timeout.log": "Ascend CANN's EI0006 socket timeout ('Remote "
     "Rank did not send the data in time') after the failing HcclAllreduce's RuntimeError: no rule reads CANN's error "
     "codes, and the label itself is doubtful (collective or rendezvous timeout)",

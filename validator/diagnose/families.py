@@ -115,6 +115,14 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "onnect to",
         r"[Cc]onnect to (?P<peer>\S+?)(?:<(?P<port>\d+)>)? (?:returned (?P<ret>[^,]+)|failed(?: with error)? ?:? ?(?P<why>[^,]*))",
     ),
+    # NCCL 2.21+ src/misc/socket.cc socketPollConnect: WARN("socketPollConnect: connect returned %s, exceeded error retry
+    # count (%d)", strerror(errno), RETRY_REFUSED_TIMES), returning ncclRemoteError although it never connected
+    (
+        "nccl.connect_failed",
+        S,
+        "connect returned",
+        r"socketPollConnect: connect returned (?P<ret>[^,]+), exceeded error retry count",
+    ),
     # src/misc/socket.cc: "ncclOsSocketTryAccept: Accept failed: %s" (older "socketTryAccept: Accept failed: %s")
     ("nccl.connect_failed", S, "Accept failed", r"[Aa]ccept failed ?: ?(?P<why>.*)"),
     # src/transport/net_ib (p2p.cc, common.cc): "NET/IB : Got completion from peer %s with status=%d opcode=%d
@@ -273,6 +281,21 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"client socket has failed to connect to (?:any network address of \((?P<host>[^,]+), (?P<port>\d+)\)|"
         r"\[?(?P<addr>[^\s\]]+?)\]?:(?P<aport>\d+) \((?:errno|system error): (?P<errno>\d+))",
     ),
+    # Intel oneCCL (src/common/log/log.hpp LOG_ERROR: "|CCL_ERROR| %s:%d %s: %s", file, line, function, message), and its
+    # exception as torch-ccl raises it ("oneCCL: %s:%d %s: EXCEPTION: %s"): the collective library's own failure (its
+    # workers, its ATL/OFI transport), which Intel's stacks have in NCCL's place
+    ("ccl.error", S, "|CCL_ERROR|", r"\|CCL_ERROR\| (?P<where>\S+:\d+) (?P<func>\w+): (?P<what>.+)"),
+    ("ccl.error", S, "oneCCL: ", r"oneCCL: (?P<where>\S+:\d+) (?P<func>\w+): EXCEPTION: (?P<what>.+)"),
+    # PyTorch/XLA's mesh service client (torch_xla xla_client/mesh_service.cc, MeshClient): XLA_CHECK(impl_->channel->
+    # WaitForConnected(...)) << "Failed to connect to client mesh master: " << address: a process never reached the
+    # mesh master, XLA's rendezvous (the check's own line, and the address line after it)
+    (
+        "rdzv.connect_failed",
+        S,
+        "Failed to connect to client mesh master",
+        r"Failed to connect to client mesh master: (?P<host>\S+?):(?P<port>\d+)\b",
+    ),
+    ("rdzv.connect_failed", S, "mesh_service.cc:", r"mesh_service\.cc:\d+ : Check failed: impl_->channel->"),
     # ProcessGroupNCCL.cpp broadcastUniqueNCCLID: "[{rank}] is setting up NCCL communicator and retrieving ncclUniqueId
     # from [0] via c10d key-value store by key '{key}', but store->get('{key}') got error: {what}" (older releases:
     # "retreiving"); the key is the communicator counter (a collective) or "low:high" (a single p2p op), set by the

@@ -51,6 +51,7 @@ ALL_ABORTED = 50  # every failing rank aborted at the same second: the watchdog'
 TIED_FAILURES = 50  # several failures in the same second and no summary orders them
 RDZV_COUNT = 50  # the rendezvous counts who arrived; nothing names who did not
 STOPPED_OUTSIDE = 48  # the scheduler or an outer timeout stopped the job
+CCL_ERROR = 46  # Intel oneCCL reports its own failure (its workers or its transport did not start)
 SPLIT = 45  # a recorded history split evenly at a collective: no majority to judge by
 NCCL_CUDA = 45  # NCCL's own error names a CUDA failure on these ranks
 NCCL_VERSIONS_IN_LOG = 44  # the log shows several NCCL versions, no rank named

@@ -28,6 +28,7 @@ from validator.diagnose.causes.net import (
     earliest_error,
     nccl_cuda,
     network,
+    oneccl,
     ras,
     timeouts_only,
     unrecognised,
@@ -79,6 +80,7 @@ CAUSES: tuple[Rule, ...] = (
     silent_ranks,
     # the class without a culprit, and the last resorts
     nccl_cuda,
+    oneccl,
     network,
     timeouts_only,
     connect_retries,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from validator.diagnose import strength as S
-from validator.diagnose.causes.base import Evidence, by_kind, quote, who
+from validator.diagnose.causes.base import Evidence, by_kind, quote, ranks_of, who
 from validator.diagnose.events import Cause, Event, Role
 from validator.diagnose.families import INFO_KINDS, LOOPBACK, NCCL_VOCAB, nccl_class, nccl_vocab
 
@@ -155,6 +155,8 @@ def network(ev: Evidence) -> list[Cause]:
         hosts: list[str] = []
         if family == "nccl_remote_error" and (own := _own_failure(nccl)):
             family, hosts = own
+        elif family == "nccl_remote_error" and _never_connected(nccl):
+            family = "nccl_system_error"
         first = sorted(hard, key=lambda e: (nccl_class(e.kind, e.data, e.text) is None, e.time or 0.0))[0]
         ranks = sorted({e.rank for e in hard if e.rank is not None})
         peers = sorted({str(e.data["peer"]) for e in hard if "peer" in e.data})
@@ -194,6 +196,41 @@ def _own_failure(nccl: list[Event]) -> tuple[str, list[str]] | None:
         family = NCCL_VOCAB["system" if "system" in own else sorted(own)[0]]
         return family, [str(h) for h in hosts] if len(hosts) == 1 and None not in hosts else []
     return None
+
+
+def _never_connected(nccl: list[Event]) -> bool:
+    """Every remote result (the "-> 6" trail) is on a process whose connect never succeeded (NCCL's socket connect failing,
+    which 2.19+ returns as ncclRemoteError): no peer went away, this process never reached it (a system failure, as the
+    corpus's connect refusals)."""
+    failed = {  # a reset by peer had reached it
+        (e.ident.host, e.ident.pid) for e in nccl if e.kind == "nccl.connect_failed" and "reset by peer" not in e.text
+    }
+    remote = [e for e in nccl if (c := nccl_class(e.kind, e.data, e.text)) and c == ("remote", True)]
+    return bool(failed) and bool(remote) and all((e.ident.host, e.ident.pid) in failed for e in remote)
+
+
+def oneccl(ev: Evidence) -> list[Cause]:
+    """Intel oneCCL's own errors: the collective library failed to start its workers or its transport (libfabric
+    providers), the class NCCL's system errors have; the exception and the crash after it are its echo."""
+    seen = by_kind(ev.events, "ccl.error")
+    if not seen:
+        return []
+    first = seen[0]
+    hosts = sorted({e.ident.host for e in seen if e.ident.host})
+    return [
+        Cause(
+            code="DGN007",
+            summary=f"oneCCL failed on {who(ranks_of(e.rank for e in seen))}: {first.text[:160]}",
+            culprits=[],
+            confidence="unknown",
+            reason="the collective library reports its own failure (its worker threads or its ATL/OFI transport did "
+            "not start); every process of the communicator fails alike",
+            evidence=[quote(e) for e in seen[:3]],
+            hosts=hosts if len(hosts) == 1 else [],
+            strength=S.CCL_ERROR,
+            family="nccl_system_error",
+        )
+    ]
 
 
 def connect_retries(ev: Evidence) -> list[Cause]:

@@ -217,15 +217,26 @@ def duplicate_gpu(ev: Evidence) -> list[Cause]:
     dev = next((e.data["dev"] for e in seen if "dev" in e.data), None)
     pairs = sorted({f"{e.data['a']} and {e.data['b']}" for e in local})
     what = f"communicator ranks {', '.join(pairs)} (of a sub-communicator)" if local else who(ranks)
+    # NCCL's ranks are its communicator's: global ones only where the log shows whose they are (a reporter's own rank
+    # among the pair, per-rank logs, any other rank of the job, several pairs of one communicator); one bare pair may
+    # be a sub-communicator's
+    one_pair = len({(e.data.get("a"), e.data.get("b")) for e in seen}) == 1
+    bare = one_pair and not any(e.rank is not None for e in ev.events) and not ev.file_ranks and not shared
     return [
         Cause(
             code="DGN004",
             summary=f"{what} share one GPU{f' (CUDA device {dev})' if dev else ''}",
             culprits=ranks,
-            confidence="high" if ranks else "unknown",
+            confidence=("low" if bare else "high") if ranks else "unknown",
             reason=(
                 "NCCL names the ranks that share the device"
                 + (f"; accelerate's state lines put processes {fold_ranks(shared)} on that GPU" if shared else "")
+                + (
+                    "; no line says whether they are the job's ranks or a sub-communicator's (NCCL prints its "
+                    "communicator's)"
+                    if bare
+                    else ""
+                )
             )
             if ranks
             else "the reporting rank is not in the "

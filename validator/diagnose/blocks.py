@@ -54,11 +54,12 @@ def read_traceback(lines: list[bytes], stream: bytes) -> Traceback:
 class Failure:
     index: int
     root: bool
+    other: bool = False  # listed under "Failures:": torchrun puts its Root Cause in a section of its own
     fields: dict[str, str] = field(default_factory=dict)
     traceback: list[str] = field(default_factory=list)
 
     def to_data(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"root": self.root}
+        data: dict[str, Any] = {"root": self.root, "other": self.other}
         # "rank      : 0 (local_rank: 0)" (torchrun's _format_failure); an excerpt may end inside it, before its ")"
         if m := re.match(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)?\s*$", self.fields.get("rank", "")):
             data["rank"], data["local"] = int(m.group(1)), int(m.group(2))
@@ -96,16 +97,19 @@ def read_summary(lines: list[bytes], stream: bytes) -> tuple[list[Failure], int,
     root = False
     cur: Failure | None = None
     in_tb = False
-    seen_root = False
+    seen_root = listed = False
     for span, text in enumerate(_same_stream(lines, stream)):
         s = text.strip()
         if s.startswith("Root Cause"):
             root = seen_root = True
             continue
+        if s == "Failures:":
+            listed = True
+            continue
         if s.startswith("=") and set(s) == {"="} and seen_root and cur is not None:
             return out, span + 1, True
         if m := _ENTRY.match(text):
-            cur = Failure(int(m.group(1)), root)
+            cur = Failure(int(m.group(1)), root, listed and not root)
             out.append(cur)
             in_tb = False
         elif cur is not None and (m := _FIELD.match(text)):

@@ -235,7 +235,8 @@ RULES: tuple[Rule, ...] = (
         "agent.child_failed",
         M,
         "failed (exitcode",
-        r"failed \(exitcode: (?P<exit>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\)",
+        # rich's log handler wraps the line and right-aligns its source ("(pid:      api.py:672" then "2255697) of ...")
+        r"failed \(exitcode: (?P<exit>-?\d+)\) local_rank: (?P<local>\d+) \(pid:(?: (?P<pid>\d+)\))?",
     ),
     _r("agent.child_failed", M, "exits with return code", r"exits with return code = (?P<exit>-?\d+)"),
     _r("agent.death_signal", ORG, "death signal", r"Received (?P<sig>\d+) death signal"),

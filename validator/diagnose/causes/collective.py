@@ -361,6 +361,9 @@ def watchdog(ev: Evidence) -> list[Cause]:
             if "numel" in e.data:
                 sizes[(e.data.get("pg", "?"), e.data["seq"])].setdefault(e.rank, e.data["numel"])
     for (pg, seq), ops in at.items():
+        # an op cut short on its line (a terminal's overlay, a wrap: "_ALLGATHER_BA") is the longer one it begins
+        names = set(ops.values())
+        ops = {r: next((n for n in names if n != o and n.startswith(o)), o) for r, o in ops.items()}
         counts = Counter(ops.values()).most_common()
         numels = sizes.get((pg, seq), {})
         if len(counts) == 1 and counts[0][0] != "COALESCED" and not subgroups and len(set(numels.values())) > 1:

@@ -47,7 +47,11 @@ def summaries(ev: Evidence) -> list[Cause]:
                     strength=S.ALL_ABORTED,
                 )
             ]
-    roots = [e for e in seen if e.data.get("root")] or seen
+    # without its Root Cause entry (cut), the failures torchrun listed under "Failures:" are the others (_format_failure
+    # puts the first in a section of its own): none of them is the first
+    roots = [e for e in seen if e.data.get("root")] or [e for e in seen if not e.data.get("other")]
+    others_only = not roots
+    roots = roots or seen
     first = min(roots, key=lambda e: (e.time is None, e.time or 0.0))
     tied = [e for e in seen if e.time is not None and first.time is not None and int(e.time) == int(first.time)]
     if not any(e.data.get("root") for e in seen) and len(tied) > 1:
@@ -65,6 +69,9 @@ def summaries(ev: Evidence) -> list[Cause]:
                 confidence="unknown",
                 reason="several failures at the same second and no Root Cause entry: no first failure",
                 evidence=[quote(e) for e in tied[:3]],
+                hosts=hosts
+                if len(hosts := sorted({str(e.data["host"]) for e in seen if e.data.get("host")})) == 1
+                else [],
                 strength=S.TIED_FAILURES,
             )
         ]
@@ -111,6 +118,21 @@ def summaries(ev: Evidence) -> list[Cause]:
                 else [],
                 stack=first.stack,
                 time=first.time,
+                strength=S.TIED_FAILURES,
+            )
+        ]
+    if others_only:
+        return [
+            Cause(
+                code=code,
+                summary=f"{who(ranks_of(e.data.get('rank') for e in seen))} failed (the summary's other failures; its "
+                f"Root Cause entry is not in the log): {what[:200]}",
+                culprits=[],
+                confidence="unknown",
+                reason="torchrun lists the first failure under Root Cause and the rest under Failures: only the rest "
+                "is here",
+                evidence=[quote(e) for e in seen[:3]],
+                stack=first.stack,
                 strength=S.TIED_FAILURES,
             )
         ]

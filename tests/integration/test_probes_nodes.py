@@ -49,9 +49,17 @@ def test_healthy_nodes_name_nothing_run_after_run(nodes: Nodes) -> None:
 
 def test_a_node_held_to_a_cpu_quota_is_named_exactly(nodes: Nodes) -> None:
     slow = nodes.fab.names[2]
-    nodes.cpu(2, 10)
+    nodes.cpu(2, 5)
     try:
-        outcome = nodes.check()
+        # a conviction needs two confirmations beside control nodes; on a busy machine every node is slowed (its peers
+        # too, so a node held to 10 % of a CPU is barely 1.5x slower when 12 processes share 2 cores) and the probe
+        # declines rather than guesses (beside 4 busy loops on 2 cores, 10 %: 9 of 20 single checks named nobody, 2 of
+        # 12 runs of three checks; none named a healthy node): 5 % of a CPU, up to three checks (bounded), and what any
+        # names must be that node alone
+        for _ in range(3):
+            outcome = nodes.check()
+            if named(outcome):
+                break
     finally:
         nodes.clear()
     assert named(outcome) == {slow}, [f.message for f in outcome.findings]
@@ -69,7 +77,8 @@ def test_a_node_held_to_a_cpu_quota_is_named_exactly(nodes: Nodes) -> None:
 
 @pytest.fixture
 def throttled(netns_hosts: NetnsHosts) -> Iterator[str]:
-    """Host 3's sshd, and everything it starts from now on, in a cgroup with 10% of one CPU."""
+    """Host 3's sshd, and everything it starts from now on, in a cgroup with 5% of one CPU (10% is barely slower than
+    its peers on a busy 2-core machine: see the test above)."""
     if not cgroup_v1_cpu():
         unavailable(f"no cgroup v1 cpu controller at {CPU}")
     group = CPU / f"cvprobe-{os.getpid()}-sshd"
@@ -77,7 +86,7 @@ def throttled(netns_hosts: NetnsHosts) -> Iterator[str]:
     pid = (netns_hosts.dir / f"{netns_hosts.names[2]}-sshd.pid").read_text().strip()
     try:
         (group / "cpu.cfs_period_us").write_text("100000")
-        (group / "cpu.cfs_quota_us").write_text("10000")
+        (group / "cpu.cfs_quota_us").write_text("5000")
         (group / "cgroup.procs").write_text(pid)
         yield netns_hosts.names[2]
     finally:
@@ -91,7 +100,7 @@ def test_scan_names_the_throttled_node_and_takes_it_out_in_every_form(
     netns_hosts: NetnsHosts, throttled: str, tmp_path: Path
 ) -> None:
     hosts = ",".join(netns_hosts.names)
-    for _ in range(2):  # a conviction needs two confirmations beside controls: noise may defer it to a second scan
+    for _ in range(3):  # a conviction needs two confirmations beside controls: noise may defer it to a later scan
         p = subprocess.run([*VALIDATOR, "scan", hosts, "-F", str(netns_hosts.dir / "ssh_config"), "--probes", "-f",
                             "json", "--drain-list", str(tmp_path / "drain.txt")],
                            capture_output=True, text=True, timeout=300, check=False)  # fmt: skip

@@ -200,3 +200,15 @@ def test_block_readers_get_a_bounded_window_after_a_hit() -> None:
     assert sum(map(len, follow)) <= FOLLOW_BYTES + MAX_LINE
     assert not more  # nothing more is asked for: the window is what a block reader gets
     assert len(follow) < 400
+
+
+def test_a_line_of_many_ssh_options_is_read_in_one_pass(tmp_path: Path) -> None:
+    """The ssh exit-status family reads each token one way (an option starts with "-", a value never does): a line of
+    1,300 option-like tokens (what fits in the 4,096 characters of a line that are parsed) that never closes its quote finishes (the subprocess timeout guards a blow-up),
+    and a real launcher's line is still read."""
+    log = tmp_path / "ssh.log"
+    flood = "subprocess.CalledProcessError: Command 'ssh " + "-a " * 1300 + "returned non-zero exit status 255.\n"
+    real = "subprocess.CalledProcessError: Command '['ssh 10.0.0.9 hostname -I']' returned non-zero exit status 255.\n"
+    log.write_text(flood + real)
+    d = _diagnosis(_diagnose(log))
+    assert d["class"] == "connection_refused", d

@@ -431,7 +431,9 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "net.conn_refused",
         S,
         "returned non-zero exit status 255",
-        r"Command '\[?'?(?P<ssh>ssh) (?:-\w+ (?:[\w=.\-]+ )?)*(?P<peer>[\w.@\-]+) .*?' returned non-zero exit status 255\b",
+        # options start with "-", a value never does: one way to read each token (no backtracking blow-up)
+        r"Command '\[?'?(?P<ssh>ssh) (?:-\w+(?: [^\s'\-][^\s']*)? )*(?P<peer>[^\s'\-][^\s']*) [^']*'(?:\]')? returned "
+        r"non-zero exit status 255\b",
     ),
     # c10d's TCPStore client (TCPStore.cpp / Utils.hpp): "[c10d] {op} failed on SocketImpl(fd=N, addr=..., remote=...):
     # {strerror}" where the store's side went away (the heartbeat monitor's "should dump" check, a ping, a get)

@@ -192,7 +192,7 @@ def _own_failure(nccl: list[Event]) -> tuple[str, list[str]] | None:
     lost = [p for p, cs in per.items() if "remote" in cs]
     own = {c for cs in per.values() if "remote" not in cs for c in cs}
     if lost and own and all(per[p] == {"remote"} for p in lost):
-        hosts = {h for p, cs in per.items() if "remote" not in cs for h in [p[0]]}
+        hosts = {host for (host, _pid), cs in per.items() if "remote" not in cs}
         family = NCCL_VOCAB["system" if "system" in own else sorted(own)[0]]
         return family, [str(h) for h in hosts] if len(hosts) == 1 and None not in hosts else []
     return None

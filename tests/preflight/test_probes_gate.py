@@ -29,15 +29,15 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 @pytest.fixture
 def quota() -> Iterator[Path]:
-    """A cgroup v1 cpu group holding 10 % of one CPU (its peers share this machine's cores: at 20 % a
-    busy machine gave them little more), removed afterwards."""
+    """A cgroup v1 cpu group holding 5 % of one CPU (its peers share this machine's cores: at 20 % a
+    busy machine gave them little more, and at 10 % a CI run once saw nothing named), removed afterwards."""
     if not cgroup_v1_cpu():
         unavailable(f"no cgroup v1 cpu controller at {CPU}")
     group = CPU / f"cvpfprobe-{os.getpid()}"
     group.mkdir()
     try:
         (group / "cpu.cfs_period_us").write_text("100000")
-        (group / "cpu.cfs_quota_us").write_text("10000")
+        (group / "cpu.cfs_quota_us").write_text("5000")
         yield group
     finally:
         (group / "cpu.cfs_quota_us").write_text("-1")
@@ -88,8 +88,14 @@ def test_healthy_hosts_pass_and_name_nothing(netns_hosts: NetnsHosts, tmp_path: 
 def test_a_slow_host_is_named_with_its_exclusion_and_blocks_at_warning(
     netns_hosts: NetnsHosts, tmp_path: Path, quota: Path
 ) -> None:
-    results = preflight(netns_hosts, tmp_path, "--fail-on", "warning", slow=quota)
     slow = netns_hosts.names[2]
+    # a conviction needs two confirmations beside control nodes: on a busy machine the probe may decline rather than
+    # guess (the probes tests measured it: tests/integration/test_probes_nodes.py); up to three preflights (bounded),
+    # and what any names must be that host alone
+    for _ in range(3):
+        results = preflight(netns_hosts, tmp_path, "--fail-on", "warning", slow=quota)
+        if any(named(report) for _rc, _err, report in results):
+            break
     for rc, _, report in results:  # every participant has the same verdict
         assert named(report) == {slow}, (report["findings"], results[0][1][-3000:])
         assert rc == 1

@@ -360,6 +360,14 @@ def _outside_world(events: list[Event]) -> str:
     return f"RANK={rank}, WORLD_SIZE={world}" if rank is not None and world is not None and rank >= world else ""
 
 
+def _own_store(conn: list[Event]) -> bool:
+    """A client whose traceback shows its frames but none of torch.distributed's: the caller built the TCPStore itself
+    (vLLM's StatelessProcessGroup.create, vllm/distributed/utils.py: ``store = TCPStore(host, port, world_size,
+    is_master=(rank == 0))`` for a group of its own, e.g. TRL's trainer and a vLLM server), so the store's host is
+    that group's creator, not rank 0 of an env:// world (torch's own store comes through torch/distributed/)."""
+    return any(e.stack and not any("torch/distributed/" in f for f in e.stack) for e in conn)
+
+
 # Store keys whose writer the key's format names, from each store user's key scheme: (pattern, group of the writer's
 # rank, or 0 where the key names no rank of the job). The first pattern that matches a key decides.
 STORE_KEYS: tuple[tuple[re.Pattern[str], int], ...] = (
@@ -434,6 +442,7 @@ def store(ev: Evidence) -> list[Cause]:
             and not any("local" in e.data for e in by_kind(events, "agent.child_failed"))
             and not any(e.ident.pid is not None for e in conn)
             and not _outside_world(events)
+            and not _own_store(conn)
         ):
             # TCPStore's server runs in rank 0 (env:// init_process_group: is_master = rank == 0): a client
             # that cannot connect waited for rank 0 to come up. Under torchrun (its elastic agent anywhere in

@@ -67,6 +67,12 @@ def collect(procs: list[tuple[subprocess.Popen[str], Path | None, float]], limit
     return runs
 
 
+def tails(runs: list[Run]) -> str:
+    """Each run's exit code and the end of its stderr, as an assertion's message: a string is shown
+    whole (a list's repr is cut in the middle, where a hung run's faulthandler stack is)."""
+    return "\n".join(f"--- run {i}: rc {r.rc} ---\n{r.err[-2500:]}" for i, r in enumerate(runs))
+
+
 def preflight(
     tmp_path: Path,
     envs: list[dict[str, str]],

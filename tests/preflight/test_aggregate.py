@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import NetnsHosts
 from tests.harness import hostile
-from tests.preflight.conftest import Run, base_env, collect, preflight, start
+from tests.preflight.conftest import Run, base_env, collect, preflight, start, tails
 from validator import pipeline
 from validator.preflight import protocol as wire
 from validator.preflight import refusals, sections
@@ -68,7 +68,7 @@ def test_missing_local_rank_is_named_by_rank_and_host(tmp_path: Path, port: int)
     envs = two_nodes(port)
     del envs[11]  # rank 11: local rank 3 of nodeb
     runs = preflight(tmp_path, envs, "--timeout", "12", "--hosts", "nodea,nodeb")
-    assert {r.rc for r in runs} == {3}, [r.err for r in runs]
+    assert {r.rc for r in runs} == {3}, tails(runs)
     got = outcomes(runs[0])
     assert [t for t, _ in got] == ["rank 11"], got
     assert "expected on nodeb" in got[0][1]
@@ -80,7 +80,7 @@ def test_missing_node_leader_its_ranks_fall_back_to_the_coordinator(tmp_path: Pa
     envs = two_nodes(port)
     del envs[8]  # rank 8: local rank 0 of nodeb, its leader
     runs = preflight(tmp_path, envs, "--timeout", "12", "--hosts", "nodea,nodeb")
-    assert {r.rc for r in runs} == {3}, [r.err for r in runs]
+    assert {r.rc for r in runs} == {3}, tails(runs)
     got = outcomes(runs[0])
     assert [t for t, _ in got] == ["rank 8"], got
     assert "expected on nodeb" in got[0][1]

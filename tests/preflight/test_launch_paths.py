@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import HARNESS, Slurm, free_port
-from tests.preflight.conftest import Run, base_env, codes, finding, holding, preflight
+from tests.preflight.conftest import Run, base_env, codes, finding, holding, preflight, tails
 
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 ALLREDUCE = str(HARNESS / "allreduce.py")
@@ -50,7 +50,7 @@ BACKENDS: dict[str, Launch] = {"static": static, "c10d": c10d_norank}
 def broken(tmp_path: Path, commands: list[list[str]], timeout: str = LONG) -> list[Run]:
     runs = preflight(tmp_path, [{}] * len(commands), "--timeout", timeout, commands=commands, limit=LIMIT)
     assert not any("[start]" in r.out + r.err for r in runs), "torchrun never started"
-    assert not any("Traceback" in r.err for r in runs), [r.err for r in runs]
+    assert not any("Traceback" in r.err for r in runs), tails(runs)
     return runs
 
 
@@ -156,7 +156,7 @@ def test_nnodes_drift_is_named_at_once(tmp_path: Path, port: int, backend: str) 
     # on one host either c10d node may coordinate: the one expecting 3 answers a third until its
     # deadline (every node exits with the same code), hence a deadline inside the test's limit
     runs = broken(tmp_path, [launch(0, 2, port), launch(1, 3, port)], timeout="20")
-    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    assert [r.rc for r in runs] == [1, 1], tails(runs)
     f = finding(runs[0], "RNK009")
     assert {f["expected"], f["actual"]} == {"2", "3"}  # one against one: either side may be named
     assert f"--nnodes={f['actual']}" in f["message"]
@@ -178,7 +178,7 @@ def test_port_drift_names_the_node_on_each_side(tmp_path: Path, port: int, backe
 
 def test_backend_drift_is_named(tmp_path: Path, port: int) -> None:
     runs = broken(tmp_path, [static(0, 2, port), c10d(None, 2, port)])
-    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    assert [r.rc for r in runs] == [1, 1], tails(runs)
     messages = [f["message"] for f in runs[0].report["findings"] if f["code"] == "RNK009"]  # type: ignore[index]
     assert any("--rdzv-backend=" in m for m in messages), messages
 
@@ -187,7 +187,7 @@ def test_backend_drift_with_a_rendezvous_id_is_named_at_once(tmp_path: Path, por
     """A c10d node's job id is its --rdzv-id, a static node has none: the coordinator compares the
     two launches (RNK009) instead of refusing a participant of "another job" until its deadline."""
     runs = broken(tmp_path, [static(0, 2, port), c10d(None, 2, port, "127.0.0.1", "--rdzv-id=job42")])
-    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    assert [r.rc for r in runs] == [1, 1], tails(runs)
     messages = [f["message"] for f in runs[0].report["findings"] if f["code"] == "RNK009"]  # type: ignore[index]
     assert any("--rdzv-backend=" in m for m in messages), messages
     assert "PRE003" not in runs[1].err
@@ -197,14 +197,14 @@ def test_node_rank_one_everywhere_is_named_at_once(tmp_path: Path, port: int) ->
     """Nobody will host the rendezvous: the node on MASTER_ADDR coordinates in node rank 0's place
     after 1.5 s, and the node rank claimed twice is named on both (it was PRE001 at the deadline)."""
     runs = broken(tmp_path, [static(1, 2, port), static(1, 2, port)])
-    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    assert [r.rc for r in runs] == [1, 1], tails(runs)
     assert finding(runs[0], "RNK006")["ranks"] == "1" or "node rank 1" in finding(runs[0], "RNK006")["message"]
     assert runs[0].report == runs[1].report
 
 
 def test_static_node_rank_repeated_is_named_with_the_quoting_fix(tmp_path: Path, port: int) -> None:
     runs = broken(tmp_path, [static(0, 2, port), static(0, 2, port)])
-    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    assert [r.rc for r in runs] == [1, 1], tails(runs)
     f = finding(runs[0], "RNK006")
     assert "single quotes" in f["fix"]
 
@@ -213,7 +213,7 @@ def test_static_node_rank_repeated_is_named_with_the_quoting_fix(tmp_path: Path,
 def test_empty_node_rank_is_named_before_torchrun_refuses_it(tmp_path: Path, port: int, backend: str) -> None:
     launch = static if backend == "static" else c10d
     runs = broken(tmp_path, [launch(0, 2, port), launch("", 2, port)])
-    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    assert [r.rc for r in runs] == [1, 1], tails(runs)
     f = finding(runs[0], "ENV004")
     assert "--node-rank" in f["message"]
 
@@ -222,7 +222,7 @@ def test_empty_node_rank_is_named_before_torchrun_refuses_it(tmp_path: Path, por
 def test_master_address_typo_that_reaches_the_master_is_named(tmp_path: Path, port: int, backend: str) -> None:
     launch = BACKENDS[backend]  # 127.0.0.2 reaches the coordinator (bound on every address)
     runs = broken(tmp_path, [launch(0, 2, port), launch(1, 2, port, "127.0.0.2")])
-    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    assert [r.rc for r in runs] == [1, 1], tails(runs)
     assert "RDZ001" in codes(runs[0])
 
 
@@ -239,7 +239,7 @@ def test_master_port_held_is_named_by_every_node(tmp_path: Path, port: int, back
     launch = BACKENDS[backend]
     with holding(port):
         runs = broken(tmp_path, [launch(0, 2, port), launch(1, 2, port)])
-    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    assert [r.rc for r in runs] == [1, 1], tails(runs)
     busy = finding(runs[0], "RDZ006")
     assert f"pid {os.getpid()}" in str(busy["actual"]) + busy["message"]
     # static: node rank 1 meets a stranger on the port; c10d on one host: node 1 owns the endpoint too
@@ -266,7 +266,7 @@ def test_coordinator_says_what_it_waits_for_and_net_check_says_what_it_tested(tm
     # counted from its own start-up, which took 1.7 s of an 11 s delay in a loaded CI run (no line then)
     envs[1]["_DELAY"] = "16"
     runs = preflight(tmp_path, envs, "--timeout", "40", "--net-check", limit=90)
-    assert [r.rc for r in runs] == [0, 0], [r.err for r in runs]
+    assert [r.rc for r in runs] == [0, 0], tails(runs)
     waiting = [ln for ln in runs[0].err.splitlines() if ln.startswith("validator: waiting for")]
     assert waiting and waiting[0].startswith("validator: waiting for rank 1 (1/2 ranks arrived, "), runs[0].err
     assert runs[0].out == ""
@@ -280,7 +280,7 @@ def test_deepspeed_launcher_num_nodes_drift_is_named_before_it_starts(tmp_path: 
                 "--master_addr=127.0.0.1", f"--master_port={port}", "train.py"]  # fmt: skip
 
     runs = broken(tmp_path, [ds(0, 2), ds(1, 3)])
-    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    assert [r.rc for r in runs] == [1, 1], tails(runs)
     assert "--num_nodes=3" in finding(runs[0], "RNK009")["message"]
 
 
@@ -303,7 +303,7 @@ def test_accelerate_launch_passes_and_runs(tmp_path: Path, port: int) -> None:
 
 def test_accelerate_machine_count_drift_is_named_before_it_starts(tmp_path: Path, port: int) -> None:
     runs = broken(tmp_path, [accelerate(0, 2, port), accelerate(1, 3, port)])
-    assert [r.rc for r in runs] == [1, 1], [r.err for r in runs]
+    assert [r.rc for r in runs] == [1, 1], tails(runs)
     messages = [f["message"] for f in runs[0].report["findings"] if f["code"] == "RNK009"]  # type: ignore[index]
     # --num_processes (the total) differs too: each option that differs is one finding
     assert any(m.startswith("--num_machines=") for m in messages), messages

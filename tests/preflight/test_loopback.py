@@ -13,14 +13,14 @@ from pathlib import Path
 
 from tests.conftest import VALIDATOR
 from tests.harness import hostile
-from tests.preflight.conftest import base_env, codes, collect, finding, preflight, ranks, start
+from tests.preflight.conftest import base_env, codes, collect, finding, preflight, ranks, start, tails
 from validator import pipeline
 from validator.preflight import protocol as wire
 
 
 def test_four_ranks_pass_with_one_verdict(tmp_path: Path, port: int) -> None:
     runs = preflight(tmp_path, ranks(4, port, SLURM_JOB_ID="41"), "--timeout", "60")
-    assert [r.rc for r in runs] == [0, 0, 0, 0], [r.err for r in runs]
+    assert [r.rc for r in runs] == [0, 0, 0, 0], tails(runs)
     assert "preflight PASSED: 4/4 ranks" in runs[0].err
     reports = [r.report for r in runs]
     assert all(rep == reports[0] for rep in reports), "every participant gets the same report"
@@ -31,7 +31,7 @@ def test_duplicate_rank_is_named_and_everyone_fails(tmp_path: Path, port: int) -
     envs = ranks(4, port)
     envs[2]["RANK"] = "1"  # two processes claim rank 1, rank 2 never shows up
     runs = preflight(tmp_path, envs, "--timeout", "8")
-    assert {r.rc for r in runs} == {1}, [r.err for r in runs]
+    assert {r.rc for r in runs} == {1}, tails(runs)
     dup = finding(runs[0], "RNK001")
     assert dup["ranks"] == "1"  # JSON folds ranks: "0-3,5"
     assert {o["target"] for o in runs[0].report["outcomes"]} == {"rank 2"}  # type: ignore[index]
@@ -42,7 +42,7 @@ def test_second_process_claiming_rank_zero(tmp_path: Path, port: int) -> None:
     envs = ranks(3, port)
     envs[1]["RANK"] = "0"
     runs = preflight(tmp_path, envs, "--timeout", "8")
-    assert {r.rc for r in runs} == {1}, [r.err for r in runs]
+    assert {r.rc for r in runs} == {1}, tails(runs)
     dup = finding(runs[0], "RNK001")
     assert dup["ranks"] == "0"
     pids = {str(r.pid) for r in runs[:2]}
@@ -128,7 +128,7 @@ def test_stranger_of_another_job_changes_nothing(tmp_path: Path, port: int) -> N
     stranger = dict(envs[1], SLURM_JOB_ID="999")
     envs[1]["_DELAY"] = "4"  # the stranger knocks while the job is still gathering
     runs = preflight(tmp_path, [*envs, stranger], "--timeout", "30")
-    assert [r.rc for r in runs[:2]] == [0, 0], [r.err for r in runs]
+    assert [r.rc for r in runs[:2]] == [0, 0], tails(runs)
     assert runs[2].rc == 1
     assert "another job" in finding(runs[2], "PRE003")["message"]
     assert "'999'" in finding(runs[0], "PRE004")["message"]
@@ -233,7 +233,7 @@ def test_same_participant_connecting_twice_counts_once(tmp_path: Path, port: int
     second.close()
     runs = collect([(coordinator, tmp_path / "r0.json", t0), (last, tmp_path / "r2.json", t0)])
     assert verdict["type"] == "verdict" and verdict["exit_code"] == 0, verdict
-    assert [r.rc for r in runs] == [0, 0], [r.err for r in runs]
+    assert [r.rc for r in runs] == [0, 0], tails(runs)
     assert runs[0].report is not None and runs[0].report["participants"] == 3
 
 

@@ -1,10 +1,15 @@
 """Issue 14: participants ask for no acknowledgement ("quiet": one send less per participant for
 the coordinator). A real Coordinator (tests/harness/hostile.Live, on loopback) acks only those who
 do not ask for quiet; a participant still works with a coordinator that acks anyway (an older one,
-played here by a plain socket server on loopback that speaks the protocol's frames)."""
+played here by a plain socket server on loopback that speaks the protocol's frames).
+
+While the coordinator measures after the gather (--net-check, --probes: rounds that may leave a participant out),
+every participant hears a keepalive from it, quiet or not: a node 20x slow made each of its probes take 46 s, and a
+participant that heard nothing for its grace took the coordinator for stalled (a CI run of test_probes_gate.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import socket
@@ -86,3 +91,36 @@ def test_toward_an_older_coordinator_the_facts_go_whole_and_an_unasked_ack_is_ta
     assert seen["header"]["quiet"] is True  # type: ignore[index]
     assert "chunks" not in seen["header"] and "sections" not in seen["header"]  # type: ignore[operator]
     assert json.loads(seen["body"]) == json.loads(json.dumps(rank_facts(1)))  # type: ignore[arg-type]
+
+
+def frames_until(s: socket.socket, until: float) -> list[dict]:  # type: ignore[type-arg]
+    """Every frame that arrives on ``s`` before ``until`` (bounded by time: a frame every 0.1 s at least)."""
+    got = []
+    while (left := until - time.monotonic()) > 0:
+        s.settimeout(left)
+        try:
+            got.append(wire.recv_msg(s))
+        except TimeoutError:
+            break
+    return got
+
+
+def test_while_the_coordinator_measures_every_participant_hears_a_keepalive(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(wire, "KEEPALIVE_S", 0.2)  # the real coordinator runs in this process (Live)
+    live = Live(rank_facts(0), {0, 1, 2}, None)  # type: ignore[arg-type]
+    try:
+        loud, ack, _ = register(live.port, json.dumps(rank_facts(1)).encode(), "", "t1")
+        quiet, _, _ = register(live.port, json.dumps(rank_facts(2)).encode(), "", "t2", quiet=True)
+        assert ack["type"] == "ack" and live.loop is not None and live.c is not None
+        work = asyncio.run_coroutine_threadsafe(live.c.working(asyncio.sleep(1.5, "measured")), live.loop)
+        assert work.result(5) == "measured"
+        during = [frames_until(s, time.monotonic() + 0.3) for s in (loud, quiet)]  # buffered while it worked
+        after = [frames_until(s, time.monotonic() + 0.6) for s in (loud, quiet)]
+        loud.close()
+        quiet.close()
+    finally:
+        live.close()
+    assert not live.errors
+    for got in during:  # one each 0.2 s of the 1.5 s, the quiet participant too; nothing else
+        assert 4 <= len(got) <= 7 and all(f == {"type": "ack"} for f in got), got
+    assert after == [[], []]  # the work done, the keepalives stop

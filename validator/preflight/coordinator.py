@@ -16,9 +16,9 @@ import gc
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from validator.facts.share import Shared
 from validator.model import Facts
@@ -42,6 +42,7 @@ WAIT_LINE_S = 10.0  # how often the coordinator says what it is waiting for
 CONFIRM_S = 10.0  # a proposed pass: every participant confirms within this long (a node leader's ranks in 3 s)
 LINGER_S = 10.0  # a failure: late arrivals get it this long after the decision, at most
 GO = wire.encode({"type": "go"})
+T = TypeVar("T")
 CLOSED = object()  # Coordinator.ask: the participant's connection had closed
 
 
@@ -303,6 +304,24 @@ class Coordinator:
         for conn in list(self.open):
             if conn.state in ("header", "body"):
                 conn.refuse("still sending at the deadline", tell=False)
+
+    async def working(self, work: Awaitable[T]) -> T:
+        """``work`` (the net check, the probes: rounds that may leave a participant out, each bounded by
+        its own timeout) while telling every participant, each KEEPALIVE_S, that we are at it: one
+        that hears nothing for VERDICT_GRACE_S past our deadline takes us for stalled (participant.py),
+        and a node 20x slow made each of its probes take 46 s (tests/preflight/test_probes_gate.py)."""
+
+        async def beat() -> None:
+            for _ in range(wire.KEEPALIVES):
+                await asyncio.sleep(wire.KEEPALIVE_S)
+                for conn in self.registered():
+                    conn.send({"type": "ack"})  # unsealed: nothing is done on it
+
+        task = asyncio.create_task(beat())
+        try:
+            return await work
+        finally:
+            task.cancel()
 
     async def check_network(
         self, order: Callable[[Facts], Any], gpus_per_node: int | None, pairs: NetPairs = "rings"

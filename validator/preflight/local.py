@@ -159,6 +159,15 @@ class Group:
         self.socks = kept
         return out
 
+    def tell(self, body: bytes) -> None:
+        """A frame passed on to every member as it came (the coordinator's keepalive), best effort."""
+        for s in self.socks:
+            try:
+                s.settimeout(LOCAL_IO_S)
+                s.sendall(wire.frame(body))
+            except OSError:
+                pass
+
     def propose(self, body: bytes) -> list[str]:
         """A proposed pass (two phases, protocol.py) to every member; the tokens of those that do
         not confirm within CONFIRM_S, all together: the coordinator names their ranks."""

@@ -142,8 +142,9 @@ def _exchange(
     # ack (a coordinator that ignores "quiet"), probe rounds (the first, then at most 3 alone in each of
     # the net check's 2 confirmations: netcheck/rounds.py), node probes (--probes: 3 rounds of each of
     # 2 kinds: probes/rounds.py), resolve, a leader's re-hellos, verdict, go; with --net-check-pairs
-    # all, one probe round more at most per round of every pair (netcheck/sweep.py: below 128)
-    for _ in range(32 + 128):
+    # all, one probe round more at most per round of every pair (netcheck/sweep.py: below 128); the
+    # coordinator's keepalives while it measures (protocol.KEEPALIVES)
+    for _ in range(32 + 128 + wire.KEEPALIVES):
         try:
             body = wire.recv_frame(s, wire.MAX_VERDICT)
         except (OSError, wire.ProtocolError) as e:
@@ -184,6 +185,8 @@ def _exchange(
             s.sendall(wire.encode(resolved(msg)))
             continue
         if kind == "ack" or kind == "seal":  # a seal we do not check: our node's coordinator, trusted as our leader
+            if kind == "ack" and group is not None:
+                group.tell(body)  # a keepalive: our ranks wait on us as we wait on the coordinator
             continue
         if kind == "nodeprobe":  # --probes: this node's compute or memory probe, in a child process
             from validator.probes.local import run as run_probe

@@ -6,6 +6,8 @@
                                 body    the facts, ``size`` bytes: JSON texts, one per section (sections.py)
     coordinator -> participant  ack     {"type": "ack", "arrived": n, "expected": N}  or  reject {"reason"}
                                         (no ack when the header says "quiet": true; a reject still comes)
+                                        {"type": "ack"} again each KEEPALIVE_S while the net check or the probes
+                                        run (rounds a participant may sit out), KEEPALIVES times at most
     coordinator -> participant  probe   {"type": "probe", "targets": [...]}           (--net-check only)
     participant -> coordinator  result  {"type": "netcheck", "results": [...]}         (--net-check only)
     coordinator -> participant  resolve  {"type": "resolve", "names": [...]}           (2+ hosts; peers.py)
@@ -55,6 +57,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 PROTO = 1
+KEEPALIVE_S = 10.0  # while the coordinator measures after the gather, every participant hears from it this often
+KEEPALIVES = 64  # ... at most this many times (a participant's frame budget counts them)
 MAX_HEADER = 64 << 10  # small messages (hello, ack, probe results)
 MAX_FACTS_HEADER = 16 << 10  # the facts header: a job id, a MAC, a token, a listener address
 MAX_FACTS = 4 << 20  # one node's facts are ~10 KB; generous for huge environments

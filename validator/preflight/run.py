@@ -81,12 +81,14 @@ def coordinate(
         notes = [f"over {tcp} TCP connection(s) and {unix} node-local"] if p.mode == "rank" else []
         net: list[Finding] = []
         if opts.net_check and gathered.complete:
-            outcome = await c.check_network(key(p), profile.gpus_per_node if profile else None, opts.net_check_pairs)
+            outcome = await c.working(
+                c.check_network(key(p), profile.gpus_per_node if profile else None, opts.net_check_pairs)
+            )
             net = outcome.findings
             notes.append(outcome.line)
         out: list[str] = []  # --probes: the slow nodes, to take out
         if opts.probes and gathered.complete and not c.early:
-            probed = await c.check_nodes(key(p), profile.baselines if profile else None)
+            probed = await c.working(c.check_nodes(key(p), profile.baselines if profile else None))
             net += probed.findings
             notes.append(probed.doc["line"])
             out = [r["host"] for r in probed.doc["nodes"] if r["named"]]

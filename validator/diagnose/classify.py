@@ -66,6 +66,16 @@ RULES: tuple[Rule, ...] = (
         "Error when verifying shape tensors",
         r"for collective (?P<op>\w+) on rank (?P<rank>\d+)",
     ),
+    # TensorFlow's collective param resolver (core/common_runtime/collective_param_resolver_local.cc):
+    # errors::InvalidArgument("Shape mismatch in the collective instance ", instance_key, ". Op at device ", device,
+    # " expected shape ", ..., " but another member in the group expected shape ", ...): two members called one
+    # collective instance with different shapes; the device is the one that noticed, not the one that diverged
+    _r(
+        "coll.shape_verify",
+        ORG,
+        "Shape mismatch in the collective instance",
+        r"Shape mismatch in the collective instance (?P<instance>\d+)\. Op at device (?P<device>\S+) expected shape",
+    ),
     _r(
         "coll.monitored_barrier",
         ORG,
@@ -337,6 +347,10 @@ def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
         data = {"cls": cls, "msg": (m.group("msg") or "").strip()}
         if cls in COMM_EXCEPTIONS or cls in ("SystemExit", "KeyboardInterrupt") or _COMM_MSG.search(data["msg"]):
             return "py.comm_exception", Role.SYMPTOM, data
+        if cls == "ProcessRaisedException":
+            # torch/multiprocessing/spawn.py: the parent re-raises a child's error, "-- Process %d terminated with the
+            # following error:" and the child's own traceback below it: that error is the failure, not this wrapper
+            return "misc.error", Role.SYMPTOM, data
         return "py.exception", Role.ORIGIN, data
     if "NCCL WARN" in text:
         return "nccl.warn", Role.SYMPTOM, {"what": text.split("NCCL WARN", 1)[1].strip()}

@@ -489,12 +489,13 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # noticed that process rank %lu with PID %lu on node %s exited on signal %d (%s)." and [orterun:proc-aborted] (no
     # name); PRRTE's help-prun.txt (Open MPI 5) prints the same under its tool's name: the process the launcher saw die
     # of a signal first, in the order it learned of them (so low confidence, as "The first process to do so was:"); a
-    # PID or node a user blanked out still names the rank
+    # PID or node a user blanked out still names the rank; its PID and node tie Open MPI's own "[node:pid] Signal:"
+    # report (opal's backtrace handler) to that rank (ranks.py)
     (
         "agent.child_failed",
         Role.SUMMARY,
         "noticed that process rank",
-        r"noticed that process rank (?P<reporter>\d+) with PID \S+ on node (?:(?P<node>[^\s,]+?) )?exited on signal "
+        r"noticed that process rank (?P<reporter>\d+) with PID (?P<pid>\S+) on node (?:(?P<node>[^\s,]+?) )?exited on signal "
         r"(?P<signum>\d+)",
     ),
     # Open MPI orte/tools/orterun/help-orterun.txt [orterun:proc-exit-no-sync] / [orterun:proc-exit-no-sync-unknown]
@@ -603,6 +604,14 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         ORG,
         "cuda runtime error (",
         r"cuda runtime error \((?P<code>\d+)\) : (?P<what>.+?)(?: at \S+:\d+)?$",
+    ),
+    # compute-sanitizer / cuda-memcheck (its API error report): "========= Program hit %s (error %d) due to \"%s\" on CUDA
+    # API call to %s.": the runtime call that failed, as c10's CUDA check would have raised it
+    (
+        "cuda.error",
+        ORG,
+        "Program hit cudaError",
+        r"Program hit (?P<code>cudaError\w+) \(error \d+\) due to \"(?P<what>[^\"]+)\"",
     ),
     # THC's check where it may not throw (THCGeneral.cpp __THCudaCheckWarn, PyTorch <= 1.10): fprintf(stderr,
     # "THCudaCheck FAIL file=%s line=%i error=%i : %s\n", file, line, err, cudaGetErrorString(err))
@@ -736,6 +745,9 @@ NCCL_CLASS: tuple[tuple[str, str], ...] = (
     ("ncclSystemError", "system"),
     ("internal error", "internal"),  # ncclInternalError ("Internal check failed")
     ("ncclInternalError", "internal"),
+    # enqueue.cc getAlgoInfo (2.x; "... for function %s with datatype %s" in 2.2x): WARN("Error : no algorithm/protocol
+    # available") then return ncclInternalError: NCCL_ALGO/NCCL_PROTO left no choice for this collective
+    ("no algorithm/protocol available", "internal"),
     ("local catastrophic error", "system"),  # an IB async event of this host's own HCA (ibv_event_type_str)
     ("work queue error", "system"),
     ("work queue catastrophic error", "system"),

@@ -55,6 +55,12 @@ _LEVEL_WORD = re.compile(
 _NCCL = re.compile(
     r"(?:\[\d+\])?([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:(\S+:\d+) (?:\(\w+\) )?(?:NCCL )?|(?:\(\w+\) )?NCCL )(WARN|INFO|TRACE|ABORT)\s?"
 )
+# Open MPI's signal handler (opal/util/stacktrace.c): each line of its report starts "[%s:%05d] " (node, pid), then "***
+# Process received signal ***", "Signal: %s (%d)", "Signal code: ...", "Failing at address: %p", "[%2d] frame" or "*** End
+# of error message ***": that node's process; mpirun's "noticed that process rank" line ties it to a rank (ranks.py)
+_OPAL = re.compile(
+    r"\s*\[([A-Za-z0-9][\w.\-]*):(\d{1,10})\] (?:\*\*\* |Signal(?: code)?: |Failing at address: |\[ ?\d+\] )"
+)
 _LEVELS = {"I": "info", "W": "warning", "E": "error", "F": "fatal"}
 
 
@@ -123,6 +129,8 @@ def parse_line(raw: str, year: int) -> Line:
         level = m.group(1).lower()
         time = time or _ts(year, int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]), None)
         rest = rest[m.end() :]
+    if ident.pid is None and (m := _OPAL.match(rest)):
+        ident.host, ident.pid = m.group(1), int(m.group(2))
     if m := _NCCL.match(rest):
         ident.host, ident.pid = m.group(1), int(m.group(2))
         nccl = m.group(6)

@@ -26,13 +26,16 @@ _LOCAL_CALLS = ("bind", "socket", "listen", "register memory", "ibv_reg_mr", "ib
 
 
 def _printed_on(cause: Cause, events: list[Event]) -> list[str]:
-    """The hosts that printed a local failure's evidence (NCCL's and Ray's prefixes name them)."""
+    """The hosts that printed a local failure's evidence (NCCL's, Ray's and Open MPI's signal report's prefixes name
+    them)."""
     sources = {e.source for e in cause.evidence}
     seen = [e for e in events if e.source in sources]
     family = cause.family or VOCAB.get(cause.code)
     calls = [str(e.data.get("call", "")).lower() for e in seen if e.kind == "nccl.syscall_failed"]
-    local = family in _LOCAL or (
-        family == "nccl_system_error" and bool(calls) and all(any(w in c for w in _LOCAL_CALLS) for c in calls)
+    local = (
+        family in _LOCAL
+        or (family == "nccl_system_error" and bool(calls) and all(any(w in c for w in _LOCAL_CALLS) for c in calls))
+        or (bool(seen) and all(e.kind == "proc.crash" for e in seen))  # a process that crashed where it ran
     )
     hosts = sorted({e.ident.host for e in seen if e.ident.host}) if local else []
     return hosts if len(hosts) <= 8 else []

@@ -35,9 +35,6 @@ XFAIL: dict[str, str] = {
     "zd11-fairseq-k8s-worker-nccl-connect-refused-retrying.log": "NCCL's 'Call to connect returned Connection refused, "
     "retrying' alone: every start-up prints it while a peer comes up (up to 20,000 retries in NCCL <= 2.11), so it is "
     "no failure by itself; the excerpt shows nothing after it",
-    "zg21-paddleclas-launch-socket-retry-abort-three-trainers.log": "paddle.distributed.launch's 'ABORT!!! Out of all "
-    "N trainers, the trainer process with rank=[...] was aborted' (launch_utils.py) carries none of the scanner's "
-    "anchors (ABORT and ERROR in capitals): reading it needs an anchor of its own, one more pass over every log",
     "zb27-vllm-ascend-grpo-hcclallreduce-ei0006-socket-timeout.log": "Ascend CANN's EI0006 socket timeout ('Remote "
     "Rank did not send the data in time') after the failing HcclAllreduce's RuntimeError: no rule reads CANN's error "
     "codes, and the label itself is doubtful (collective or rendezvous timeout)",

@@ -14,7 +14,9 @@ read, written from its sources' own format strings, not from the set's cases (th
 - compute-sanitizer's (cuda-memcheck's) API error report "Program hit %s (error %d) due to \"%s\" on CUDA API call to
   %s.": a CUDA runtime call that failed;
 - TensorFlow's collective_param_resolver_local.cc "Shape mismatch in the collective instance %d. Op at device %s expected
-  shape %s but another member in the group expected shape %s.": a collective mismatch that names no culprit.
+  shape %s but another member in the group expected shape %s.": a collective mismatch that names no culprit;
+- PaddlePaddle's launcher (launch_utils.py watch_local_trainers): "ABORT!!! Out of all {} trainers, the trainer process
+  with rank={} was aborted. Please check its log.", the list every trainer found exited non-zero in one poll.
 """
 
 from __future__ import annotations
@@ -98,3 +100,14 @@ def test_tensorflows_collective_shape_mismatch_names_no_member(tmp_path: Path) -
         "[102]. This is likely due to different input shapes at different members of the collective op.\n"
     )
     assert verdict(tmp_path, log)[:2] == ("collective_mismatch", [])
+
+
+def test_paddles_launcher_names_a_trainer_only_when_it_is_alone_in_its_list(tmp_path: Path) -> None:
+    def line(ranks: str) -> str:
+        return (
+            f"ERROR 2021-05-16 22:14:00,649 launch_utils.py:545] ABORT!!! Out of all 4 trainers, the trainer process "
+            f"with rank={ranks} was aborted. Please check its log.\n"
+        )
+
+    assert verdict(tmp_path, line("[1, 2, 3]"))[:2] == ("child_failed_other", [])
+    assert verdict(tmp_path, line("[2]"))[:2] == ("child_failed_other", [2])

@@ -485,6 +485,16 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "exit with status code",
         r"\bProcess (?P<reporter>\d+) exit with status code (?P<exit>-?\d+)\.",
     ),
+    # PaddlePaddle's launcher (python/paddle/distributed/utils/launch_utils.py watch_local_trainers, fleet's
+    # launch_utils.py): logger.error("ABORT!!! Out of all {} trainers, the trainer process with rank={} was aborted.
+    # Please check its log.".format(nranks, error_rank)), error_rank every trainer it found exited non-zero in one poll
+    # (not in time order): one alone is the one that ended the job, several name none
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "trainer process with rank=",
+        r"ABORT!!! Out of all \d+ trainers, the trainer process with rank=\[(?:(?P<reporter>\d+)|[\d, ]*)\] was aborted",
+    ),
     # Open MPI (open-mpi/ompi v4.1.8, ea8f4d0) orte/tools/orterun/help-orterun.txt [orterun:proc-aborted-strsignal] "%s
     # noticed that process rank %lu with PID %lu on node %s exited on signal %d (%s)." and [orterun:proc-aborted] (no
     # name); PRRTE's help-prun.txt (Open MPI 5) prints the same under its tool's name: the process the launcher saw die
@@ -814,6 +824,8 @@ def enrich(kind: str, text: str, data: dict[str, object]) -> None:
     glue dozens of them into one line); mpirun's exit as torchrun would report it (-signal)."""
     if kind == "agent.child_failed" and "exit with status code" in text:  # horovodrun's gloo launcher, per process
         data["launcher"], data["each"] = "horovodrun", "1"
+    if kind == "agent.child_failed" and "trainer process with rank=" in text:  # Paddle's launcher: exit codes not given
+        data["exit"], data["launcher"], data["nonzero"] = "1", "paddle", "1"
     if kind == "agent.child_failed" and "ray" in data:  # Ray's raylet: a worker died, its exit code not given
         data["exit"], data["launcher"], data["nonzero"] = "1", "ray", "1"
     if kind == "agent.child_failed" and "exit" not in data:  # mpirun: a signal's number, or "non-zero" alone

@@ -606,6 +606,18 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "killed due to memory pressure",
         r"(?P<n>\d+) Workers? \(tasks / actors\) killed due to memory pressure",
     ),
+    # XLA on TPU (the TPU runtime via tpu_execute_op.cc, and XRT's xla_util.cc relaying it): "RESOURCE_EXHAUSTED:
+    # Attempting to reserve %s at the bottom of memory. That was not possible. There are %s free, ...": the device's
+    # HBM is out of memory, as CUDA's out of memory is on a GPU
+    ("cuda.oom", ORG, "RESOURCE_EXHAUSTED", r"RESOURCE_EXHAUSTED: Attempting to reserve \S+ at the bottom of memory"),
+    # DeepSpeed's transformer kernels (csrc/transformer/cublas_wrappers.cu): fprintf(stderr, "!!!! kernel execution
+    # error. (m: %d, n: %d, k: %d, error: %d) \n", ..., (int)status), a cublasStatus_t (13: EXECUTION_FAILED)
+    (
+        "cuda.error",
+        ORG,
+        "kernel execution error",
+        r"!!!! kernel execution error\. \(m: \d+, n: \d+, k: \d+, error: (?P<code>\d+)\)",
+    ),
     # THC (PyTorch <= 1.10) THCGeneral.cpp __THCudaCheck: _THError(file, line, "cuda runtime error (%d) : %s", err,
     # cudaGetErrorString(err)), with " at %s:%d" appended: error 2 (cudaErrorMemoryAllocation) is out of memory
     ("cuda.oom", ORG, "cuda runtime error (2)", r"cuda runtime error \(2\) : out of memory"),
@@ -716,6 +728,10 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "Coordination service agent in error status",
         r"Coordination service agent in error status: (?P<status>DEADLINE_EXCEEDED)",
     ),
+    # a task the service stopped hearing from (coordination_service.cc: absl::UnavailableError(absl::StrCat("Task ",
+    # task_name, " heartbeat timeout. This indicates that the remote task has failed, got preempted, or crashed
+    # unexpectedly. ...")), logged as "... has been set to ERROR in coordination service" and relayed to every task
+    ("jax.heartbeat", S, "heartbeat timeout", r"Task /job:[^/\s]+/replica:\d+/task:(?P<task>\d+) heartbeat timeout"),
     # a key the task waited for in the coordination service's key-value store (coordination_service_agent.cc:
     # absl::DeadlineExceededError(absl::StrCat("GetKeyValue() timed out with key: ", key, " and duration: ", ...)), e.g.
     # an NCCL clique's id that its root never published): a store-key wait, its writer not named by the key

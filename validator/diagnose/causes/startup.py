@@ -113,7 +113,24 @@ def _shared_device(events: list[Event], ranks: list[int]) -> list[int]:
 def jax_barrier(ev: Evidence) -> list[Cause]:
     """JAX's coordination service (openxla/xla coordination_service.cc): a barrier (jax.distributed's connect, cluster
     registration, a user's or orbax's sync) expired. Where it lists the tasks that never reached it, they are the
-    missing processes (a task is JAX's process_id); one task, and no count saying the list was cut, is named."""
+    missing processes (a task is JAX's process_id); one task, and no count saying the list was cut, is named. A task whose
+    heartbeats stopped is named the same way."""
+    dead = sorted({int(e.data["task"]) for e in by_kind(ev.events, "jax.heartbeat")})
+    if dead:  # the service stopped hearing from these tasks: failed, preempted or crashed, by its own words
+        return [
+            Cause(
+                code="COL002",
+                summary=f"JAX task{'s' if len(dead) > 1 else ''} {', '.join(map(str, dead[:16]))} stopped heartbeating "
+                "to the coordination service (failed, got preempted or crashed)",
+                culprits=dead if len(dead) == 1 else [],
+                confidence="medium" if len(dead) == 1 else "unknown",
+                reason="the coordination service names the task whose heartbeats stopped"
+                + ("" if len(dead) == 1 else "; several stopped, so none of them is the one that failed first"),
+                evidence=[quote(e) for e in by_kind(ev.events, "jax.heartbeat")[:3]],
+                strength=S.STORE_BARRIER_MISSING if len(dead) == 1 else S.STORE_BARRIER_COUNT,
+                family="missing_rank",
+            )
+        ]
     seen = by_kind(ev.events, "jax.barrier_timeout")
     if not seen:
         return []

@@ -13,7 +13,7 @@ NOT_A_NODE_PROBLEM = ("auth", "hostkey", "interrupted")  # the scanner's credent
 
 
 def _natural(host: str) -> list[Any]:
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", host)]
+    return [int(p) if p.isdecimal() else p for p in re.split(r"(\d+)", host)]
 
 
 def drain_hosts(report: Report, fail_on: Severity | None = Severity.ERROR) -> list[str]:

@@ -53,7 +53,7 @@ def row(pid: int, zombies: bool = False) -> Row | None:
 
 def _rows(zombies: bool = False) -> list[Row]:
     me = os.getpid()
-    return [r for p in os.listdir("/proc") if p.isdigit() and int(p) != me and (r := row(int(p), zombies))]
+    return [r for p in os.listdir("/proc") if p.isdecimal() and int(p) != me and (r := row(int(p), zombies))]
 
 
 def _subreaper(on: bool) -> bool:

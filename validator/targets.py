@@ -33,7 +33,7 @@ def _span(piece: str) -> int:
     rng, _, step = piece.partition("/")
     lo, _, hi = rng.partition("-")
     ends = [t.strip() for t in (lo, hi or lo, step or "1")]
-    if not all(t.isdigit() for t in ends):
+    if not all(t.isdecimal() for t in ends):
         return 1  # not a range: ClusterShell says what is wrong with it
     if any(len(t) > 18 for t in ends):
         return HUGE
@@ -211,7 +211,7 @@ def expand_ranks(text: str) -> list[int]:
             continue
         lo, _, hi = part.partition("-")
         ends = [t.strip() for t in (lo, hi or lo)]
-        if not all(t.isdigit() and len(t) <= 18 for t in ends):
+        if not all(t.isdecimal() and len(t) <= 18 for t in ends):
             raise UserError(f"bad rank range {clip(part)} in {clip(text)}")
         first, last = int(ends[0]), int(ends[1])
         if len(out) + last - first + 1 > MAX_RANKS:

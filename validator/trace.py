@@ -95,7 +95,7 @@ class Recorder:
         os.makedirs(self.dir, exist_ok=True)
         self.file = open(os.path.join(self.dir, f"trace_rank{rank}.jsonl"), "w", buffering=1 << 16)  # noqa: SIM115
         header = {
-            "kind": "header", "format": FORMAT, "version": VERSION, "rank": int(rank) if rank.isdigit() else None,
+            "kind": "header", "format": FORMAT, "version": VERSION, "rank": int(rank) if rank.isdecimal() else None,
             "world_size": _int_env("WORLD_SIZE"), "local_rank": _int_env("LOCAL_RANK"), "host": socket.gethostname(),
             "pid": os.getpid(), "argv": sys.argv, "t": time.time(),
         }  # fmt: skip
@@ -152,7 +152,7 @@ class Recorder:
 
 def _int_env(name: str) -> int | None:
     v = os.environ.get(name, "")
-    return int(v) if v.isdigit() else None
+    return int(v) if v.isdecimal() else None
 
 
 def _describe(obj: Any) -> tuple[list[Any], list[str]]:

@@ -212,3 +212,22 @@ def test_a_line_of_many_ssh_options_is_read_in_one_pass(tmp_path: Path) -> None:
     log.write_text(flood + real)
     d = _diagnosis(_diagnose(log))
     assert d["class"] == "connection_refused", d
+
+
+def test_digits_that_are_not_ascii_are_no_number(tmp_path: Path) -> None:
+    """str.isdigit() is true of "²", which int() and float() refuse: a pid in mpirun's line, a torchrun log directory's
+    local rank and an error file's timestamp written with such digits are read as no number, never a traceback."""
+    log = tmp_path / "mpi.log"
+    log.write_text(
+        "[n1:00012] Signal: Segmentation fault (11)\n"
+        "mpirun noticed that process rank 3 with PID ²² on node n1 exited on signal 11 (Segmentation fault).\n"
+    )
+    tree = tmp_path / "run" / "attempt_0" / "²"
+    tree.mkdir(parents=True)
+    (tree / "stderr.log").write_text("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    error = tree / "error.json"
+    error.write_text(json.dumps({"message": {"message": "RuntimeError: boom", "extraInfo": {"timestamp": "1²"}}}))
+    for target in (log, tmp_path / "run"):
+        out = _diagnose(target)
+        assert out.returncode in (0, 1), out.stderr[-2000:]
+        assert _diagnosis(out)["class"] != "no failure found"

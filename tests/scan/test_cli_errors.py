@@ -30,6 +30,10 @@ def test_bad_hostlist() -> None:
     assert one_error_line(scan("node[1-")).startswith("validator: error: bad hostlist 'node[1-'")
 
 
+def test_a_hostlist_with_a_digit_int_refuses() -> None:
+    assert one_error_line(scan("node[²-3]")).startswith("validator: error: bad hostlist 'node[²-3]'")
+
+
 def test_unreadable_host_file(tmp_path: Path) -> None:
     line = one_error_line(scan(f"@{tmp_path}/missing.txt"))
     assert f"{tmp_path}/missing.txt: cannot read host file" in line

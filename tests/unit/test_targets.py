@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from validator.errors import UserError
-from validator.targets import expand, expand_targets, fold_hosts, fold_ranks
+from validator.targets import expand, expand_ranks, expand_targets, fold_hosts, fold_ranks
 
 
 @pytest.mark.parametrize(
@@ -33,7 +33,7 @@ def test_expand_keeps_slurm_order_for_mixed_widths() -> None:
     assert expand("a[1-2]b[3-4]") == ["a1b3", "a1b4", "a2b3", "a2b4"]
 
 
-@pytest.mark.parametrize("bad", ["node[4-1]", "node[1-2", "node[a-b]"])
+@pytest.mark.parametrize("bad", ["node[4-1]", "node[1-2", "node[a-b]", "node[²-3]"])  # "²".isdigit(): int() refuses it
 def test_bad_hostlists_are_user_errors(bad: str) -> None:
     with pytest.raises(UserError, match="bad hostlist"):
         expand(bad)
@@ -74,3 +74,12 @@ def test_fold_hosts_folds_as_clustershell_does_whatever_the_names() -> None:
         hosts = rng.sample(pool, rng.randint(1, len(pool)))
         assert fold_hosts(hosts) == str(NodeSet.fromlist(sorted(set(hosts)))), hosts
     assert fold_hosts(f"gpu{i:05d}" for i in range(12500) if i % 10 != 5).startswith("gpu[00000-00004,00006-00014,")
+
+
+@pytest.mark.parametrize("bad", ["²", "1-²", "٣-²"])
+def test_rank_ranges_with_digits_int_refuses_are_user_errors(bad: str) -> None:
+    """str.isdigit() is true of "²" (superscript two), which int() refuses: a user error naming the range, not a
+    traceback; decimal digits of any script (what int() reads) still count."""
+    with pytest.raises(UserError, match="bad rank range"):
+        expand_ranks(bad)
+    assert expand_ranks("٣") == [3]

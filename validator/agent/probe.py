@@ -503,7 +503,7 @@ def kmsg_xids(fd: int) -> list[list[Any]]:
         head, _, text = record.decode("utf-8", "replace").partition(";")
         if XID_MARK in text:
             fields = head.split(",")
-            usec = fields[2] if len(fields) > 2 and fields[2].isdigit() else None
+            usec = fields[2] if len(fields) > 2 and fields[2].isdecimal() else None
             age = round((now_us - int(usec)) / 1e6, 1) if usec else None
             events.append([age, text.split("\n", 1)[0][:XID_TEXT]])
             if len(events) > XID_MAX:
@@ -702,7 +702,7 @@ def ib_sysfs(root: str = IB_ROOT, budget_s: float = 1.0) -> dict[str, Any]:
                 gap = gap + 1 if not gid or gid in ZERO_GIDS else 0
                 if not gap:
                     attrs = [text(os.path.join(pd, "gid_attrs", a, g), quiet=True) for a in ("types", "ndevs")]
-                    gids.append([int(g) if g.isdigit() else g, gid, *attrs])
+                    gids.append([int(g) if g.isdecimal() else g, gid, *attrs])
             port["gids"], port["gid_slots"] = gids, seen
             ports.append(port)
         devices.append({
@@ -978,7 +978,7 @@ def collect(
     doc["routes"] = routes
     if port is None:
         text = next((env[k] for k in PORT_ENV if env.get(k)), None) or option(argv, PORT_OPTS)
-        port = int(text) if text and text.isdigit() else None
+        port = int(text) if text and text.isdecimal() else None
     ours = local_addrs((doc.get("interfaces") or {}).get("ip_addr") or [])
     master_here = any(
         a in ours or is_loopback(a) for n in names[:-1] for a in (resolved or {}).get(n, {}).get("addrs", [])[:1]

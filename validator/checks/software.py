@@ -261,7 +261,7 @@ def pet_flags(job: Job) -> Iterator[Hit]:
     for i in sorted(i for names, members in by_names.items() if not flags.isdisjoint(names) for i in members):
         for name in CHECK_ENV_FLAGS:
             v = job.facts[i]["env"].get(name)
-            if v is not None and not v.strip().lstrip("-").isdigit():
+            if v is not None and not v.strip().lstrip("-").isdecimal():
                 groups.setdefault(f"{name}={v!r}", []).append(i)
     for what, members in groups.items():
         yield Hit(
@@ -291,7 +291,7 @@ def invalid_values(job: Job) -> Iterator[Hit]:
             if "PORT" not in src.upper() and "port" not in src:
                 groups.setdefault(f"{src.removeprefix('env:')}={clip(raw)}", []).append(i)
     for what, members in groups.items():
-        number = what.partition("=")[2].strip("'").lstrip("-").isdigit()
+        number = what.partition("=")[2].strip("'").lstrip("-").isdecimal()
         yield Hit(
             f"{what} is larger than any job ({MAX_RANKS:,} ranks)" if number else f"{what} is not an integer",
             members,

@@ -335,7 +335,7 @@ def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
             data: dict[str, Any] = {k: v for k, v in m.groupdict().items() if v is not None}
             if "reporter" in data:  # the rank that printed it (store barrier, monitored barrier peers)
                 data["msg_rank"] = int(data["reporter"])
-            elif str(data.get("tasks", "")).isdigit():  # srun's one task id (SLURM_PROCID): the rank it names
+            elif str(data.get("tasks", "")).isdecimal():  # srun's one task id (SLURM_PROCID): the rank it names
                 data["msg_rank"] = int(data["tasks"])
             enrich(rule.kind, text, data)
             if rule.kind == "agent.spawn_signal":  # mp.spawn: the signal's exit code, as torchrun reports it

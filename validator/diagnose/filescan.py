@@ -115,7 +115,7 @@ _ELASTIC_FRAME = re.compile(r"/torch/distributed/elastic/|/bin/torchrun:")
 
 def _event(st: _State, kind: str, role: Role, data: dict[str, Any], text: str, line_no: int, line: Any) -> Event:
     ident = line.ident
-    if kind == "agent.child_failed" and str(data.get("exit", "")).isdigit() and 128 < int(data["exit"]) < 160:
+    if kind == "agent.child_failed" and str(data.get("exit", "")).isdecimal() and 128 < int(data["exit"]) < 160:
         # 128 + N: a child a shell (or ssh, or a wrapper) saw die of signal N (137: SIGKILL, often the OOM killer),
         # as torchrun reports a signal: -N
         data["exit"] = str(128 - int(data["exit"]))

@@ -223,7 +223,7 @@ def _from_torchrun(c: Contract, env: dict[str, str], opts: dict[str, str]) -> No
         nnodes, src = "1", "torchrun --standalone"
     c.set("nnodes", nnodes, src)
     nproc, src = value("nproc_per_node")
-    if nproc is not None and nproc.isdigit():
+    if nproc is not None and nproc.isdecimal():
         c.set("local_world_size", nproc, src)
     elif nproc is not None:
         c.values.pop("local_world_size", None)  # auto/gpu/cpu: decided by torchrun at start
@@ -302,7 +302,7 @@ def _from_accelerate(c: Contract, opts: dict[str, str]) -> None:
         c.set("rdzv_endpoint", f"{addr}:{port}", asrc)
     procs = opts.get("num_processes", "")
     n = c.values.get("nnodes")
-    if procs.strip().isdigit() and isinstance(n, int) and n > 0:
+    if procs.strip().isdecimal() and isinstance(n, int) and n > 0:
         c.set("world_size", procs, "accelerate:--num_processes")
         c.set("local_world_size", str(int(procs) // n), "derived: num_processes / num_machines")
     if backend != "static":  # node ranks are assigned at rendezvous, as with torchrun

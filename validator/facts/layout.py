@@ -113,7 +113,7 @@ def _number(raw: Any) -> int | None:
     if isinstance(raw, int):
         return raw if abs(raw) <= MAX_DEGREE * 1024 else None
     text = str(raw).strip()
-    if text.lstrip("-").isdigit() and len(text) <= 12:
+    if text.lstrip("-").isdecimal() and len(text) <= 12:
         return int(text)
     return None
 

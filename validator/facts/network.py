@@ -80,7 +80,7 @@ def parse_interfaces(ip_addr: list[dict[str, Any]], sysfs: dict[str, dict[str, A
                 "virtual": (kind in VIRTUAL_KINDS or name.startswith(VIRTUAL_PREFIXES)) and "LOOPBACK" not in flags,
                 "kind": str(kind) if kind else None,
                 "mtu": int(mtu) if mtu not in (None, "") else None,
-                "speed_mbps": int(speed) if speed and str(speed).lstrip("-").isdigit() and int(speed) > 0 else None,
+                "speed_mbps": int(speed) if speed and str(speed).lstrip("-").isdecimal() and int(speed) > 0 else None,
             }
         )
     return out

@@ -51,7 +51,7 @@ def parse_system(raw: dict[str, Any]) -> SystemFacts:
         "memlock_hard": memlock[1],
         "nofile_soft": nofile[0],
         "nofile_hard": nofile[1],
-        "somaxconn": int(somax) if somax and str(somax).isdigit() else None,
+        "somaxconn": int(somax) if somax and str(somax).isdecimal() else None,
         "ib_devices": list(raw.get("ib_devices") or []),
         "time": float(raw.get("time") or 0.0),
     }

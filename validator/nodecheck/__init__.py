@@ -59,7 +59,7 @@ def ib_ports(sysfs: str = "/sys") -> dict[str, str]:
     with contextlib.suppress(OSError):
         for dev in sorted(os.listdir(base)):
             with contextlib.suppress(OSError):
-                for port in sorted(os.listdir(f"{base}/{dev}/ports"), key=lambda p: int(p) if p.isdigit() else 0):
+                for port in sorted(os.listdir(f"{base}/{dev}/ports"), key=lambda p: int(p) if p.isdecimal() else 0):
                     d = f"{base}/{dev}/ports/{port}"
                     with contextlib.suppress(OSError):
                         if "disabled" in _read(f"{d}/phys_state").lower():

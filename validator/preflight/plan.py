@@ -115,7 +115,7 @@ def endpoint(opts: Options, facts: Facts) -> tuple[str, list[int]]:
     launch = facts["launch"]
     if opts.coordinator:
         text_host, _, text_port = opts.coordinator.rpartition(":")
-        if not text_host or not text_port.isdigit():
+        if not text_host or not text_port.isdecimal():
             raise UserError(f"--coordinator must be HOST:PORT, got {opts.coordinator!r}")
         return text_host.strip("[]"), [int(text_port)]
     host, port = launch["master_addr"], launch["master_port"]
@@ -143,7 +143,7 @@ def elastic(launch: Any, env: dict[str, str]) -> tuple[int | None, float]:
             with contextlib.suppress(ValueError):
                 last_call = float(value)
     low, sep, _ = raw.partition(":")
-    return (int(low) if sep and low.strip().isdigit() else None), last_call
+    return (int(low) if sep and low.strip().isdecimal() else None), last_call
 
 
 def plan(opts: Options, facts: Facts, profile: Profile | None) -> Plan:

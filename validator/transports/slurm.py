@@ -111,7 +111,7 @@ def _task_exits(stderr: str, tasks: int) -> dict[int, tuple[str, int | None, str
         node, named, code, other = m.group(1), m.group(2), m.group(3), m.group(4)
         for part in named.split(","):
             lo, _, hi = part.partition("-")
-            ok = lo.isdigit() and (hi or lo).isdigit() and len(lo) <= 9 and len(hi) <= 9
+            ok = lo.isdecimal() and (hi or lo).isdecimal() and len(lo) <= 9 and len(hi) <= 9
             for t in range(int(lo), min(int(hi or lo), tasks - 1) + 1) if ok else []:
                 out[t] = (node, int(code) if code else None, other or ("killed" if code is None else None))
     return out

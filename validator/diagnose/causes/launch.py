@@ -160,7 +160,7 @@ _SIGNALS = {-9: "SIGKILL", -11: "SIGSEGV", -7: "SIGBUS", -6: "SIGABRT", -15: "SI
 def _worker(e: Event) -> tuple[str, list[int], str]:
     """Who the launcher says failed: (words, culprits, why). mpirun names the process's rank (its
     first report, in the order it learned of them: low confidence); torchrun's agent a local rank."""
-    if str(e.data.get("reporter", "")).isdigit():
+    if str(e.data.get("reporter", "")).isdecimal():
         rank = int(e.data["reporter"])
         if e.data.get("launcher") == "horovodrun":
             return f"rank {rank}", [rank], "horovodrun names the worker that exited first, by the time it exited"

@@ -166,7 +166,7 @@ def _pg_status(doc: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str, 
 def _int(v: Any) -> int:
     if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1 << 63:
         return v
-    if isinstance(v, str) and v.isascii() and v.strip().lstrip("-").isdigit() and len(v) < 20:  # "²" isdigit too
+    if isinstance(v, str) and v.strip().lstrip("-").isdecimal() and len(v) < 20:
         return int(v)
     return -1
 

@@ -251,12 +251,7 @@ def dump_rank(path: str) -> int | None:
 def local_rank_from_path(path: str) -> int | None:
     """torchrun --log-dir layout: ``.../attempt_0/<local_rank>/{stdout,stderr}.log|error.json``."""
     parent = os.path.basename(os.path.dirname(path))
-    if (
-        parent.isascii()
-        and parent.isdecimal()
-        and len(parent) < 10
-        and os.path.basename(path) in ("stdout.log", "stderr.log", "error.json")
-    ):
+    if parent.isdecimal() and len(parent) < 10 and os.path.basename(path) in ("stdout.log", "stderr.log", "error.json"):
         return int(parent)
     return None
 

@@ -54,10 +54,7 @@ class RankMap:
                 self.hosts.setdefault(rank, key[0])
         for ev in res.events:
             pid, node = ev.data.get("pid"), ev.data.get("node")
-            ascii_pid = (
-                str(pid).isascii() and str(pid).isdigit() and len(str(pid)) <= 10
-            )  # "²" isdigit, int() refuses it
-            if ev.kind == "agent.child_failed" and ev.ident.rank is not None and ascii_pid and node:
+            if ev.kind == "agent.child_failed" and ev.ident.rank is not None and str(pid).isdecimal() and node:
                 # mpirun's "process rank R with PID P on node N": that node's process P is rank R
                 self.pid_rank.setdefault((str(node), int(str(pid))), ev.ident.rank)
             # [default1]:[rank3]: teaches local 1 -> rank 3 for this stream

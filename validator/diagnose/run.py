@@ -64,8 +64,7 @@ def _error_file(path: str, name: str) -> Event | None:
     got = classify(text[0]) or ("py.exception", Role.ORIGIN, {"msg": text[0]})
     ident = Ident(rank=file_rank(path), local_rank=local_rank_from_path(path))
     stack = [f.replace('File "', "").replace('", line ', ":").replace(", in ", " in ") for f in frames]
-    digits = str(stamp).replace(".", "", 1)
-    t = float(stamp) if isinstance(stamp, (int, float, str)) and digits.isascii() and digits.isdigit() else None
+    t = float(stamp) if isinstance(stamp, (int, float, str)) and str(stamp).replace(".", "", 1).isdecimal() else None
     return Event(got[0], got[1], text[0][:400], name, ident, t, got[2], stack, path)
 
 

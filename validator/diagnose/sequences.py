@@ -94,7 +94,7 @@ def enclosing_branch(site: str | None) -> str | None:
     if not site or ":" not in site:
         return None
     path, _, line = site.rpartition(":")
-    if not (line.isascii() and line.isdigit()) or not os.path.isfile(path):
+    if not line.isdecimal() or not os.path.isfile(path):
         return None
     import linecache
 

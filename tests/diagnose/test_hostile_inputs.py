@@ -231,3 +231,20 @@ def test_digits_that_are_not_ascii_are_no_number(tmp_path: Path) -> None:
         out = _diagnose(target)
         assert out.returncode in (0, 1), out.stderr[-2000:]
         assert _diagnosis(out)["class"] != "no failure found"
+
+
+def test_a_flood_of_distinct_pids_is_counted_not_kept(tmp_path: Path) -> None:
+    """Events are kept PER_KEY per kind and process; a log whose every line names another pid (NCCL's host:pid prefix,
+    Open MPI's [node:pid] signal reports) kept every one of them (200,000 lines: 251 MB, 14.5 s): past MAX_WHO distinct
+    processes a kind's events are counted, and the verdict still comes."""
+    from validator.diagnose.filescan import MAX_WHO, scan_file
+
+    log = tmp_path / "flood.log"
+    n = MAX_WHO * 3
+    log.write_text(
+        "".join(f"n{i % 97}:{i}:{i} [0] NCCL WARN Call to connect returned Connection refused\n" for i in range(n))
+    )
+    res = scan_file(str(log))
+    assert len(res.events) <= MAX_WHO
+    assert len(res.events) + sum(res.suppressed.values()) == n  # every line is accounted for
+    assert _diagnosis(_diagnose(log))["class"] == "nccl_system_error"

@@ -19,6 +19,7 @@ from validator.diagnose.inputs import local_rank_from_path, open_binary
 from validator.diagnose.logs import line_cleaner, parse_line, rank_in_message, starts_message, stream_of, strip_time
 
 PER_KEY = 3  # events kept per (kind, who); the rest are counted
+MAX_WHO = 4096  # distinct "who" kept per kind in one file: a flood of distinct pids or ranks is counted, not kept
 TEXT_MAX = 400
 PARSE_MAX = 4096  # characters of a line that are parsed (a message's fields are at its front)
 HEAD = 1 << 16  # bytes read first to learn the file's shape (line numbers, terminal width)
@@ -66,6 +67,7 @@ class _State:
         self.name = name
         self.local = local_rank_from_path(path)  # torchrun --log-dir: .../attempt_0/<local rank>/stderr.log
         self.kept: Counter[tuple[str, Any]] = Counter()
+        self.whos: Counter[str] = Counter()  # distinct keys of self.kept per kind (MAX_WHO)
         self.stacks: dict[bytes, tuple[int, list[str]]] = {}  # stream -> (exception line, frames)
         self.heads: dict[bytes, int] = {}  # stream -> the rank a traceback's header line carried
         self.skip: dict[bytes, int] = {}  # stream -> skip hits up to this line (inside a block)
@@ -101,6 +103,11 @@ class _State:
         if ev.ident.local_rank is None and ev.ident.rank is None and self.local is not None:
             ev.ident.local_rank = self.local
         key = (ev.kind, self.who(ev))
+        if key not in self.kept and ev.role != Role.FACT:
+            if self.whos[ev.kind] >= MAX_WHO:
+                self.res.suppressed[ev.kind] += 1
+                return False
+            self.whos[ev.kind] += 1
         self.kept[key] += 1
         self.last = ev
         if self.kept[key] > PER_KEY and ev.role != Role.FACT:
@@ -257,8 +264,9 @@ def _handle(st: _State, hit: Anchored) -> bool:
         ev.stack = pending[1]
         if ev.ident.rank is None and stream in st.heads:  # the exception line of that record
             ev.ident.rank = st.heads[stream]
-    if not st.add(ev):
-        st.learn(shape, (kind, st.who(ev)))
+    if not st.add(ev):  # counted: its shape, seen twice with the same answer, is not parsed again
+        who = st.who(ev)
+        st.learn(shape, (kind, who if (kind, who) in st.kept else "past MAX_WHO"))
     return True
 
 

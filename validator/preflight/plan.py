@@ -251,9 +251,14 @@ def is_deputy(facts: Facts, p: Plan) -> bool:
 
 def holds_endpoint(facts: Facts, p: Plan) -> bool:
     """Whether the endpoint's host is an address of this node (or loopback)."""
+    import ipaddress
+
     from validator.agent.probe import resolve
     from validator.facts.network import is_loopback
 
-    addrs = resolve([p.host])[p.host].get("addrs", [])
+    try:  # an address is itself: no lookup thread that a loaded node may time out (both nodes then joined, nobody hosted)
+        addrs = [str(ipaddress.ip_address(p.host.strip("[]")))]
+    except ValueError:
+        addrs = resolve([p.host])[p.host].get("addrs", [])
     ours = {a.split("/")[0] for i in facts["network"]["interfaces"] for a in i["addrs"]}
     return any(a in ours or is_loopback(a) for a in addrs)

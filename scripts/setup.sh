@@ -39,5 +39,5 @@ if [ "$FULL" = 1 ] && ! .venv/bin/python -c "import importlib.util as u; assert 
   # (DS_BUILD_OPS=0), built against the pinned CPU torch (no build isolation, which would pull CUDA)
   DS_BUILD_OPS=0 pip install --no-build-isolation "torch==2.13.0" "deepspeed==0.19.8"
 fi
-.venv/bin/python -c "import validator, typer, pytest, asyncssh, hypothesis, jsonschema, prometheus_client, build" 2>/dev/null || pip install -e ".[test]"
+.venv/bin/python -c "import validator, typer, pytest, asyncssh, hypothesis, jsonschema, prometheus_client, build, ahocorasick_rs" 2>/dev/null || pip install -e ".[test]"
 echo "setup: $(.venv/bin/validator --version)$( [ "$FULL" = 1 ] && .venv/bin/python -c 'import torch; print(", torch", torch.__version__)' 2>/dev/null)"

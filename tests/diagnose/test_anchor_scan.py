@@ -1,16 +1,19 @@
-"""The scanner's two kinds of pass (issue 25): a bytes.find per anchor of common bytes, one regex
-pass over a translated copy for all the others. Whatever the plan, the lines handed over are the
-lines that hold an anchor, with their file line numbers."""
+"""The scanner (issue 25): one Aho-Corasick pass over bounded windows of each chunk. Whatever the
+chunk and window sizes, the lines handed over are the lines that hold an anchor, with their file
+line numbers."""
 
 from __future__ import annotations
 
 import io
 import random
 
-from validator.diagnose.anchors import ANCHORS, _plan, anchored
+import pytest
+
+from validator.diagnose import anchors as scan
+from validator.diagnose.anchors import ANCHORS, anchored
 from validator.diagnose.filescan import tee_streams
 
-OTHER = (b"ERROR", b"FAIL", b"Fail", b"IMEOUT", b"BORT", b"XCEPTION", b"imed out")  # a second anchor set
+OTHER = (b"ERROR", b"FAIL", b"Fail", b"IMEOUT", b"BORT", b"XCEPTION", b"imed out", b"Error")  # overlapping anchors
 
 
 def _reference(data: bytes, anchors: tuple[bytes, ...]) -> list[tuple[int, bytes]]:
@@ -18,23 +21,16 @@ def _reference(data: bytes, anchors: tuple[bytes, ...]) -> list[tuple[int, bytes
     return [(n, ln) for n, ln in enumerate(data.split(b"\n"), 1) if any(a in ln for a in anchors)]
 
 
-def _stand_ins(anchors: tuple[bytes, ...]) -> list[bytes]:
-    """Each anchor of the joint pass with its pivot byte replaced by another pivot byte: the
-    translated copy reads them as the anchor, the real bytes do not."""
-    plan = _plan(anchors)
-    pivots = [b for b in range(256) if plan.table[b] == 1]
+def _near_misses(anchors: tuple[bytes, ...]) -> list[bytes]:
+    """Each anchor with one byte changed, or cut by one byte: no hit unless another anchor is in it."""
     out = []
     for a in anchors:
-        if a in plan.finds:
-            continue
-        for i, b in enumerate(a):
-            if plan.table[b] == 1:
-                out += [a[:i] + bytes([p]) + a[i + 1 :] for p in pivots if p != b]
-    return out
+        out += [a[:i] + b"#" + a[i + 1 :] for i in range(len(a))] + [a[1:], a[:-1]]
+    return [m for m in out if not any(x in m for x in anchors)]
 
 
 def _log(rnd: random.Random, anchors: tuple[bytes, ...], lines: int) -> bytes:
-    pieces = [*anchors, *_stand_ins(anchors), b"\x01", b"\x02", "é".encode(), b"step 12 loss 0.5", b" "]
+    pieces = [*anchors, *_near_misses(anchors), b"\x01", b"\x02", "é".encode(), b"step 12 loss 0.5", b" "]
     out = []
     for n in range(lines):
         if rnd.random() < 0.7:  # long stretches without a hit: line numbers carried over many chunks
@@ -44,10 +40,13 @@ def _log(rnd: random.Random, anchors: tuple[bytes, ...], lines: int) -> bytes:
     return b"\n".join(out) + b"\n"
 
 
-def test_lines_handed_over_are_the_lines_holding_an_anchor() -> None:
+@pytest.mark.parametrize("window", [scan.WINDOW, 64, 30])
+def test_lines_handed_over_are_the_lines_holding_an_anchor(monkeypatch: pytest.MonkeyPatch, window: int) -> None:
+    """Windows of 64 and 30 bytes cut most lines, and an anchor across a cut is found in the next."""
+    monkeypatch.setattr(scan, "WINDOW", window)
+    monkeypatch.setattr(scan, "FIRST_WINDOW", min(window, scan.FIRST_WINDOW))
     rnd = random.Random(25)
     for anchors in (ANCHORS, OTHER):
-        assert _stand_ins(anchors), "the joint pass has anchors whose pivot another byte can stand in for"
         for _ in range(20):
             data = _log(rnd, anchors, 400)
             want = _reference(data, anchors)
@@ -57,17 +56,25 @@ def test_lines_handed_over_are_the_lines_holding_an_anchor() -> None:
                 assert got == want, chunk
 
 
-def test_a_stand_in_for_a_pivot_is_no_hit() -> None:
-    lines = [s for s in _stand_ins(ANCHORS) if not any(a in s for a in ANCHORS)]
-    assert b"fARN" in lines or b"xARN" in lines  # "WARN" with another pivot byte where its W is
-    data = b"".join(b"[rank3]: " + s + b" 42\n" for s in lines) + b"[rank3]: NCCL WARN x\n"
+def test_a_near_miss_is_no_hit() -> None:
+    lines = _near_misses(ANCHORS)
+    assert b"#ARN" in lines and b"WAR" in lines  # "WARN" with its W changed, and cut
+    lines = [b"[rank3]: " + s + b" 42" for s in lines]
+    lines = [s for s in lines if not any(a in s for a in ANCHORS)]  # none made whole by its neighbours
+    data = b"\n".join(lines) + b"\n[rank3]: NCCL WARN x\n"
     assert [(h.line, h.raw) for h in anchored(io.BytesIO(data))] == [(len(lines) + 1, b"[rank3]: NCCL WARN x")]
 
 
-def test_a_flood_of_one_line_is_one_hit_in_either_pass() -> None:
-    plan = _plan(ANCHORS)
-    joint = next(a for a in ANCHORS if a not in plan.finds)
-    for anchor in (plan.finds[0], joint):
+def test_an_anchor_across_a_window_cut_inside_a_long_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scan, "WINDOW", 1000)
+    monkeypatch.setattr(scan, "FIRST_WINDOW", 1000)
+    for at in range(990, 1010):
+        data = b"x" * at + b"death signal" + b"y" * 3000 + b"\nz\n"
+        assert [h.line for h in anchored(io.BytesIO(data))] == [1], at
+
+
+def test_a_flood_of_one_line_is_a_few_hits() -> None:
+    for anchor in (b"rror", b"NCCL version", b"death signal"):
         data = b"before\n" + (b"[rank1]: " + anchor + b" here\n") * 5000 + b"after\n[rank1]: " + anchor + b" again\n"
         hits = [(h.line, h.repeats) for h in anchored(io.BytesIO(data), chunk=1 << 16)]
         assert hits[0][0] == 2 and hits[-1] == (5003, 0)
@@ -75,14 +82,9 @@ def test_a_flood_of_one_line_is_one_hit_in_either_pass() -> None:
         assert len(hits) < 10
 
 
-def test_every_anchor_is_searched_and_few_on_their_own() -> None:
-    """A pass of its own costs about a quarter of all the others together: an anchor made only of
-    the commonest bytes of logs (space, vowels, digits) slows every scan."""
-    plan = _plan(ANCHORS)
-    assert plan.joint is not None and plan.exact is not None
-    for a in ANCHORS:
-        assert a in plan.finds or plan.exact.search(a) is not None, a
-    assert len(plan.finds) <= 4, plan.finds
+def test_an_empty_anchor_is_refused() -> None:
+    with pytest.raises(ValueError, match="non-empty"):
+        list(anchored(io.BytesIO(b"a\n"), (b"rror", b"")))
 
 
 def test_tee_streams_on_the_first_line_and_after() -> None:

@@ -1,10 +1,9 @@
 """Stream a log in large chunks and hand over only the lines that can matter.
 
 A training log is mostly noise (loss lines, NCCL INFO chatter). Finding the few lines worth
-parsing at C speed (a ``bytes.find`` pass for each anchor made of common bytes, one regex pass for
-all the others: ``_plan``) keeps diagnose near grep's speed and its memory flat: one chunk (plus a
-carried partial line or block, its translated copy, and the chunk before until this one is
-searched) is held at a time. Every trigger phrase of the classifier contains one of the anchors;
+parsing at C speed (one Aho-Corasick pass for all the anchors: ``_hit_lines``) keeps diagnose at
+grep's speed and its memory flat: one chunk (plus a carried partial line or block, and the chunk
+before until this one is searched) is held at a time. Every trigger phrase of the classifier contains one of the anchors;
 block readers (tracebacks, torchrun's failure summary, NCCL's ``Last error:``) look at the lines
 that follow a hit.
 """
@@ -12,10 +11,11 @@ that follow a hit.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
+
+import ahocorasick_rs
 
 CHUNK = 1 << 22  # 4 MiB
 MAX_CARRY = 1 << 24  # a block that needs more context than this is read as far as it goes
@@ -126,125 +126,58 @@ def _run_end(buf: bytes, start: int, end: int, limit: int) -> tuple[int, int]:
     return repeats, pos - 1
 
 
-def _gaps(runs: list[tuple[int, int]], limit: int) -> list[tuple[int, int]]:
-    """The parts of [0, limit) outside the runs of repeated lines found so far."""
-    out, pos = [], 0
-    for start, end in sorted(runs):
-        if start > pos:
-            out.append((pos, start))
-        pos = max(pos, end + 1)
-    if pos < limit:
-        out.append((pos, limit))
-    return out
-
-
-# The bytes of log text, the most common first (the corpus's real logs and the scale benchmark's
-# training output, averaged); a byte not listed is rarer than all of them. An anchor's pivot is its
-# rarest byte but the last (so that a literal byte follows it). An anchor whose pivot is among the
-# first _COMMON (each above ~1.7 % of log text: "rror", " on node ") is found with its own
-# bytes.find pass (~0.5 ms/MB); the others are found together, in one regex pass over a copy of the
-# buffer in which every pivot byte reads \x01 (bytes.translate, ~0.7 ms/MB): sre skips to the next
-# \x01 in a tight loop (~0.5 ms/MB) and tries the anchors there (~20 ns each time, every
-# alternative starting with a literal byte: one compare when it cannot match), so the pass costs
-# about as much as three anchors of their own, whatever the number of anchors in it. A line found
-# there is confirmed on its real bytes (another pivot byte may have stood in).
-_BY_FREQUENCY = b" ertaoni0s1l:2dc3pu.CN/4-_m][h\n69g5kfRGL7I8b,OyPv=()EDAF|USwTBWHM^'z>\"xYq*;X<#+KjZV\\{`}J%~!&$\t@?Q"
-_COMMON = 19
-_PIVOT = b"\x01"
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    finds: tuple[bytes, ...]  # anchors searched one bytes.find pass each
-    table: bytes  # translate table: every pivot byte -> \x01 (a \x01 in the text -> \x02)
-    joint: re.Pattern[bytes] | None  # the other anchors, on the translated buffer (a pivot stands for any)
-    exact: re.Pattern[bytes] | None  # the same anchors on the real bytes: confirms a line the joint pass found
-
-
-def _rarity(byte: int) -> int:
-    i = _BY_FREQUENCY.find(bytes([byte]))
-    return len(_BY_FREQUENCY) if i == -1 else i
-
-
-def _trie(items: list[tuple[bytes, bytes]]) -> bytes:
-    """A regex of (literal, tail) pairs sharing their first bytes: every alternative of a branch
-    starts with a different literal byte (sre rejects it at one compare), the tails last."""
-    by_first: dict[bytes, list[tuple[bytes, bytes]]] = {}
-    ends: list[bytes] = []
-    for lit, tail in items:
-        if lit:
-            by_first.setdefault(lit[:1], []).append((lit[1:], tail))
-        else:
-            ends.append(tail)
-    alts = [
-        re.escape(first + rest[0][0]) + rest[0][1] if len(rest) == 1 else re.escape(first) + b"(?:" + _trie(rest) + b")"
-        for first, rest in by_first.items()
-    ]
-    return b"|".join(alts + ends)
+# Every anchor is found in one pass: an Aho-Corasick automaton (the Rust crate ripgrep uses,
+# through ahocorasick_rs) lists the anchors' places in a window of the buffer at ~0.3 ms/MB,
+# whatever the number of anchors. A window is bounded, so a window of nothing but hits is a bounded
+# list; it starts small after a hit (a flood's run is skipped, not listed) and doubles while none
+# comes. It ends at a line end or, inside an over-long line, overlaps the next window by an
+# anchor's length (an anchor across the cut is found in the next window).
+WINDOW = 1 << 18
+FIRST_WINDOW = 1 << 12
 
 
 @functools.lru_cache(maxsize=16)
-def _plan(anchors: tuple[bytes, ...]) -> _Plan:
-    finds: list[bytes] = []
-    pivots: list[tuple[bytes, int]] = []
-    for a in dict.fromkeys(anchors):
-        p = max(range(len(a) - 1 or 1), key=lambda i: _rarity(a[i]), default=0)  # not the last byte: a literal follows
-        if not a or b"\n" in a or _rarity(a[p]) < _COMMON:
-            finds.append(a)
-        else:
-            pivots.append((a, p))
-    table = bytearray(range(256))
-    table[_PIVOT[0]] = _PIVOT[0] + 1
-    for a, p in pivots:
-        table[a[p]] = _PIVOT[0]
-    t = bytes(table)
-    if not pivots:
-        return _Plan(tuple(finds), t, None, None)
-
-    def pattern(tr: bytes | None) -> re.Pattern[bytes]:
-        items = [(a.translate(tr)[p:], b"(?<=" + re.escape(a.translate(tr)) + b")" if p else b"") for a, p in pivots]
-        return re.compile(_trie(items))
-
-    return _Plan(tuple(finds), t, pattern(t), pattern(None))
+def _matcher(anchors: tuple[bytes, ...]) -> tuple[Callable[[memoryview], list[tuple[int, int, int]]], int]:
+    """(the automaton's search over a window, the overlap an anchor across a cut needs)."""
+    if not anchors or not all(anchors):
+        raise ValueError("anchors must be non-empty byte strings")
+    kinds = ahocorasick_rs.BytesAhoCorasick(
+        list(dict.fromkeys(anchors)), matchkind=ahocorasick_rs.MatchKind.LeftmostFirst
+    )
+    return kinds.find_matches_as_indexes, max(map(len, anchors)) - 1
 
 
 def _hit_lines(buf: bytes, limit: int, anchors: tuple[bytes, ...]) -> list[tuple[int, tuple[int, int, int]]]:
-    """Sorted (line start, (line end, repeats, run end)) of the lines holding an anchor. Later
-    passes do not search inside runs of repeated lines already found (a flood is scanned once)."""
-    plan = _plan(anchors)
-    passes: list[tuple[Callable[[int, int], int], re.Pattern[bytes] | None]] = [
-        (functools.partial(buf.find, a), None) for a in plan.finds
-    ]
-    if plan.joint is not None:
-        search, table = plan.joint.search, plan.table
-        translated: list[bytes] = []  # made at the first search: a buffer that is one flood has nothing left to search
-
-        def joint(lo: int, hi: int) -> int:
-            if not translated:
-                translated.append(buf.translate(table))
-            m = search(translated[0], lo, hi)
-            return -1 if m is None else m.start()
-
-        passes.append((joint, plan.exact))
-    lines: dict[int, tuple[int, int, int]] = {}
-    runs: list[tuple[int, int]] = []
-    for find, exact in passes:
-        for lo, hi in _gaps(runs, limit) if runs else [(0, limit)]:
-            i = find(lo, hi)
-            while i != -1:
-                start = buf.rfind(b"\n", 0, i) + 1
-                end = buf.find(b"\n", i, limit)
-                end = limit if end == -1 else end
-                if start not in lines:
-                    if exact is not None and exact.search(buf, start, end) is None:  # another pivot byte there
-                        i = find(end + 1, hi)
-                        continue
-                    repeats, run_end = _run_end(buf, start, end, limit)
-                    lines[start] = (end, repeats, run_end)
-                    if repeats:
-                        runs.append((start, run_end))
-                i = find(lines[start][2] + 1, hi)
-    return sorted(lines.items())
+    """(line start, (line end, repeats, run end)) of the lines holding an anchor, in order. The
+    search goes on after a line's run of repeats: a flood of one line is searched once."""
+    find, overlap = _matcher(anchors)
+    view = memoryview(buf)
+    lines: list[tuple[int, tuple[int, int, int]]] = []
+    pos = skip = 0  # the next window; the first byte not yet handed over (past a hit line and its run)
+    size = FIRST_WINDOW
+    while pos < limit:
+        hi = nxt = min(pos + size, limit)
+        if hi < limit:
+            nl = buf.rfind(b"\n", pos, hi)
+            hi = nxt = nl + 1 if nl != -1 else hi
+            if nl == -1:
+                nxt = max(hi - overlap, pos + 1)
+        size = min(size * 2, WINDOW)
+        for _, at, _end in find(view[pos:hi]):
+            size = FIRST_WINDOW
+            at += pos
+            if at < skip:
+                continue
+            start = buf.rfind(b"\n", 0, at) + 1
+            end = buf.find(b"\n", at, limit)
+            end = limit if end == -1 else end
+            repeats, run_end = _run_end(buf, start, end, limit)
+            lines.append((start, (end, repeats, run_end)))
+            skip = run_end + 1
+            if skip >= hi:
+                break
+        pos = max(nxt, skip)
+    return lines
 
 
 def anchored(

@@ -38,6 +38,15 @@ XFAIL: dict[str, str] = {
     "zb27-vllm-ascend-grpo-hcclallreduce-ei0006-socket-timeout.log": "Ascend CANN's EI0006 socket timeout ('Remote "
     "Rank did not send the data in time') after the failing HcclAllreduce's RuntimeError: no rule reads CANN's error "
     "codes, and the label itself is doubtful (collective or rendezvous timeout)",
+    "zj16-deocclusion-colab-eight-procs-broadcast-invalid-usage-interleaved.log": "NCCL 2.7.8's bare 'invalid usage' "
+    "(ncclInvalidUsage) on a broadcast: the label (duplicate GPU) is inferred from the thread, not the lines, which never "
+    "print NCCL's duplicate-GPU warning; doubtful in the set's own README",
+    "zj17-lmdeploy-ascend-idle-broadcast-hccl-fftsplus-timeout.log": "CANN's 'hccl fftsplus task timeout' (read as a "
+    "collective timeout on a line of its own, tests/diagnose/test_zj_sources.py) is here a continuation of the "
+    "RuntimeError's message ('ACL stream synchronize failed.' + EI9999 lines), which is read as the exception's text, "
+    "not classified line by line",
+    "zj27-transformers-ci-stdout-prefixed-nccl-connect-refused-retrying.log": "NCCL's 'Call to connect returned "
+    "Connection refused, retrying' alone, as zd11: start-up chatter until something fails after it",
 }
 
 LABELS = labels()

@@ -213,8 +213,18 @@ RULES: tuple[Rule, ...] = (
         "timed out after",
         r"client socket has timed out after (?P<t>\S+) while trying to connect to \((?P<host>[^,\s]+)(?:, (?P<port>\d+)\))?",
     ),
+    # c10d TCPStore.cpp TCPStore::TCPStore's connect loop: C10D_ERROR("TCP client failed to connect/validate to host
+    # {}:{} - timed out (try={}, timeout={}ms): {}") once its deadline passed, and C10D_WARNING("... - retrying (try={},
+    # timeout={}ms, delay={}ms): {}") for every try before it (the try's own error last: a refusal, a reset, a try's
+    # timeout): only the first is a timeout; a retry line is one failed try, as socket.cpp's "has failed to connect to"
     _r(
         "rdzv.connect_timeout",
+        S,
+        "failed to connect/validate",
+        r"failed to connect/validate to host (?P<host>\S+?):(?P<port>\d+) - timed out\b",
+    ),
+    _r(
+        "rdzv.connect_failed",
         S,
         "failed to connect/validate",
         r"failed to connect/validate to host (?P<host>\S+?):(?P<port>\d+)\b",

@@ -53,13 +53,14 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     ),
     # NCCL src/transport/net_socket.cc, the same over sockets (the received size is the sender's): up to 2.11
     # WARN("NET/Socket : message truncated : receiving %d bytes instead of %d", data, r->size); from 2.12
-    # "NET/Socket : peer %s message truncated : receiving %d bytes instead of %d. If you believe ..."
+    # "NET/Socket : peer %s message truncated : receiving %d bytes instead of %d. If you believe ..." (the sizes on a
+    # line of their own where a paste wrapped it)
     (
         "nccl.size_mismatch",
         ORG,
         "message truncated",
-        r"NET/Socket : (?:peer (?P<peer>\S+?)(?:<\d+>)? )?message truncated : receiving (?P<remote>\d+) bytes "
-        r"instead of (?P<local>\d+)",
+        r"NET/Socket : (?:peer (?P<peer>\S+?)(?:<\d+>)? )?message truncated(?: : receiving (?P<remote>\d+) bytes "
+        r"instead of (?P<local>\d+)| ?:?\s*$)",
     ),
     # NCCL src/bootstrap.cc bootstrapNetRecv (2.x): WARN("Message truncated : received %d bytes instead of %d",
     # recvSize, size) (ncclInternalError): a bootstrap message of another size than the receiver expects, the two
@@ -279,7 +280,8 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         S,
         "failed to connect to",
         r"client socket has failed to connect to (?:any network address of \((?P<host>[^,]+), (?P<port>\d+)\)|"
-        r"\[?(?P<addr>[^\s\]]+?)\]?:(?P<aport>\d+) \((?:errno|system error): (?P<errno>\d+))",
+        r"\[?(?P<addr>[^\s\]]+?)\]?:(?P<aport>\d+)(?= \((?:errno|system error):))(?:.*?\((?:errno|system error): "
+        r"(?P<errno>\d+))?",
     ),
     # Intel oneCCL (src/common/log/log.hpp LOG_ERROR: "|CCL_ERROR| %s:%d %s: %s", file, line, function, message), and its
     # exception as torch-ccl raises it ("oneCCL: %s:%d %s: EXCEPTION: %s"): the collective library's own failure (its
@@ -423,10 +425,21 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"(?P<ssh>ssh): connect to host (?P<peer>\S+) port (?P<port>\d+): (?P<what>.+)",
     ),
     ("net.conn_refused", S, "was not reachable via ssh", r"host=(?P<peer>\S+) was not reachable via (?P<ssh>ssh)"),
+    # ColossalAI's `colossalai run` (colossalai/cli/launcher/multinode_runner.py run_on_host): click.echo(f"Error: failed
+    # to run {cmds} on {hostinfo.hostname}, is localhost: {hostinfo.is_local_host}, exception: {e}") where fabric's
+    # ssh connection or the remote command raised: a failed login or connect (paramiko's "not a valid RSA private key
+    # file", "No authentication methods available", "Authentication failed.", a refused or timed-out connect) leaves
+    # that node's torchrun unstarted; invoke's "Encountered a bad command exit code!" is the remote command's own exit
+    (
+        "net.conn_refused",
+        S,
+        ", is localhost: ",
+        r"Error: failed to run .*? on (?P<peer>\S+), is localhost: (?:True|False), exception: "
+        r"(?P<ssh>)(?!Encountered a bad command exit code)(?P<what>.+)",
+    ),
     # a launcher's own ssh as Python's subprocess reports it (DeepSpeed's runner: "ssh HOST hostname -I"): "Command '%s'
     # returned non-zero exit status 255." is OpenSSH's own failure (ssh(1): "exits with the exit status of the remote
-    # command or with 255 if an error occurred"); its "ssh: connect to host" line is found only beside another anchor
-    # (a refusal), not on its own: its rarest byte would stop the scan on every "h" of every log
+    # command or with 255 if an error occurred")
     (
         "net.conn_refused",
         S,
@@ -580,7 +593,7 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"NET/IB : (?P<dev>\S+?):(?P<port>\d+) Got async error event: (?P<what>port error)",
     ),
     # the same with ibv_event_type_str's names of a local failure (the HCA, a queue pair or a completion queue of this
-    # host; "GID table change", "port active" and the like are no failure): NCCL 2.4-2.18 net_ib.cc WARN("NET/IB : Got
+    # host, its port going down as the newer form above; "GID table change", "port active" and the like are no failure): NCCL 2.4-2.18 net_ib.cc WARN("NET/IB : Got
     # async event : %s", ...), later "NET/IB : %s:%d Got async event : %s"
     (
         "nccl.ib_error",
@@ -588,7 +601,7 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "Got async event",
         r"NET/IB : (?:(?P<dev>\S+?):(?P<port>\d+) )?Got async event ?: (?P<what>local catastrophic error|"
         r"local work queue catastrophic error|invalid request local work queue error|local access violation work queue "
-        r"error|CQ error|SRQ catastrophic error|path migration request error)",
+        r"error|CQ error|SRQ catastrophic error|path migration request error|port error)",
     ),
     # ncclGetErrorString's text after any framework's "NCCL ...: " (TensorFlow, HybridBackend: "NCCL communication
     # aborted: unhandled system error"): after the specific rules above, which read more of these lines
@@ -606,10 +619,33 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "killed due to memory pressure",
         r"(?P<n>\d+) Workers? \(tasks / actors\) killed due to memory pressure",
     ),
+    # Huawei CANN's device error report on Ascend NPUs (EI9999 "Inner Error!"): "The error from device(chipId:%u, dieId:%u),
+    # serial number is %u, hccl [fftsplus ]task timeout occurred during task execution, stream_id:..., stuck notify
+    # num:%u, timeout:%umin(default)": an HCCL collective's task waited out HCCL_EXEC_TIMEOUT for its peers' notify, as
+    # NCCL's watchdog times out a collective
+    (
+        "coll.watchdog_timeout",
+        S,
+        "task timeout occurred",
+        r"\bhccl (?:fftsplus )?task timeout occurred during task execution",
+    ),
     # XLA on TPU (the TPU runtime via tpu_execute_op.cc, and XRT's xla_util.cc relaying it): "RESOURCE_EXHAUSTED:
     # Attempting to reserve %s at the bottom of memory. That was not possible. There are %s free, ...": the device's
     # HBM is out of memory, as CUDA's out of memory is on a GPU
     ("cuda.oom", ORG, "RESOURCE_EXHAUSTED", r"RESOURCE_EXHAUSTED: Attempting to reserve \S+ at the bottom of memory"),
+    # the TPU allocator's other refusal, "Attempting to allocate %s. That was not possible. There are %s free.", behind
+    # XLA's status code (PJRT: "RESOURCE_EXHAUSTED: Error allocating device buffer: ...") or XRT/TF 1.x's status text
+    # ("(1) Resource exhausted: ..."): the device's HBM is full
+    (
+        "cuda.oom",
+        ORG,
+        "That was not possible",
+        r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?:Error allocating device buffer: )?Attempting to (?:allocate|"
+        r"reserve) (?P<size>\S+?)\.? That was not possible",
+    ),
+    # Rust's standard allocator's error hook (library/std/src/alloc.rs default_alloc_error_hook: "memory allocation of
+    # {} bytes failed", then abort): a Rust extension (tokenizers, safetensors) in a process whose host ran out of memory
+    ("host.oom", ORG, "memory allocation of ", r"memory allocation of (?P<bytes>\d+) bytes failed"),
     # DeepSpeed's transformer kernels (csrc/transformer/cublas_wrappers.cu): fprintf(stderr, "!!!! kernel execution
     # error. (m: %d, n: %d, k: %d, error: %d) \n", ..., (int)status), a cublasStatus_t (13: EXECUTION_FAILED)
     (

@@ -306,19 +306,20 @@ def size_mismatch(ev: Evidence) -> list[Cause]:
     seen = by_kind(events, "nccl.size_mismatch")
     if not seen:
         return []
-    e = seen[0]
+    e = next((x for x in seen if "local" in x.data), seen[0])  # a wrapped line's sizes are on the next line
     peer = f" with peer {e.data['peer']}" if e.data.get("peer") else ""
+    sizes = f": local size {e.data['local']}, remote size {e.data['remote']}" if "local" in e.data else ""
     return [
         Cause(
             code="COL001",
-            summary=f"NCCL found a collective size mismatch{peer}: local size "
-            f"{e.data['local']}, remote size {e.data['remote']} (ranks called collectives of different sizes or counts)",
+            summary=f"NCCL found a collective size mismatch{peer}{sizes} (ranks called collectives of different sizes "
+            "or counts)",
             culprits=[],
             confidence="unknown",
             reason="the transfer's two ends disagree; which rank diverged is not in the message",
             evidence=[quote(x) for x in seen[:3]],
-            expected=f"size {e.data['remote']}",
-            actual=f"size {e.data['local']}",
+            expected=f"size {e.data['remote']}" if sizes else None,
+            actual=f"size {e.data['local']}" if sizes else None,
             strength=S.NCCL_SIZE_MISMATCH,
         )
     ]

@@ -11,9 +11,10 @@ from validator.diagnose.causes.base import Evidence, by_kind, host_of, quote, ra
 from validator.diagnose.events import Cause, Confidence, Event
 from validator.targets import fold_ranks
 
-# a client's connect that failed at once, not after a timeout: ECONNREFUSED, EADDRNOTAVAIL, and Windows' WSAECONNREFUSED,
-# WSAEADDRNOTAVAIL (c10d prints "errno: N" on POSIX, "system error: N" on Windows)
-AT_ONCE = frozenset({"111", "99", "10061", "10049"})
+# a client's connect that failed at once, not after a timeout: ECONNREFUSED, EADDRNOTAVAIL, EINVAL (connect(2) to an
+# address no host can have, as 0.0.188.125), ENETUNREACH, EHOSTUNREACH (no route: the kernel or a router answered), and
+# Windows' WSAECONNREFUSED, WSAEADDRNOTAVAIL (c10d prints "errno: N" on POSIX, "system error: N" on Windows)
+AT_ONCE = frozenset({"111", "99", "22", "101", "113", "10061", "10049"})
 
 
 def store_barrier(ev: Evidence) -> list[Cause]:
@@ -488,7 +489,8 @@ def store(ev: Evidence) -> list[Cause]:
                 e.data.get("host") for e in by_kind(events, "rdzv.gai_failed") if e.data.get("family") != "IPv6 "
             }
             nameless = any(e.kind == "rdzv.unresolved" or (e.data.get("host") in unresolved) for e in conn)
-            refused = nameless or all(e.data.get("errno") in AT_ONCE or "refused" in e.text for e in conn)
+            reset = all("reset by peer" in e.text for e in conn)  # something there took the connection and dropped it
+            refused = nameless or reset or all(e.data.get("errno") in AT_ONCE or "refused" in e.text for e in conn)
             outside = _outside_world(events)
             out.append(
                 Cause(
@@ -497,6 +499,8 @@ def store(ev: Evidence) -> list[Cause]:
                     + (
                         " (its host name does not resolve)"
                         if nameless
+                        else " (the connection was reset: what listens there is not this job's store, or it closed)"
+                        if reset
                         else " (connection refused: nothing listened there)"
                         if refused
                         else ""
@@ -505,7 +509,7 @@ def store(ev: Evidence) -> list[Cause]:
                     confidence="low",
                     reason=f"the launch environment in the log sets {outside}: no rank 0 of this world hosts the store"
                     if outside
-                    else "the rank timed out connecting; either its address is wrong or the store host was not up",
+                    else "the rank failed to connect; either its address is wrong or the store host was not up",
                     evidence=[quote(e) for e in conn[:2]],
                     # c10d's per-retry warnings alone also appear in runs that then connect (Windows, macOS); its
                     # waitForInput warning alone is a request the store never answered, under whatever else failed

@@ -67,7 +67,8 @@ ANCHORS: tuple[bytes, ...] = (
     # (not 2.7+'s "Channel 00/0 : ..." lines: dozens a rank at every init, and 2.7+ prints "comm %p rank %d" anyway)
     b"unexpectedly disconnected",  # Open MPI's btl/tcp [peer hung up]: a peer process of the job died
     b"That was not possible",  # the TPU allocator's refusal behind "Resource exhausted: Attempting to allocate %s."
-    b"ssh: connect to host",  # OpenSSH, for a launcher that reaches nodes over ssh
+    b"ssh: connect to host",
+    b"HCCP process",  # CANN EJ0001 "Failed to initialize the HCCP process" (no error word of its own)  # OpenSSH, for a launcher that reaches nodes over ssh
     b"first process to do so",  # mpirun: "...exited with non-zero status... The first process to do so was:"  # c10d socket.cpp "The client socket has timed out after 600s while trying to connect to"
 )
 

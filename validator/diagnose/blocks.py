@@ -19,11 +19,11 @@ def _same_stream(lines: list[bytes], stream: bytes) -> list[str]:
     for raw in lines:
         if stream_of(raw) == stream:
             text = raw.decode("utf-8", "replace").rstrip("\r")
-            out.append(_after(text, stream) if stream else text)
+            out.append(after_stream(text, stream) if stream else text)
     return out
 
 
-def _after(text: str, stream: bytes) -> str:
+def after_stream(text: str, stream: bytes) -> str:
     """The line without its stream prefix (keeping the indentation that follows)."""
     key = stream.decode("utf-8", "replace")
     i = text.find(key)
@@ -38,13 +38,16 @@ class Traceback:
     complete: bool
 
 
-def read_traceback(lines: list[bytes], stream: bytes) -> Traceback:
+def read_traceback(lines: list[bytes], stream: bytes, indent: int = 0) -> Traceback:
+    """The frames after a ``Traceback (most recent call last):`` header indented ``indent`` characters (a paste
+    indented as a whole, a logger's record quoting it): its exception is the first line indented no more than
+    the header, frames and their source lines are indented more."""
     frames: list[str] = []
     span = 0
     for text in _same_stream(lines, stream):
         if m := _FRAME.match(text):
             frames.append(f"{m.group('file')}:{m.group('line')} in {m.group('fn').strip()}")
-        elif text and not text[0].isspace() and not text.startswith("^"):
+        elif (body := text.lstrip()) and len(text) - len(body) <= indent and not body.startswith("^"):
             return Traceback(frames, span, True)
         span += 1
     return Traceback(frames, span, False)
@@ -133,20 +136,28 @@ _BLOCK_RANK = re.compile(r"^\s*(\d+)!?: \[")
 _BLOCK_HEAD = re.compile(rb"(?:Missing|Stalled) ranks:\s*$")
 
 
-def missing_ranks(head: bytes, lines: list[bytes]) -> str:
+def missing_ranks(head: bytes, lines: list[bytes]) -> tuple[str, bool]:
     """Horovod's ``Missing ranks:`` block (stall_inspector.cc; ``Stalled ranks:`` before 0.20): ``R: [tensor, ...]``
-    lines (``R!: [`` for a rank it will shut down) -> "1,3". Each line carries the prefix its header line carried
-    (a collector's stamp, mpirun's ``[1,0]<stderr>:``, a ``[0]`` tag); blank lines between records are skipped."""
+    lines (``R!: [`` for a rank it will shut down) -> ("1,3", split). Each line carries the prefix its header line
+    carried (a collector's stamp, mpirun's ``[1,0]<stderr>:``, a ``[0]`` tag); blank lines between records are
+    skipped. Split: two listed ranks miss tensors that have none in common (as far as the lines show them, a
+    terminal may cut a long list), so each waits on what the other submitted: different collectives, no laggard."""
     m = _BLOCK_HEAD.search(head)
     prefix = head[: m.start()] if m else b""
     out: list[str] = []
+    tensors: list[set[str]] = []
     for raw in lines[:64]:  # "1: [..." would read as an srun label: no stream filter here
         if not raw.strip():
             continue
-        if not raw.startswith(prefix) or not (m2 := _BLOCK_RANK.match(raw[len(prefix) :].decode("utf-8", "replace"))):
+        text = raw[len(prefix) :].decode("utf-8", "replace")
+        if not raw.startswith(prefix) or not (m2 := _BLOCK_RANK.match(text)):
             break
         out.append(m2.group(1))
-    return ",".join(out)
+        names = text[m2.end() :].split("]", 1)[0].split(", ")
+        tensors.append({n.strip().rstrip("$") for n in names[:256] if n.strip().rstrip("$")})
+    split = any(a and b and not any(x.startswith(y) or y.startswith(x) for x in a for y in b)
+                for i, a in enumerate(tensors) for b in tensors[i + 1 :])  # fmt: skip
+    return ",".join(out), split
 
 
 _ACCEL = re.compile(rb"Process index: (\d+)\r?\nLocal process index: (\d+)\r?\n$")

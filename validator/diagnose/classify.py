@@ -44,6 +44,13 @@ RULES: tuple[Rule, ...] = (
         "Detected mismatch between collectives",
         r"Rank (?P<a>\d+) is running collective: (?P<fa>.*)",
     ),
+    _r(  # torch 1.10-1.12's ProcessGroupWrapper.cpp: "Detected mismatch between collectives on ranks. Rank {} is running
+        # inconsistent collective: {fingerprint}": the rank that found its own call differing, the others' not printed
+        "coll.detail_mismatch",
+        ORG,
+        "Detected mismatch between collectives",
+        r"Rank (?P<reporter>\d+) is running inconsistent collective: (?P<fself>.*)",
+    ),
     _r(  # the header alone (ProcessGroupWrapper.cpp's "Detected mismatch between collectives on ranks. Rank " ...), its
         # ranks wrapped onto lines of their own or cut
         "coll.detail_mismatch",
@@ -183,6 +190,9 @@ RULES: tuple[Rule, ...] = (
         "NCCL error in",
         r"NCCL error in: (?P<where>[^,]+), (?P<what>.*?)(?:, NCCL version (?P<version>[\d.]+\S*))?$",
     ),
+    # torch_npu's ProcessGroupHCCL (HCCL_CHECK_ERROR): "HCCL error in: {file}:{line}" alone, its reason (a CANN error
+    # code and message) on the lines after: the collective library's failure, whose words follow
+    _r("nccl.error", S, "HCCL error in: ", r"\bHCCL error in: (?P<where>\S+?:\d+)\s*$"),
     _r("nccl.error", S, "NCCL error", r"NCCL error: (?P<what>.*)"),
     _r(
         "nccl.result",

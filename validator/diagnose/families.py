@@ -124,6 +124,9 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "connect returned",
         r"socketPollConnect: connect returned (?P<ret>[^,]+), exceeded error retry count",
     ),
+    # include/socket.h (2.3-2.6) connectAddress, once its retries of a refused connect ran out: WARN("Call to connect
+    # timeout : %s", strerror(errno)); bootstrap then returns 2 (system)
+    ("nccl.connect_failed", S, "Call to connect timeout", r"Call to connect timeout ?: ?(?P<why>.*)"),
     # src/misc/socket.cc: "ncclOsSocketTryAccept: Accept failed: %s" (older "socketTryAccept: Accept failed: %s")
     ("nccl.connect_failed", S, "Accept failed", r"[Aa]ccept failed ?: ?(?P<why>.*)"),
     # src/transport/net_ib (p2p.cc, common.cc): "NET/IB : Got completion from peer %s with status=%d opcode=%d
@@ -149,12 +152,19 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     ("nccl.ib_error", S, "Got completion with error", r"NET/IB : Got completion with error (?P<status>\d+)"),
     # src/transport/net_ib/common.cc: "NET/IB : %s:%d async fatal event: %s"
     ("nccl.ib_error", S, "async fatal event", r"NET/IB : (?P<dev>\S+?):(?P<port>\d+) async fatal event(?P<what>.*)"),
-    # aws-ofi-nccl: "NET/OFI Request %p completed with error. RC: %d. Error: %d (%s)"
+    # aws-ofi-nccl: "NET/OFI Request %p completed with error. RC: %d. Error: %d (%s)", and before 1.7 "... RC: %d.
+    # Error: %s. Completed length: %ld, Request: %s" (fi_cq_strerror's text alone)
     (
         "nccl.ib_error",
         S,
         "completed with error",
         r"NET/OFI .*completed with error.*?Error: (?P<status>\d+) \((?P<what>\w+)\)",
+    ),
+    (
+        "nccl.ib_error",
+        S,
+        "completed with error",
+        r"NET/OFI .*?completed with error\. RC: (?P<rc>-?\d+)\. Error: (?P<what>[^.(]+)\. Completed length",
     ),
     # src/include/ibvwrap.h, src/misc/ibvwrap.cc: "Call to ibv_... failed", "ibv_post_send() failed with error %s";
     # src/include/checks.h SYSCHECK: "Call to %s failed : %s" (system, code 2). NCCL 2.0-2.2 (before the
@@ -580,6 +590,10 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "and specific port[",
         r"listen on ip\[(?P<host>[^\]%]+)(?:%[^\]]*)?\] and specific port\[(?P<port>\d+)\] fail",
     ),
+    # Huawei CANN's EJ0001 (the HCCL communicator's device-side network process, HCCP): "Failed to initialize the HCCP
+    # process. Reason: Maybe the last training process is running.": HCCL's init failed on a held device resource, as
+    # NCCL's init returns a system error (ncclSystemError)
+    ("nccl.error", S, "Failed to initialize the HCCP process", r"(?P<what>Failed to initialize the HCCP process)"),
     # accelerate's launcher pre-check (commands/launch.py): "Tried to launch distributed communication on port
     # `{port}`, but another process is utilizing it."
     ("net.addr_in_use", ORG, "another process is utilizing it", r"on port `?(?P<port>\d+)`?, but another process"),
@@ -643,6 +657,10 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?:Error allocating device buffer: )?Attempting to (?:allocate|"
         r"reserve) (?P<size>\S+?)\.? That was not possible",
     ),
+    # NCCL 1.x src/core.cu: WARN("failed to allocate %lu byte device buffer", ...), WARN("rank %d failed to allocate
+    # device buffer", rank), then "NCCL Init failed (10) 'cuda malloc failed'": the device's memory ran out at init (the
+    # rank is its communicator's, not named here: a sub-communicator numbers its own)
+    ("cuda.oom", ORG, "failed to allocate", r"failed to allocate (?:\d+ byte )?device buffer\b"),
     # Rust's standard allocator's error hook (library/std/src/alloc.rs default_alloc_error_hook: "memory allocation of
     # {} bytes failed", then abort): a Rust extension (tokenizers, safetensors) in a process whose host ran out of memory
     ("host.oom", ORG, "memory allocation of ", r"memory allocation of (?P<bytes>\d+) bytes failed"),
@@ -812,6 +830,7 @@ NCCL_CLASS: tuple[tuple[str, str], ...] = (
     ("no algorithm/protocol available", "internal"),
     ("local catastrophic error", "system"),  # an IB async event of this host's own HCA (ibv_event_type_str)
     ("work queue error", "system"),
+    ("Failed to initialize the HCCP process", "system"),  # CANN EJ0001: HCCL's counterpart of an init system error
     ("work queue catastrophic error", "system"),
     ("invalid usage", "usage"),  # ncclInvalidUsage
     ("ncclInvalidUsage", "usage"),

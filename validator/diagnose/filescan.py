@@ -163,7 +163,8 @@ def _handle(st: _State, hit: Anchored) -> bool:
     # scheduler.py: logger.error(f"Scheduler hit an exception: {get_exception_traceback()}"))
     if text.startswith("Traceback (most recent call last)") or text.endswith(": Traceback (most recent call last):"):
         follow, more = _following(hit, 400)
-        tb = blocks.read_traceback(follow, stream)
+        head = blocks.after_stream(first, stream) if stream else first
+        tb = blocks.read_traceback(follow, stream, len(head) - len(head.lstrip()))
         if not tb.complete and more and hit.defer():
             return False
         st.stacks[stream] = (hit.line + 1 + _nth_line(follow, stream, tb.span), tb.frames)
@@ -248,7 +249,9 @@ def _handle(st: _State, hit: Anchored) -> bool:
     if kind == "nccl.proxy_failed" and line.ident.pid is not None and (m := _PROXY.search(text)):
         st.res.facts.append(("nccl_init", line.ident.host, line.ident.pid, int(m["rank"]), 0, ""))
     if kind == "hvd.missing_block":
-        data["ranks"] = blocks.missing_ranks(hit.raw, hit.following(64)[0])
+        data["ranks"], split = blocks.missing_ranks(hit.raw, hit.following(64)[0])
+        if split:
+            data["split"] = "1"
     elif kind == "nccl.ras_missing":
         data["section"] = blocks.ras_section(hit.buf, hit.start)
     elif kind == "accel.state":

@@ -43,13 +43,22 @@ def detail_mismatch(ev: Evidence) -> list[Cause]:
             if "b" in e.data:
                 fp.setdefault(int(e.data["b"]), fingerprint(e.data["fb"]))
     if not fp and all(e.kind == "coll.detail_mismatch" for e in seen):  # headers whose ranks are not on their line
+        reporters = ranks_of(int(e.data["reporter"]) for e in seen if "reporter" in e.data)
         return [
             Cause(
                 code="COL001",
-                summary="ranks called mismatched collectives (a DETAIL report whose ranks are not on its line)",
+                summary="ranks called mismatched collectives ("
+                + (
+                    f"{who(reporters)} found its call inconsistent with the others'"
+                    if reporters
+                    else "a DETAIL report whose ranks are not on its line"
+                )
+                + ")",
                 culprits=[],
                 confidence="unknown",
-                reason="the report's fingerprints are wrapped off or cut from its line",
+                reason="torch 1.x's DETAIL report names only the rank that found the difference, not whose call differs"
+                if reporters
+                else "the report's fingerprints are wrapped off or cut from its line",
                 evidence=[quote(e) for e in seen[:3]],
                 strength=S.PARTIAL,
             )
@@ -255,6 +264,21 @@ def horovod(ev: Evidence) -> list[Cause]:
     }
     missing |= {int(r) for x in sets if x.startswith("missing:") for r in x[8:].split(",") if r}
     evidence = [quote(e) for e in seen[:3]]
+    if missing and any(e.data.get("split") for e in seen):
+        listed = sorted(missing)
+        return [
+            Cause(
+                code="COL002",
+                summary=f"{who(listed)} each miss tensors the others submitted (Horovod stall inspector): they wait "
+                "on each other in different collectives, none of them is simply behind",
+                culprits=[],
+                confidence="unknown",
+                reason="the stall inspector's missing ranks miss tensors that have none in common",
+                evidence=evidence,
+                strength=S.HOROVOD_STALL,
+                family="missing_rank",
+            )
+        ]
     if missing:
         culprits = sorted(missing)
         return [
@@ -386,7 +410,11 @@ def watchdog(ev: Evidence) -> list[Cause]:
                     strength=S.NO_MAJORITY,
                 )
             )
-        if len(counts) > 1 and counts[0][1] == counts[1][1]:
+        # a vote is a majority of the group, not of the lines an excerpt kept: the world is at least the highest rank
+        # any line names, and the ranks with files of their own (3 lines of an 8-rank job, 2 against 1, name nobody)
+        seen_world = max([len(world), *(e.rank + 1 for e in events if e.rank is not None)])
+        majority = len(counts) > 1 and counts[0][1] > counts[1][1] and counts[0][1] * 2 > seen_world
+        if len(counts) > 1 and not majority:
             parts = "; ".join(f"rank {r}: {o}" for r, o in sorted(ops.items()))
             out.append(
                 Cause(
@@ -394,12 +422,13 @@ def watchdog(ev: Evidence) -> list[Cause]:
                     summary=f"ranks ran different collectives as #{seq} ({parts})",
                     culprits=[],
                     confidence="unknown",
-                    reason="the watchdog reports different OpTypes at one sequence number and no majority",
+                    reason="the watchdog reports different OpTypes at one sequence number and no majority of the "
+                    f"{seen_world} or more ranks",
                     evidence=[quote(e) for e in seen[:3]],
                     strength=S.NO_MAJORITY,
                 )
             )
-        if len(counts) > 1 and counts[0][1] > counts[1][1]:
+        if majority:
             odd = sorted(r for r, o in ops.items() if o != counts[0][0])
             out.append(
                 Cause(

@@ -179,3 +179,33 @@ def test_flight_recorder_pickle_byte_flips_refuse_cleanly(doc: dict[str, Any], f
         except UserError:
             return
         flightrec.analyze([dump])
+
+
+# Lines that open a block (a traceback, torchrun's summary, mpirun's report, a C++ stack, a stall report) or that are
+# noise: a failure line among them, at any indentation or behind any prefix, is never "no failure found" (issue 25's
+# last resort: a block that could not be read must not hide the lines it looked at; zk14's indented paste did)
+AROUND = ["", "step 12 loss 0.5", "    x = f(y)", "Traceback (most recent call last):", '  File "a.py", line 3, in <module>',
+          "    Traceback (most recent call last):", '      File "b.py", line 9, in f', "Root Cause (first observed failure):",
+          "Failures:", "Last error:", "[rank0]: hello", "1: foo", "  ", "Missing ranks:", "ChildFailedError:", "-" * 40,
+          "Rendezvous complete for workers. Result:", "The first process to do so was:", "Process name: [[1,0],3]",
+          "Exception raised from foo at a.cpp:3 (most recent call first):", "frame #0: c10::Error::Error()", "x" * 200,
+          "error_file: <N/A>", "  rank      : 3 (local_rank: 3)", "node1:123:456 [0] NCCL INFO Bootstrap : Using eth0"]  # fmt: skip
+FAILURES = ["RuntimeError: boom", "ERROR something broke", "Failed to do the thing", "process aborted", "FAILED step",
+            "Timed out waiting", "TIMEOUT reached", "Exception in thread main", "CUDA error: unknown"]  # fmt: skip
+
+
+@FUZZ
+@given(
+    before=st.lists(st.sampled_from(AROUND), max_size=12),
+    after=st.lists(st.sampled_from(AROUND), max_size=12),
+    failure=st.sampled_from(FAILURES),
+    lead=st.sampled_from(["", "  ", "    ", "\t", "[rank3]: ", "2: ", "[1,3]<stderr>:"]),
+)
+def test_a_failure_line_inside_any_block_is_never_no_failure(
+    before: list[str], after: list[str], failure: str, lead: str
+) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        log = Path(d) / "case.log"
+        log.write_text("\n".join([*before, lead + failure, *after]) + "\n")
+        _, diag = diagnose_paths([str(log)], jobs=1)
+    assert diag.primary is not None, log

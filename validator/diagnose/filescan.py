@@ -402,10 +402,13 @@ def tee_streams(head: bytes) -> set[tuple[str | None, int]]:
     return {(None, int(m[1])) if m[0] else (m[2].decode(), int(m[3])) for m in found if not m[0] or m[0] == role}
 
 
-def scan_file(path: str, name: str | None = None, anchors: tuple[bytes, ...] = ANCHORS) -> FileResult:
+def scan_file(
+    path: str, name: str | None = None, anchors: tuple[bytes, ...] = ANCHORS, plain: bool = False
+) -> FileResult:
     """All events of one log file (plain or gzip); ``name``: the path shown in evidence; ``anchors``: the
-    lines looked at (the last resort's). Errors are recorded, never raised; what was read before an
-    error (a truncated .gz) is kept."""
+    lines looked at (the last resort's). ``plain`` (the last resort): no block (a traceback, a summary)
+    keeps the lines after it from being read on their own, so a block that could not be read hides
+    nothing. Errors are recorded, never raised; what was read before an error (a truncated .gz) is kept."""
     try:
         st = _State(path, time.localtime(os.stat(path).st_mtime).tm_year, name or os.path.basename(path))
         st.res.bytes = os.stat(path).st_size
@@ -421,6 +424,8 @@ def scan_file(path: str, name: str | None = None, anchors: tuple[bytes, ...] = A
             st.wrap = wrap_width(head, clean, st.year)
             for hit in anchored(f, anchors, head=head, clean=clean):
                 st.last = None
+                if plain:
+                    st.skip.clear()
                 if _handle(st, hit):
                     st.res.lines = hit.line
                     if hit.repeats and st.last is not None:  # a flood of one line: counted, not parsed

@@ -28,10 +28,11 @@ from validator.errors import EXIT_INCOMPLETE, UserError
 from validator.model import Outcome, Report
 
 PARALLEL_BYTES = 64 << 20  # below this, worker processes cost more than they save
-# The last resort, read only when the anchors found no failure: the words of a failure in the cases the anchors
-# (validator.diagnose.anchors.ANCHORS: "rror", "fail", "bort", "imeout", "xception") do not cover, so that a log
-# whose lines say ERROR, Failed, FAILED, TIMEOUT, ABORT, EXCEPTION or "Timed out" never yields "no failure found".
-# A second pass costs a log with a failure nothing, and one without a failure one more read.
+# The last resort, read only when the anchors found no failure: the anchors (validator.diagnose.anchors.ANCHORS:
+# "rror", "fail", "bort", "imeout", "xception", ...) and the words of a failure they do not cover, each line on its
+# own (no block keeps the lines after it from being read), so that a log whose lines say ERROR, Failed, FAILED,
+# TIMEOUT, ABORT, EXCEPTION or "Timed out" never yields "no failure found", whatever block its line sits in. A second
+# pass costs a log with a failure nothing, and one without a failure one more read.
 LAST_RESORT: tuple[bytes, ...] = (
     b"ERROR", b"FAIL", b"Fail", b"IMEOUT", b"BORT", b"XCEPTION", b"imed out", b"of memory", b"Of Memory",
 )  # fmt: skip
@@ -112,20 +113,21 @@ def gather(paths: list[str]) -> Inputs:
 
 
 def scan_logs(
-    paths: list[str], jobs: int | None, names: dict[str, str] | None = None, anchors: tuple[bytes, ...] | None = None
-) -> list[FileResult]:
+    paths: list[str], jobs: int | None, names: dict[str, str] | None = None, anchors: tuple[bytes, ...] | None = None,
+    plain: bool = False,
+) -> list[FileResult]:  # fmt: skip
     shown = [(names or {}).get(p, os.path.basename(p)) for p in paths]
     total = sum(os.path.getsize(p) for p in paths)
     workers = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
     lines = anchors or ANCHORS
     if workers <= 1 or len(paths) < 2 or total < PARALLEL_BYTES:
-        return [scan_file(p, n, lines) for p, n in zip(paths, shown, strict=True)]
+        return [scan_file(p, n, lines, plain) for p, n in zip(paths, shown, strict=True)]
     import multiprocessing
 
     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         chunk = max(1, len(paths) // (workers * 4))
-        return list(pool.map(scan_file, paths, shown, [lines] * len(paths), chunksize=chunk))
+        return list(pool.map(scan_file, paths, shown, [lines] * len(paths), [plain] * len(paths), chunksize=chunk))
 
 
 def _nothing_read(got: Inputs, results: list[FileResult]) -> str | None:
@@ -189,7 +191,7 @@ def diagnose_paths(
     )
     diag = decide(evidence)
     if diag.primary is None and got.logs:  # the last resort: failure words in the cases the anchors miss
-        extra = scan_logs(got.logs, jobs, got.names, LAST_RESORT)
+        extra = scan_logs(got.logs, jobs, got.names, ANCHORS + LAST_RESORT, plain=True)
         for res in extra:
             rmap.resolve(res)
         if found := [e for res in extra for e in res.events if e.role != Role.FACT]:

@@ -151,12 +151,6 @@ RULES: tuple[Rule, ...] = (
     _r("proc.crash", ORG, "Bus error", r"Bus error"),
     _r("proc.crash", ORG, "Fatal Python error", r"Fatal Python error: (?P<what>.*)"),
     # --- NCCL init and transport
-    _r(
-        "nccl.duplicate_gpu",
-        ORG,
-        "Duplicate GPU detected",
-        r"rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device (?P<dev>\w+)",
-    ),
     _r("nccl.duplicate_gpu", ORG, "Multiple Ranks are using the same GPU", r"Multiple Ranks are using the same GPU"),
     _r(
         "nccl.version_mismatch",

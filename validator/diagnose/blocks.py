@@ -40,15 +40,24 @@ class Traceback:
 
 def read_traceback(lines: list[bytes], stream: bytes, indent: int = 0) -> Traceback:
     """The frames after a ``Traceback (most recent call last):`` header indented ``indent`` characters (a paste
-    indented as a whole, a logger's record quoting it): its exception is the first line indented no more than
-    the header, frames and their source lines are indented more."""
+    indented as a whole, a logger's record quoting it): its exception is the first line indented less than its
+    first frame (no more than the header before any frame); frames and their source lines are indented more."""
     frames: list[str] = []
     span = 0
-    for text in _same_stream(lines, stream):
+    texts = _same_stream(lines, stream)
+    deeper = indent + 1  # a line indented less than the frames is the exception's (a paste may shift the body)
+    for i, text in enumerate(texts):
         if m := _FRAME.match(text):
+            if not frames:
+                deeper = max(deeper, len(text) - len(text.lstrip()))
             frames.append(f"{m.group('file')}:{m.group('line')} in {m.group('fn').strip()}")
-        elif (body := text.lstrip()) and len(text) - len(body) <= indent and not body.startswith("^"):
-            return Traceback(frames, span, True)
+        elif (body := text.lstrip()) and len(text) - len(body) < deeper and not body.startswith("^"):
+            # Python prints no frame after its exception line, nor a source line after anything but its frame: a
+            # line followed by one of them is another process's output between the traceback's lines
+            nxt = texts[i + 1] if i + 1 < len(texts) else ""
+            after_frame = i > 0 and _FRAME.match(texts[i - 1]) is not None
+            if not (_FRAME.match(nxt) or (after_frame and len(nxt) - len(nxt.lstrip()) > indent)):
+                return Traceback(frames, span, True)
         span += 1
     return Traceback(frames, span, False)
 
@@ -149,8 +158,10 @@ def missing_ranks(head: bytes, lines: list[bytes]) -> tuple[str, bool]:
     for raw in lines[:64]:  # "1: [..." would read as an srun label: no stream filter here
         if not raw.strip():
             continue
+        if prefix and not raw.startswith(prefix):  # another process's line between the block's
+            continue
         text = raw[len(prefix) :].decode("utf-8", "replace")
-        if not raw.startswith(prefix) or not (m2 := _BLOCK_RANK.match(text)):
+        if not (m2 := _BLOCK_RANK.match(text)):
             break
         out.append(m2.group(1))
         names = text[m2.end() :].split("]", 1)[0].split(", ")

@@ -180,8 +180,10 @@ def _handle(st: _State, hit: Anchored) -> bool:
         return _summary(st, hit, stream, line)
     if text.strip() == "Failures:" and _entry_follows(hit, stream):  # the summary, cut above its header
         return _summary(st, hit, stream, line)
-    if text.startswith("error_file") and (lead := _entry_above(hit, stream)):  # ... and inside its list of failures
-        return _summary(st, hit, stream, line, lead)
+    if text.startswith("error_file"):  # ... and inside its list of failures
+        if lead := _entry_above(hit, stream):
+            return _summary(st, hit, stream, line, lead)
+        return True  # an entry whose opener is not in reach (cut, or lines between): the next entry's may be
     if text.rstrip().endswith("The first process to do so was:"):  # mpirun: "Process name: [[J,V],R]", "Exit code: N"
         follow, more = hit.following(6)
         after = [t.text for t in (parse_line(f.decode("utf-8", "replace"), st.year) for f in follow)]
@@ -353,10 +355,11 @@ def _entry_follows(hit: Anchored, stream: bytes) -> bool:
 
 
 def _entry_above(hit: Anchored, stream: bytes) -> list[bytes]:
-    """A summary entry's lines from its ``[N]:`` opener (at most 5 lines up, in this buffer) to this
-    field line; [] when none opens above it."""
+    """A summary entry's lines from its ``[N]:`` opener (at most 9 lines up, in this buffer: its four fields
+    above error_file, and lines another process printed between them) to this field line; [] when none opens
+    above it."""
     lines, end = [hit.raw], hit.start - 1
-    while end > 0 and len(lines) < 6:
+    while end > 0 and len(lines) < 10:
         start = hit.buf.rfind(b"\n", 0, end) + 1
         raw = hit.buf[start : min(end, start + 1024)]
         if stream_of(raw) == stream:

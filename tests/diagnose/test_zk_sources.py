@@ -121,3 +121,10 @@ def test_an_hccl_error_is_read_from_the_cann_report_after_it(tmp_path: Path) -> 
         verdict(tmp_path, "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:64\n")[0]
         == "child_failed_other"
     )
+
+
+def test_ranks_that_share_only_their_last_missing_tensor_are_behind_together(tmp_path: Path) -> None:
+    """64 ranks of 256 names each, one name in common at the end: read in linear time, and not a split."""
+    lists = [", ".join([*(f"t{r}_{i}" for i in range(255)), "allreduce.common"]) for r in range(64)]
+    log = stalled(*(f"{r}: [{names}]" for r, names in enumerate(lists)))
+    assert verdict(tmp_path, log)[:2] == ("missing_rank", list(range(64)))

@@ -154,7 +154,7 @@ def missing_ranks(head: bytes, lines: list[bytes]) -> tuple[str, bool]:
     m = _BLOCK_HEAD.search(head)
     prefix = head[: m.start()] if m else b""
     out: list[str] = []
-    tensors: list[set[str]] = []
+    lists: list[tuple[set[str], str]] = []
     for raw in lines[:64]:  # "1: [..." would read as an srun label: no stream filter here
         if not raw.strip():
             continue
@@ -164,11 +164,22 @@ def missing_ranks(head: bytes, lines: list[bytes]) -> tuple[str, bool]:
         if not (m2 := _BLOCK_RANK.match(text)):
             break
         out.append(m2.group(1))
-        names = text[m2.end() :].split("]", 1)[0].split(", ")
-        tensors.append({n.strip().rstrip("$") for n in names[:256] if n.strip().rstrip("$")})
-    split = any(a and b and not any(x.startswith(y) or y.startswith(x) for x in a for y in b)
-                for i, a in enumerate(tensors) for b in tensors[i + 1 :])  # fmt: skip
+        body, closed, _ = text[m2.end() :].partition("]")
+        names = [n.strip() for n in body.split(", ")[:256] if n.strip()]
+        cut = names.pop().rstrip("$") if names and (not closed or names[-1].endswith("$")) else ""
+        lists.append((set(names), cut))
+    split = any((a[0] or a[1]) and (b[0] or b[1]) and not _shares(a, b)
+                for i, a in enumerate(lists) for b in lists[i + 1 :])  # fmt: skip
     return ",".join(out), split
+
+
+def _shares(a: tuple[set[str], str], b: tuple[set[str], str]) -> bool:
+    """Whether two ranks' missing lists name a tensor in common; a name the line cut (its last, "...$" or no "]")
+    matches every name it begins. At most 256 names a list and one cut name each: linear, whatever the block."""
+    if a[0] & b[0]:
+        return True
+    return any(cut and any(n.startswith(cut) or cut.startswith(n) for n in (*other[0], other[1]) if n)
+               for cut, other in ((a[1], b), (b[1], a)))  # fmt: skip
 
 
 _ACCEL = re.compile(rb"Process index: (\d+)\r?\nLocal process index: (\d+)\r?\n$")

@@ -113,13 +113,14 @@ def gather(paths: list[str]) -> Inputs:
 
 
 def scan_logs(
-    paths: list[str], jobs: int | None, names: dict[str, str] | None = None, anchors: tuple[bytes, ...] | None = None,
-    plain: bool = False,
-) -> list[FileResult]:  # fmt: skip
+    paths: list[str], jobs: int | None, names: dict[str, str] | None = None, last_resort: bool = False
+) -> list[FileResult]:
+    """Every log's events, in worker processes when the logs are large; ``last_resort``: LAST_RESORT's words
+    too, every line on its own (``scan_file``'s ``plain``)."""
     shown = [(names or {}).get(p, os.path.basename(p)) for p in paths]
     total = sum(os.path.getsize(p) for p in paths)
     workers = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
-    lines = anchors or ANCHORS
+    lines, plain = (ANCHORS + LAST_RESORT, True) if last_resort else (ANCHORS, False)
     if workers <= 1 or len(paths) < 2 or total < PARALLEL_BYTES:
         return [scan_file(p, n, lines, plain) for p, n in zip(paths, shown, strict=True)]
     import multiprocessing
@@ -191,7 +192,7 @@ def diagnose_paths(
     )
     diag = decide(evidence)
     if diag.primary is None and got.logs:  # the last resort: failure words in the cases the anchors miss
-        extra = scan_logs(got.logs, jobs, got.names, ANCHORS + LAST_RESORT, plain=True)
+        extra = scan_logs(got.logs, jobs, got.names, last_resort=True)
         for res in extra:
             rmap.resolve(res)
         if found := [e for res in extra for e in res.events if e.role != Role.FACT]:

@@ -120,7 +120,7 @@ def two() -> Iterator[Nodes]:
     _root_with()
     if not cgroup_v1_cpu():
         unavailable(f"no cgroup v1 cpu controller at {CPU}")
-    with Fabric.loopback(2, base=37) as fab, Nodes(fab, samples=3, window=0.15) as n:
+    with Fabric.loopback(2, base=37) as fab, Nodes(fab, samples=5, window=0.4) as n:
         for g in n.groups:  # each host as a node of its own (see ``node``)
             (g / "cpu.shares").write_text(SHARES)
         yield n

@@ -57,6 +57,17 @@ class SweepDoc(TypedDict):
     seconds: float
 
 
+class AllreduceDoc(TypedDict):
+    """One pair's two-rank all_reduce after the net check named a node or link (netcheck/collective.py)."""
+
+    pair: list[str]  # [rank 0's host, rank 1's host]
+    role: str  # link: a named link | node: a named node and a known-good partner | control: two known-good nodes
+    backend: str  # gloo | nccl ("" not measured)
+    busbw_gbps: float | None  # bus bandwidth as nccl-tests reports it (2 ranks: bytes / s); null: not measured
+    error: str  # why not measured ("" measured)
+    control: list[str]  # the control pair measured in the same round ([] none, or a control itself)
+
+
 class NetCheckDoc(TypedDict):
     """What `--net-check` measured: counts, the links' figures, the suspects and what isolated them."""
 
@@ -72,6 +83,7 @@ class NetCheckDoc(TypedDict):
     rounds: int  # probe rounds: the rings, then the pairings with known-good nodes and re-measures
     pairs: Literal["rings", "all"]  # --net-check-pairs: the rings' links only, or every pair
     sweep: SweepDoc | None  # with all: what measuring the pairs off the rings cost (null: not run)
+    allreduce: list[AllreduceDoc]  # the named nodes' and links' all_reduce beside a control pair ([] none measured)
     line: str  # "net check: 6 links, all within 3x of the median link (...)" or what it named
 
 
@@ -87,10 +99,12 @@ class ProbeNodeDoc(TypedDict):
 
 
 class ProbeStatDoc(TypedDict):
-    """One figure over the peers: median and MAD, the suspects, the nodes named after two rounds alone."""
+    """One figure over the peers (the nodes of one hardware type): median and MAD, the suspects, the
+    nodes named after two rounds alone."""
 
     kind: str  # compute | memory
     key: str  # "DEVICE ENGINE"
+    hardware: str  # the peers' hardware type: the GPU model, else the CPU model ("" unknown)
     unit: str  # GFLOP/s | GB/s
     nodes: int
     median: float
@@ -114,6 +128,7 @@ class ProbeBaselineDoc(TypedDict):
     nodes: int  # nodes held to it in this scan
     below: list[str]  # suspects: under it by the factor and the gap in the first round
     named: list[str]  # confirmed alone: named against the baseline
+    most_below: bool  # more than half the nodes held to it were under it: it named none (PRB004)
 
 
 class ProbesDoc(TypedDict):

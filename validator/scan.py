@@ -161,8 +161,9 @@ async def _net_check(
     from pathlib import Path
 
     from validator.facts.network import uses_nccl
+    from validator.netcheck import allreduce as collective_probe
+    from validator.netcheck import collective, rounds
     from validator.netcheck import probe as netprobe
-    from validator.netcheck import rounds
     from validator.netcheck.ring import Plans, Results
 
     loaded = [f for h in hosts if isinstance(r := gathered.get(h), dict) and not isinstance(f := to_facts(h, r), str)]
@@ -200,8 +201,41 @@ async def _net_check(
             h: list(r["results"]) if isinstance(r, dict) else f"the prober failed: {r.detail}" for h, r in ran.items()
         }
 
+    by_label = {n.label: n for n in nodes}
+    ar_source = Path(collective_probe.__file__).read_text()
+    ar_timeout = max(10.0, opts.net_timeout * 5)
+
+    async def allreduce(pairs: list[collective.Pair]) -> dict[collective.Pair, Any]:
+        """Rank 0 of each pair started (its store's port), rank 1 run; rank 0 ends with the stop."""
+        note(f"net check: all_reduce on {len(pairs)} pairs")
+        program = {a: ["serve", str(by_label[a].addr), by_label[a].iface or "", str(ar_timeout)] for a, _ in pairs}
+        serve = Program(ar_source, program, timeout=ar_timeout * 3 + 30, answer=lambda d: "port" in d or "error" in d)
+        started = await transport.start(serve, [a for a, _ in pairs])
+        out: dict[collective.Pair, Any] = {}
+        joins: dict[str, list[str]] = {}
+        for a, b in pairs:
+            got = started.get(a)
+            if isinstance(got, dict) and isinstance(got.get("port"), int) and got.get("backend") in ("gloo", "nccl"):
+                joins[b] = ["join", str(by_label[a].addr), str(got["port"]), str(got["backend"]),
+                            by_label[b].iface or "", str(ar_timeout)]  # fmt: skip
+            else:
+                out[(a, b)] = got.detail if isinstance(got, Outcome) else str((got or {}).get("error", "no answer"))
+        try:
+            if joins:
+                job = Program(
+                    ar_source, joins, timeout=ar_timeout * 3 + 30, answer=lambda d: "allreduce" in d or "error" in d
+                )
+                ran = await transport.run(job, list(joins))
+                for a, b in pairs:
+                    if b in joins:
+                        r = ran.get(b)
+                        out[(a, b)] = r if isinstance(r, dict) else (r.detail if r else "no answer")
+        finally:
+            await transport.stop()
+        return out
+
     try:
-        outcome = await rounds.run(nodes, probe_round, opts.net_check_pairs)
+        outcome = await rounds.run(nodes, probe_round, opts.net_check_pairs, allreduce)
     finally:
         await transport.stop()
     return outcome.doc, outcome.findings

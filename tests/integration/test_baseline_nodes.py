@@ -3,7 +3,7 @@ machine with the real probe processes and writes the profile; `validator scan --
 then names this machine, one node alone (no peers to judge it), when it runs in a cgroup v1 ``cpu``
 group held to a CFS quota (shared/harness/fabric-lab's ``cpu`` fault), and not when it runs free.
 Then two emulated hosts (tests/harness/nodefab.py): fewer than three peers, the baseline alone names
-the throttled one and only it."""
+the throttled one and only it; a baseline both miss names neither (PRB004)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tests.harness.netfab import Fabric
 from tests.harness.nodefab import CPU, Nodes, cgroup_v1_cpu, named
 from validator import baseline
 from validator.probes import rounds
-from validator.profiles import Baselines, load_profile
+from validator.profiles import BaselineFigure, Baselines, load_profile
 from validator.transports.local import this_host
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -150,3 +150,16 @@ def test_with_two_nodes_the_baseline_alone_names_the_throttled_one(two: Nodes) -
     row = next(r for r in outcome.doc["nodes"] if r["host"] == slow)
     assert row["against"] and all(v == ["baseline"] for v in row["against"].values())
     assert all(s["suspects"] == [] for s in outcome.doc["stats"])  # the peers could not say: two nodes
+
+
+def test_with_two_nodes_a_baseline_both_miss_names_neither(two: Nodes) -> None:
+    """A baseline four times what the healthy nodes do (recorded on other hardware, or before every
+    node changed): one PRB004 per figure lists both, none is named or taken out."""
+    healthy = two.check()
+    recorded, _ = baseline.measured(healthy.doc, "2026-12-02")
+    inflated = {hw: {kind: {k: BaselineFigure(4 * f.median, f.mad, f.n, f.date) for k, f in figs.items()}
+                     for kind, figs in kinds.items()} for hw, kinds in recorded.items()}  # fmt: skip
+    outcome = judge(two, inflated)
+    assert named(outcome) == set() and outcome.doc["rounds"] == 2  # one round a kind, none again
+    assert sorted((f.code, tuple(f.hosts)) for f in outcome.findings) == [("PRB004", tuple(two.fab.names))] * 2
+    assert all(row["most_below"] and row["named"] == [] for row in outcome.doc["baseline"])

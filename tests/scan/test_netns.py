@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,31 @@ def test_net_check_names_a_throttled_host(odd_hosts: OddHosts) -> None:
     speed = [f for f in run.doc["findings"] if f["code"] in ("NET104", "NET105")]  # type: ignore[index]
     assert [(f["code"], f["hosts"]) for f in speed] == [("NET105", ns)], speed
     assert "median" in speed[0]["message"]
+
+
+def test_net_check_adds_the_named_hosts_gloo_all_reduce_beside_a_control_pair(odd_hosts: OddHosts) -> None:
+    """With torch on the nodes (``--python``: this suite's interpreter), the host whose eth0 sends at
+    30 Mbit/s is named (NET105), then runs a real two-rank gloo all_reduce with a known-good partner,
+    on the namespaces' addresses, beside a control pair of two known-good hosts in the same round:
+    its bus bandwidth, far under the control's, is in the finding."""
+    ns = odd_hosts.names[1]
+    slow = ["tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "30mbit", "burst", "64kbit",
+            "latency", "400ms"]  # fmt: skip
+    subprocess.run(slow, check=True, capture_output=True)
+    try:
+        run = scan(odd_hosts, ODD_ENV, "--net-check", "--python", sys.executable, "-l", "root")  # root reads /root
+    finally:
+        subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", "eth0", "root"], check=False, capture_output=True)
+    speed = [f for f in run.doc["findings"] if f["code"] in ("NET104", "NET105")]  # type: ignore[index]
+    assert [(f["code"], f["hosts"]) for f in speed] == [("NET105", ns)], speed
+    node, control = run.doc["scan"]["net_check"]["allreduce"]  # type: ignore[index]
+    assert (node["role"], node["pair"][0], node["backend"], node["error"]) == ("node", ns, "gloo", ""), node
+    assert control["role"] == "control" and ns not in control["pair"] and node["control"] == control["pair"]
+    assert 0 < node["busbw_gbps"] * 3 < control["busbw_gbps"], (node, control)
+    assert speed[0]["message"].endswith(
+        f"; all_reduce (gloo, 2 ranks, 4 MiB) with {node['pair'][1]}: {node['busbw_gbps']:.3g} GB/s bus bandwidth, "
+        f"a control pair ({', '.join(control['pair'])}) {control['busbw_gbps']:.3g} GB/s"
+    )
 
 
 def test_net_check_passes_between_plain_hosts(odd_hosts: OddHosts) -> None:

@@ -197,11 +197,68 @@ def test_a_node_is_named_against_both_when_both_say_so_and_not_when_alone_it_kee
     assert judged(first, {**first, "d": 0.039}, base=0.040).findings == []  # not confirmed alone
 
 
-def test_the_whole_set_below_its_baseline_is_named_though_its_peers_agree() -> None:
+def test_a_baseline_most_nodes_miss_names_none_and_says_so_once() -> None:
     first = {"a": 0.010, "b": 0.011, "c": 0.010}
     out = judged(first, first, base=0.040)
-    assert sorted(h for f in out.findings for h in f.hosts) == ["a", "b", "c"]
-    assert all("slower than its peers" not in f.message for f in out.findings)
+    assert [(f.code, f.hosts) for f in out.findings] == [("PRB004", ["a", "b", "c"])]
+    assert out.findings[0].message == (
+        "3 of 3 nodes of cpu model below the baseline in compute, in the first round: cpu python: median 0.01 vs "
+        "0.04 GFLOP/s (the baseline: MAD 0.0005, n=8, 2026-12-02); none is named or taken out: the baseline is "
+        "stale or every node changed"
+    )
+    assert out.doc["rounds"] == 1  # not measured again
+    assert all(r["named"] == [] for r in out.doc["nodes"])
+    row = out.doc["baseline"][0]
+    assert row["below"] == ["a", "b", "c"] and row["named"] == [] and row["most_below"] is True
+    assert "slow:" not in out.doc["line"]
+    # two of two (the VM whose memory bandwidth halved between the record and the scan)
+    assert [f.code for f in judged({"a": 0.010, "b": 0.011}, {"a": 0.010, "b": 0.011}, base=0.040).findings] == [
+        "PRB004"
+    ]
+
+
+@pytest.mark.parametrize(("first", "named"), [
+    ({"a": 0.040, "b": 0.010}, ["b"]),  # one of two: half is not most
+    ({"a": 0.040, "b": 0.041, "c": 0.039, "d": 0.010, "e": 0.011}, ["d", "e"]),  # two of five
+])  # fmt: skip
+def test_a_baseline_half_the_nodes_or_fewer_miss_still_names_them(first: dict[str, float], named: list[str]) -> None:
+    out = judged(first, first, base=0.040)
+    assert sorted(h for f in out.findings if f.code in ("PRB001", "PRB002") for h in f.hosts) == named
+    assert all(f.code != "PRB004" for f in out.findings) and out.doc["baseline"][0]["most_below"] is False
+
+
+def test_most_below_is_judged_per_hardware_type() -> None:
+    async def probe_round(kind: rounds.Kind, nodes: list[str]) -> rounds.Answers:
+        return {**answers({h: 0.010 for h in nodes if h in "ab"}, cpu="old"),
+                **answers({h: {"c": 0.040, "d": 0.040, "e": 0.010}[h] for h in nodes if h in "cde"}, cpu="new")}  # fmt: skip
+
+    figs = {hw: {"compute": {"cpu python": BaselineFigure(0.040, 0.0005, 4)}} for hw in ("old", "new")}
+    out = asyncio.run(rounds.run(list("abcde"), probe_round, ("compute",), figs))
+    assert sorted((f.code, tuple(f.hosts)) for f in out.findings) == [("PRB001", ("e",)), ("PRB004", ("a", "b"))]
+    assert out.doc["baseline"][0]["hardware"] == "new"
+
+
+def test_peers_are_the_nodes_of_one_hardware_type() -> None:
+    """A partition of three older and three newer CPU nodes: the older are not slow against the newer's
+    median; a slow node among the newer is judged by the newer alone, beside controls of its type."""
+    speed = {"a": 0.010, "b": 0.011, "c": 0.010, "d": 0.040, "e": 0.041, "f": 0.040}
+
+    def probe_round(slow: dict[str, float]) -> rounds.Round:
+        async def answer(kind: rounds.Kind, nodes: list[str]) -> rounds.Answers:
+            values = {**speed, **slow}
+            return {**answers({h: values[h] for h in nodes if h in "abc"}, cpu="old"),
+                    **answers({h: values[h] for h in nodes if h not in "abc"}, cpu="new")}  # fmt: skip
+
+        return answer
+
+    out = asyncio.run(rounds.run(list(speed), probe_round({}), ("compute",)))
+    assert out.findings == [] and out.doc["rounds"] == 1
+    assert [(s["hardware"], s["median"], s["nodes"]) for s in out.doc["stats"]] == [("new", 0.04, 3), ("old", 0.01, 3)]
+    assert "new: compute cpu python median 0.04 GFLOP/s, old: compute cpu python median 0.01" in out.doc["line"]
+    slow = asyncio.run(rounds.run([*speed, "g"], probe_round({"g": 0.012}), ("compute",)))
+    assert [(f.code, f.hosts) for f in slow.findings] == [("PRB001", ["g"])]
+    assert "against the peers' median 0.04 (MAD 0.0005, 4 nodes)" in slow.findings[0].message
+    assert "beside 2 control nodes" in slow.findings[0].message
 
 
 def test_a_node_whose_hardware_has_no_baseline_is_judged_by_its_peers_and_said() -> None:

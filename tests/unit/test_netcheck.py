@@ -345,3 +345,65 @@ def test_a_repeated_measurement_keeps_each_figures_best() -> None:
     got = probe.best([a, b])
     assert (got["rtt_ms"], got["up_mbps"], got["down_mbps"]) == (0.2, 800.0, 900.0)
     assert (got["retrans"], got["reorder"], got["up_bytes"], got["down_bytes"]) == ([1, 100], [0, 100], 3, 2)
+
+
+def test_a_named_node_and_link_get_their_all_reduce_beside_a_control_pair() -> None:
+    """After the TCP rounds named node n2 and link n5 <-> n6 of 12: each runs a two-rank all_reduce
+    (the named link itself; the node with a known-good partner) in disjoint pairs, beside a control
+    pair of two known-good nodes in the same round; the figures join the findings. (The program runs
+    for real between namespace hosts: tests/scan/test_netns.py.)"""
+    ends = [(s, t["label"]) for s, ts in plan(nodes(12)).items() for t in ts if t["measure"]]
+    links = {link: SLOW for link in ends if "n2" in link}
+    links[next(link for link in ends if set(link) == {"n5", "n6"})] = {"down": 100.0}
+    calls: list[list[tuple[str, str]]] = []
+
+    async def allreduce(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], Any]:
+        calls.append(pairs)
+        busy = [n for p in pairs for n in p]
+        assert len(busy) == len(set(busy))  # disjoint: a node in one pair a round
+        return {p: "torch is not importable" if "n5" in p else
+                {"allreduce": {"backend": "gloo", "busbw_gbps": 0.01 if "n2" in p else 1.2}} for p in pairs}  # fmt: skip
+
+    async def probe_round(plans: ring.Plans) -> ring.Results:
+        figures: Figures = {}
+        for s, ts in plans.items():
+            for t in ts:
+                d = t["label"]
+                figures[(s, d)] = SLOW if "n2" in (s, d) else links.get((s, d)) or links.get((d, s)) or {}
+        return rows_of(plans, figures)
+
+    outcome = asyncio.run(rounds.run(nodes(12), probe_round, allreduce=allreduce))
+    assert sorted((f.code, tuple(f.hosts)) for f in outcome.findings) == [("NET104", ("h5", "h6")), ("NET105", ("h2",))]
+    assert len(calls) == 1 and len(calls[0]) == 3  # the link, the node with a partner, a control pair
+    rows = outcome.doc["allreduce"]
+    assert [r["role"] for r in rows] == ["link", "node", "control"]
+    assert rows[0]["busbw_gbps"] is None and rows[0]["error"] == "torch is not importable"
+    link = next(f for f in outcome.findings if f.code == "NET104")
+    assert link.message.endswith("; all_reduce (torch, 2 ranks, 4 MiB): not measured: torch is not importable")
+    node = next(f for f in outcome.findings if f.code == "NET105")
+    partner, control = rows[1]["pair"][1], ", ".join(rows[2]["pair"])
+    assert rows[1]["control"] == rows[2]["pair"] and not {partner, "h2"} & set(rows[2]["pair"])
+    assert node.message.endswith(f"; all_reduce (gloo, 2 ranks, 4 MiB) with {partner}: 0.01 GB/s bus bandwidth, "
+                                 f"a control pair ({control}) 1.2 GB/s")  # fmt: skip
+    # nothing named: nothing measured, and no allreduce called
+    calls.clear()
+    quiet = asyncio.run(rounds.run(nodes(12), lambda plans: asyncio.sleep(0, rows_of(plans, {})), allreduce=allreduce))
+    assert quiet.findings == [] and quiet.doc["allreduce"] == [] and calls == []
+
+
+def test_the_all_reduce_rounds_keep_pairs_disjoint_and_answers_well_formed() -> None:
+    from validator.netcheck import collective
+
+    pairs = collective.plan(["a", "b"], [("c", "d"), ("c", "e")], ["g1", "g2", "g3"])
+    assert pairs == [(("c", "d"), "link"), (("c", "e"), "link"), (("a", "g1"), "node"), (("b", "g2"), "node")]
+    rnds = collective.rounds(pairs, ["g1", "g2", "g3"])
+    assert [[p for p, _ in r] for r in rnds] == [[("c", "d"), ("a", "g1"), ("b", "g2")], [("c", "e"), ("g1", "g2")]]
+    assert len(collective.plan([f"n{i}" for i in range(40)], [], ["g"])) == collective.MAX_PAIRS
+    for hostile in ({"allreduce": {"busbw_gbps": float("nan")}}, {"allreduce": {"busbw_gbps": True}},
+                    {"allreduce": "x"}, {"error": "x" * 1000}, "y" * 1000):  # fmt: skip
+        got, why = collective.figure(hostile)  # type: ignore[arg-type]
+        assert got == {} and 0 < len(why) <= 300
+    assert collective.figure({"allreduce": {"busbw_gbps": 2, "backend": "evil\x1b"}})[0] == {
+        "busbw_gbps": 2.0,
+        "backend": "?",
+    }

@@ -118,7 +118,7 @@ def test_every_format_carries_the_exclusion_and_the_probe_figures() -> None:
     probes = {"nodes": [{"host": h, "hardware": "cpu", "compute": {"cpu python": 0.05 if h != "h3" else 0.002},
                          "memory": {}, "named": ["compute"] if h == "h3" else [],
                          "against": {"compute": ["peers"]} if h == "h3" else {}} for h in base],
-              "stats": [{"kind": "compute", "key": "cpu python", "unit": "GFLOP/s", "nodes": 4, "median": 0.05,
+              "stats": [{"kind": "compute", "key": "cpu python", "hardware": "cpu", "unit": "GFLOP/s", "nodes": 4, "median": 0.05,
                          "mad": 0.001, "suspects": ["h3"], "named": ["h3"]}],
               "baseline": [], "no_baseline": [], "rounds": 7, "failed": [],
               "line": "probes: 4 nodes, 7 rounds; slow: h3"}  # fmt: skip

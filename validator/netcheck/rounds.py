@@ -4,7 +4,9 @@ sweep.py, judged against the rings' median link), then isolate (pairing.py): eac
 paired with known-good nodes and the suspect links measured again, in rounds of disjoint pairs
 beside control pairs, until each suspect is a bad node (NET105), a bad link (NET104) or noise;
 decide (verdict.py). Never more than ``pairing.budget`` rounds (2k log2 n + 2 for k suspects among
-n nodes) after the rings and the sweep."""
+n nodes) after the rings and the sweep. Then, where the caller gives ``allreduce``, each named node
+and link runs a two-rank all_reduce in the job's collective library beside a control pair
+(collective.py): evidence added to its finding."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from validator.cliopts import NET_PAIRS_MAX, NetPairs
 from validator.documents import NetCheckDoc
 from validator.facts.network import chosen
 from validator.model import Facts, Finding
-from validator.netcheck import sweep
+from validator.netcheck import collective, sweep
 from validator.netcheck.pairing import Pairing, budget
 from validator.netcheck.ring import Node, Plans, Results, plan
 from validator.netcheck.verdict import (
@@ -43,7 +45,9 @@ class NetVerdict:
         return self.doc["line"]
 
 
-async def run(nodes: list[Node], probe_round: Round, pairs: NetPairs = "rings") -> NetVerdict:
+async def run(
+    nodes: list[Node], probe_round: Round, pairs: NetPairs = "rings", allreduce: collective.Measure | None = None
+) -> NetVerdict:
     """Probe along the rings (with ``pairs`` all, then every pair off the rings: sweep.py); isolate
     the suspects in rounds of disjoint pairs (each round's pairs at once, bounded by the caller's
     round); decide."""
@@ -68,6 +72,13 @@ async def run(nodes: list[Node], probe_round: Round, pairs: NetPairs = "rings") 
     findings = reach_findings(named, plans, first) + speed_findings(named, pairing)
     confirmed = len(pairing.bad_links()) + len(pairing.explained())
     doc = summary_doc(first, len(nodes), len(found), confirmed, findings, 1 + pairing.rounds, pairs, cost)
+    if allreduce is not None and (pairing.bad_nodes() or pairing.bad_links()):
+        bad = pairing.bad_nodes()  # known-good: untouched by the suspects, or cleared since (a small cluster)
+        good = [
+            n for n in dict.fromkeys([*pairing.good, *sorted(pairing.cleared, key=list(named).index)]) if n not in bad
+        ]
+        doc["allreduce"] = await collective.measure(named, pairing.bad_nodes(), pairing.bad_links(), good, allreduce)
+        findings = collective.annotate(findings, doc["allreduce"])
     return NetVerdict(doc, findings)
 
 

@@ -247,6 +247,7 @@ def summary_doc(
         "rounds": rounds,
         "pairs": pairs,
         "sweep": sweep,
+        "allreduce": [],
         "line": "",
     }
     doc["line"] = line(doc, findings)

@@ -1,6 +1,7 @@
 """PRB: findings of the node probes (`validator scan --probes`): a node slower than its peers in
-compute or memory bandwidth, confirmed alone; a probe that did not run. The probes' rounds
-(validator/probes/rounds.py) make the findings; these records carry their documentation."""
+compute or memory bandwidth, confirmed alone; a probe that did not run; most nodes under their
+baseline. The probes' rounds (validator/probes/rounds.py) make the findings; these records carry
+their documentation."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from validator.codes import Code, code, table
 from validator.model import Severity
 
 VERIFY = "validator scan NODES --probes   # no PRB001/PRB002 for the node"
+VERIFY_BASELINE = "validator scan NODES --probes --profile FILE   # no PRB004"
 
 slow_compute = code(
     "PRB001",
@@ -64,4 +66,25 @@ not_run = code(
     """,
 )
 
-CODES: dict[str, Code] = table(slow_compute, slow_memory, not_run)
+set_below = code(
+    "PRB004",
+    Severity.WARNING,
+    "Most nodes below their baseline",
+    """With a profile whose baselines have the nodes' hardware (`validator baseline record`), at
+    most half of the nodes of one hardware type are under its baseline for a figure, by the factor
+    of 1.5 and the gap PRB001 and PRB002 use. When more than half of them are (two or more), the
+    baseline names none of them, and none is measured again or taken out: this finding lists them,
+    with their median and the baseline's.
+
+    A baseline most nodes miss says more about the baseline, or about what every node shares, than
+    about any one node: it was recorded on other hardware or settings, or since then every node
+    changed (a driver or firmware update, clocks or a power cap set fleet-wide, a virtual machine
+    host shared with other tenants). Taking most of the set out would leave no job to run.
+
+    Find out what changed on every node (driver, firmware, clocks, power limit, what else runs
+    there). If the set is healthy as it is, record the baseline again on known-good nodes
+    (`validator baseline record NODES --profile FILE`).
+    """,
+)
+
+CODES: dict[str, Code] = table(slow_compute, slow_memory, not_run, set_below)

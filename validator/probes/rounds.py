@@ -7,7 +7,10 @@ hardware, so the suspects and the controls of a confirmation run at once: one ro
 With a baseline (a launch profile's ``baselines``, `validator baseline record`), each node is also
 held to the figures recorded for its hardware type (the GPU model, else the CPU model): a node under
 the baseline is a suspect however few its peers, confirmed alone the same way; the finding says
-which named it, the baseline or the peers.
+which named it, the baseline or the peers. A baseline that most nodes of its hardware miss (more
+than half, two or more) names none of them: it is stale, or every node changed (a driver, firmware,
+clocks, a power cap, a shared host), and taking most of the set out would leave no job to run; one
+PRB004 says so, with the nodes under it, and they are not measured again.
 
 The caller gives ``Round``: run one probe on these nodes and return each node's answer (the
 probe's JSON object) or why there is none. The scan runs it through its transport; the tests
@@ -76,8 +79,11 @@ class Judged:
     hardware: dict[str, str] = field(default_factory=dict)  # node -> its hardware type
     first: dict[str, dict[str, float]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
-    stats: dict[str, tuple[float, float, set[str]]] = field(default_factory=dict)  # key -> median, MAD, suspects
-    below: dict[str, set[str]] = field(default_factory=dict)  # key -> nodes under their hardware's baseline
+    # (key, hardware) -> over the nodes of that hardware: median, MAD, suspects; those under the baseline,
+    # or most of them (PRB004: named by none)
+    stats: dict[tuple[str, str], tuple[float, float, set[str]]] = field(default_factory=dict)
+    below: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    most: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     alone: list[dict[str, dict[str, float]]] = field(default_factory=list)  # per confirmation
     controls: list[str] = field(default_factory=list)  # beside the last confirmation
     named: dict[str, list[tuple[str, Against]]] = field(default_factory=dict)  # node -> (key, what named it)
@@ -103,11 +109,15 @@ async def judge_kind(
             j.failed[node] = got
         else:
             j.first[node] = got
-    keys = sorted({k for f in j.first.values() for k in f})
-    for key in keys:
-        j.stats[key] = judge.suspects({h: f[key] for h, f in j.first.items() if key in f}, key)
-        j.below[key] = {h for h, f in j.first.items() if key in f and (b := j.base(h, key))
-                        and judge.below(f[key], b.median, b.mad, key)}  # fmt: skip
+    for key, hw in sorted({(k, j.hardware[h]) for h, f in j.first.items() for k in f}):
+        peers = {h: j.first[h][key] for h in nodes if key in j.first.get(h, {}) and j.hardware[h] == hw}
+        j.stats[(key, hw)] = judge.suspects(peers, key)
+        b = j.baselines.get(hw, {}).get(key)
+        under = [h for h, v in peers.items() if b and judge.below(v, b.median, b.mad, key)]
+        if len(under) >= 2 and 2 * len(under) > len(peers):  # the baseline, not the nodes
+            j.most[(key, hw)] = under
+        else:
+            j.below[(key, hw)] = set(under)
     redo = j.suspects()
     for _ in range(CONFIRM if redo else 0):
         j.controls = controls(j, redo)
@@ -130,27 +140,33 @@ def slow_keys(j: Judged, node: str, again: dict[str, dict[str, float]]) -> list[
     """The figures of ``node`` that were suspect and are slow in ``again`` too (against the controls
     measured beside it): against the peers' median, against its hardware's baseline, or both."""
     out: list[tuple[str, Against]] = []
-    for key, (med, _, sus) in j.stats.items():
+    hw = j.hardware.get(node, "")
+    for (key, group), (med, _, sus) in j.stats.items():
         value = again.get(node, {}).get(key)
-        if value is None:
+        if group != hw or value is None:
             continue
-        refs = [again[c][key] for c in j.controls if key in again.get(c, {})]
+        refs = [again[c][key] for c in j.controls if j.hardware.get(c) == hw and key in again.get(c, {})]
         if node in sus and judge.confirmed(value, med, refs, key):
             out.append((key, "peers"))
         b = j.base(node, key)
-        if b and node in j.below.get(key, ()) and judge.confirmed(value, b.median, refs, key):
+        if b and node in j.below.get((key, hw), ()) and judge.confirmed(value, b.median, refs, key):
             out.append((key, "baseline"))
     return out
 
 
 def controls(j: Judged, suspects: set[str]) -> list[str]:
-    """CONTROLS nodes that were not suspect, nearest the median of the first figure (the same each time)."""
-    key = next(iter(j.stats), None)
-    if key is None:
-        return []
-    med = j.stats[key][0]
-    spare = [h for h, f in j.first.items() if h not in j.suspects() and h not in suspects and key in f]
-    return sorted(spare, key=lambda h: (abs(j.first[h][key] - med), h))[:CONTROLS]
+    """CONTROLS nodes per hardware type of the suspects, of that type, neither suspect nor under their
+    baseline, nearest its median of the first figure (the same each time)."""
+    out = j.suspects() | suspects | {h for under in j.most.values() for h in under}
+    chosen: list[str] = []
+    for hw in sorted({j.hardware.get(h, "") for h in suspects}):
+        key = next((k for k, group in j.stats if group == hw), None)
+        if key is None:
+            continue
+        med = j.stats[(key, hw)][0]
+        spare = [h for h, f in j.first.items() if h not in out and j.hardware.get(h) == hw and key in f]
+        chosen += sorted(spare, key=lambda h: (abs(j.first[h][key] - med), h))[:CONTROLS]
+    return chosen
 
 
 def evidence(j: Judged, node: str, key: str, against: Against) -> str:
@@ -161,9 +177,26 @@ def evidence(j: Judged, node: str, key: str, against: Against) -> str:
     if against == "baseline" and b:
         return (f"{key}: {value:.4g} vs {b.median:.4g} {unit} (the baseline: MAD {b.mad:.2g}, n={b.n}, "
                 f"{b.date or 'undated'}); alone {alone}")  # fmt: skip
-    med, mad, _ = j.stats[key]
-    return (f"{key}: {value:.4g} {unit} against the peers' median {med:.4g} (MAD {mad:.2g}, "
-            f"{sum(1 for f in j.first.values() if key in f)} nodes); alone {alone}")  # fmt: skip
+    hw = j.hardware.get(node, "")
+    med, mad, _ = j.stats[(key, hw)]
+    peers = sum(1 for h, f in j.first.items() if key in f and j.hardware.get(h) == hw)
+    return (
+        f"{key}: {value:.4g} {unit} against the peers' median {med:.4g} (MAD {mad:.2g}, {peers} nodes); alone {alone}"
+    )
+
+
+def most_below(j: Judged, key: str, hw: str, under: list[str]) -> Finding:
+    """PRB004: most nodes of ``hw`` under its baseline for ``key`` in the first round."""
+    b = j.baselines[hw][key]
+    held = sum(1 for h, f in j.first.items() if key in f and j.hardware.get(h) == hw)
+    med = judge.spread([j.first[h][key] for h in under])[0]
+    unit = UNIT[j.kind]
+    return codes.set_below.finding(
+        f"{len(under)} of {held} nodes of {hw} below the baseline in {j.kind}, in the first round: {key}: median "
+        f"{med:.4g} vs {b.median:.4g} {unit} (the baseline: MAD {b.mad:.2g}, n={b.n}, {b.date or 'undated'}); "
+        "none is named or taken out: the baseline is stale or every node changed", hosts=under,
+        expected=f"most nodes within {judge.FACTOR:g}x of the baseline for {hw}",
+        actual=f"{key}: median {med:.4g} {unit} over {len(under)} nodes", verify=codes.VERIFY_BASELINE)  # fmt: skip
 
 
 def verdict(j: Judged, node: str) -> tuple[str, str]:
@@ -219,6 +252,7 @@ async def run(
                 hosts=[node], expected=expected,
                 actual="; ".join(f"{k}: {j.first[node][k]:.4g} {UNIT[j.kind]}" for k in dict.fromkeys(k for k, _ in j.named[node])),
                 verify=codes.VERIFY))  # fmt: skip
+        findings += [most_below(j, key, hw, under) for (key, hw), under in j.most.items()]
         for node, why in j.failed.items():
             failed.setdefault(f"{j.kind} probe: {why}", []).append(node)
     for why, hosts in failed.items():
@@ -239,10 +273,11 @@ def document(nodes: list[str], judged: list[Judged], baselines: Baselines) -> Pr
             "against": {j.kind: sorted({a for _, a in j.named[node]}) for j in judged if node in j.named},
         })  # fmt: skip
     stats: list[ProbeStatDoc] = [
-        {"kind": j.kind, "key": key, "unit": UNIT[j.kind], "nodes": sum(1 for f in j.first.values() if key in f),
+        {"kind": j.kind, "key": key, "hardware": hw, "unit": UNIT[j.kind],
+         "nodes": sum(1 for h, f in j.first.items() if key in f and j.hardware.get(h) == hw),
          "median": round(med, 4), "mad": round(mad, 4), "suspects": sorted(sus, key=nodes.index),
          "named": sorted((h for h in j.named if h in sus), key=nodes.index)}
-        for j in judged for key, (med, mad, sus) in j.stats.items()
+        for j in judged for (key, hw), (med, mad, sus) in j.stats.items()
     ]  # fmt: skip
     doc: ProbesDoc = {"nodes": rows, "stats": stats, "baseline": baseline_rows(nodes, judged),
                       "no_baseline": sorted({j.hardware.get(h, "") for j in judged for h in j.first} - set(baselines))
@@ -263,15 +298,18 @@ def baseline_rows(nodes: list[str], judged: list[Judged]) -> list[ProbeBaselineD
                 if held:
                     rows.append({"hardware": hw, "kind": j.kind, "key": key, "unit": UNIT[j.kind], "median": b.median,
                                  "mad": b.mad, "n": b.n, "date": b.date, "nodes": len(held),
-                                 "below": [h for h in held if h in j.below.get(key, ())],
-                                 "named": [h for h in held if (key, "baseline") in j.named.get(h, [])]})  # fmt: skip
+                                 "below": [h for h in held if h in j.below.get((key, hw), ()) or h in j.most.get((key, hw), ())],
+                                 "named": [h for h in held if (key, "baseline") in j.named.get(h, [])],
+                                 "most_below": (key, hw) in j.most})  # fmt: skip
     return rows
 
 
 def line(doc: ProbesDoc) -> str:
     """ "probes: 8 nodes, compute cpu python median 0.021 GFLOP/s, ...; none slower than 1.5x the median"."""
     named = [r["host"] for r in doc["nodes"] if r["named"]]
-    figs = ", ".join(f"{s['kind']} {s['key']} median {s['median']:.4g} {s['unit']}" for s in doc["stats"])
+    types = len({s["hardware"] for s in doc["stats"]}) > 1  # peers are nodes of one hardware type
+    figs = ", ".join(f"{s['hardware'] + ': ' if types else ''}{s['kind']} {s['key']} median {s['median']:.4g} {s['unit']}"
+                     for s in doc["stats"])  # fmt: skip
     text = f"probes: {len(doc['nodes'])} nodes, {doc['rounds']} rounds" + (f"; {figs}" if figs else "")
     held = sorted({b["hardware"] for b in doc["baseline"]})
     if held:

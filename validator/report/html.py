@@ -171,11 +171,17 @@ def _exclude_html(ex: ExcludeDoc) -> str:
 
 def _probes_html(doc: ProbesDoc) -> str:
     """A row per node: its figures, the peers' medians on top, the named ones marked."""
-    keys = [(s["kind"], s["key"], s["median"], s["unit"]) for s in doc["stats"]]
-    head = "".join(f"<th>{_e(kind)} {_e(key)}<br>median {_e(med)} {_e(unit)}</th>" for kind, key, med, unit in keys)
+    types = len({s["hardware"] for s in doc["stats"]}) > 1
+    medians: dict[tuple[str, str], list[str]] = {}  # a column per figure, a median per hardware type
+    for s in doc["stats"]:
+        medians.setdefault((s["kind"], s["key"]), []).append(
+            f"median {s['median']} {s['unit']}" + (f" ({s['hardware'] or 'unknown'})" if types else "")
+        )
+    head = "".join(f"<th>{_e(kind)} {_e(key)}<br>{'<br>'.join(_e(m) for m in meds)}</th>"
+                   for (kind, key), meds in medians.items())  # fmt: skip
     rows = "".join(
         f"<tr><td class=hosts>{_e(r['host'])}</td>"
-        + "".join(f"<td>{_e(r[kind].get(key, '-'))}</td>" for kind, key, _, _ in keys)  # type: ignore[literal-required]
+        + "".join(f"<td>{_e(r[kind].get(key, '-'))}</td>" for kind, key in medians)  # type: ignore[literal-required]
         + f"<td>{_e(', '.join(k + ' (' + ' and '.join(r['against'].get(k, [])) + ')' for k in r['named']) or 'ok')}</td></tr>"
         for r in doc["nodes"]
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,58 @@ def test_a_slow_node_is_judged_against_its_peers_without_itself() -> None:
         peers = {f"h{i}": 3.0 + 0.1 * i for i in range(n - 1)}
         assert judge.suspects({**peers, "slow": 1.0}, "cpu python")[2] == {"slow"}
         assert judge.suspects(peers | {"ok": 3.05}, "cpu python")[2] == set()
+
+
+def gone(pid: int, within: float = 10.0) -> bool:
+    """Whether process ``pid`` ended (or is a zombie nobody reaped) within ``within`` seconds."""
+    import os
+    import time
+
+    until = time.monotonic() + within
+    while time.monotonic() < until:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return not os.path.exists(f"/proc/{pid}")
+
+
+def test_the_preflights_probe_child_stays_warm_across_rounds_and_a_silent_one_is_replaced() -> None:
+    """The preflight's probes run in one child for all rounds (torch imported once): the same pid
+    answers each round; a child that does not answer in time is killed and the next round starts
+    a fresh one."""
+    from validator.probes import local
+
+    first = local.run("compute")
+    assert isinstance(first, dict) and first["probe"] == "compute", first
+    assert local._child is not None
+    pid = local._child[0].pid
+    again = local.run("memory")
+    assert isinstance(again, dict) and again["probe"] == "memory" and local._child[0].pid == pid
+    assert local.run("compute", timeout=0.001) == "no answer within 0.001 s"
+    assert local._child is None and gone(pid)
+    fresh = local.run("memory")
+    assert isinstance(fresh, dict) and local._child is not None and local._child[0].pid != pid
+    assert local.run("gpu") == "no 'gpu' probe"
+    local._stop()
+
+
+def test_the_probe_child_ends_when_its_rank_execs_the_job() -> None:
+    """A participant execs the job after the verdict: the child's stdin closes with the exec, and it
+    ends rather than outlive the preflight beside the job."""
+    script = (
+        "import os, sys\nfrom validator.probes import local\nassert isinstance(local.run('memory'), dict)\n"
+        "print(local._child[0].pid, flush=True)\nos.execvp('sleep', ['sleep', '5'])\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        pid = int(p.stdout.readline())
+        assert gone(pid), f"the probe child {pid} outlived the exec"
+        assert p.poll() is None  # the job (sleep) still runs
+    finally:
+        p.kill()
+        p.wait()

@@ -309,7 +309,7 @@ class Coordinator:
         """``work`` (the net check, the probes: rounds that may leave a participant out, each bounded by
         its own timeout) while telling every participant, each KEEPALIVE_S, that we are at it: one
         that hears nothing for VERDICT_GRACE_S past our deadline takes us for stalled (participant.py),
-        and a node 20x slow made each of its probes take 46 s (tests/preflight/test_probes_gate.py)."""
+        and a node 20x slow took 46 s for its first probe, torch's import (tests/preflight/test_probes_gate.py)."""
 
         async def beat() -> None:
             for _ in range(wire.KEEPALIVES):

@@ -195,6 +195,16 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"\bnccl\w+ failed: (?P<what>unhandled (?:system|cuda) error|internal error|invalid (?:argument|usage)|"
         r"remote process exited or there was a network error)",
     ),
+    # glog's CHECK_EQ of an NCCL call's result with ncclGetErrorString streamed after it: Caffe's NCCL_CHECK
+    # (include/caffe/util/nccl.hpp: CHECK_EQ(result, ncclSuccess) << " " << ncclGetErrorString(result)), "Check failed:
+    # result == ncclSuccess (2 vs. 0)  unhandled system error", and C++ projects' own check_nccl (`<< what << ": "`)
+    (
+        "nccl.error",
+        S,
+        "== ncclSuccess (",
+        r"== ncclSuccess \(\d+ vs\. 0\)[^\n]{0,200}?(?P<what>unhandled (?:system|cuda) error|internal error|"
+        r"invalid (?:argument|usage)|remote process exited or there was a network error)",
+    ),
     # XLA (xla/service/gpu/nccl_utils.cc, the XLA_NCCL_STATUS macro): "%s:%d: NCCL operation %s failed: %s. Last NCCL
     # warning(error) log entry (may be unrelated) '%s'." with ncclGetErrorString(s): JAX's and TensorFlow's NCCL calls
     (
@@ -435,6 +445,14 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"(?P<ssh>ssh): connect to host (?P<peer>\S+) port (?P<port>\d+): (?P<what>.+)",
     ),
     ("net.conn_refused", S, "was not reachable via ssh", r"host=(?P<peer>\S+) was not reachable via (?P<ssh>ssh)"),
+    # OpenSSH ssh.c: fatal("%s: Could not resolve hostname %.100s: %s", __progname, host, ssh_gai_strerror(r)): the
+    # launcher's ssh cannot even name the node (a pod's headless-service record not there yet, a typo in a hostfile)
+    (
+        "net.conn_refused",
+        S,
+        "Could not resolve hostname",
+        r"(?P<ssh>ssh): Could not resolve hostname (?P<peer>[^\s:]+): (?P<what>.+)",
+    ),
     # ColossalAI's `colossalai run` (colossalai/cli/launcher/multinode_runner.py run_on_host): click.echo(f"Error: failed
     # to run {cmds} on {hostinfo.hostname}, is localhost: {hostinfo.is_local_host}, exception: {e}") where fabric's
     # ssh connection or the remote command raised: a failed login or connect (paramiko's "not a valid RSA private key
@@ -550,6 +568,17 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         Role.SUMMARY,
         "peer process has unexpectedly disconnected",
         r"An MPI communication peer process has unexpectedly disconnected",
+    ),
+    # Open MPI orte/mca/errmgr/base/help-errmgr-base.txt [node-died] (v1.x-v4.1), PRRTE's the same under its name (Open
+    # MPI 5): "ORTE has lost communication with a remote daemon.\n\n  HNP daemon   : %s on node %s\n  Remote daemon: %s
+    # on node %s\n\nThis is usually due to either a failure of the TCP network connection to the node, or possibly an
+    # internal failure of the daemon itself. ...": a node's daemon is gone (its processes died with it, or the network
+    # failed), and mpirun ends the job; the daemon's vpid is no rank, and the node is named by the launcher's view alone
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "has lost communication with a remote daemon",
+        r"\b(?:ORTE|PRTE) has lost communication with a remote daemon",
     ),
     # Open MPI ompi/mpi/help-mpi-api.txt [mpi-abort] (v4.1.8; the same text in v5): "MPI_ABORT was invoked on rank %d in
     # communicator %s\nwith errorcode %d.": the process that called MPI_Abort (its rank in that communicator: a rank of
@@ -866,6 +895,8 @@ def nccl_class(kind: str, data: dict[str, object], text: str) -> tuple[str, bool
         return cut.pop(), True
     if kind == "nccl.connect_failed" and "reset by peer" in text:
         return "remote", False  # the peer side closed the socket
+    if kind == "nccl.peer_io" and "Connection refused" in text:
+        return "system", False  # a non-blocking connect's refusal, seen at the first recv or send: a connect failure
     if kind in KIND_CLASS:
         return KIND_CLASS[kind], False
     return None

@@ -35,6 +35,15 @@ _MPI_PROC = re.compile(r"Process name:\s*\[\[\d+,\d+\],(?P<rank>\d+)\]")
 # in the allocation plan (its rank) under launch_gloo, "{hostname}[{local_rank}]" under the elastic driver
 _HVD_PROC = re.compile(r"\s*Process name:\s*(?P<name>(?P<rank>\d+)|(?P<host>[\w.\-]+)\[(?P<slot>\d+)\])\s*$")
 _MPI_EXIT = re.compile(r"Exit code:\s*(?P<exit>-?\d+)")
+# MPICH's mpiexec (Hydra, src/pm/hydra/mpiexec/mpiexec.c): a process that ended badly, in a block of "=" lines:
+# "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES", "=   [RANK %d ]PID %d RUNNING AT %s", then "=   EXIT CODE: %d"
+# or (MPICH 3.3+) "=   KILLED BY SIGNAL: %d (%s)"; older ones add "YOUR APPLICATION TERMINATED WITH THE EXIT STRING:
+# Killed (signal 9)" after the block. mpiexec prints a block for every process that ended so, its own cleanup's kills
+# too, in rank order: a block's rank is no evidence (the gn59 log: a CUDA error, then blocks for ranks 0, 1, ...)
+_HYDRA_PROC = re.compile(r"^=\s+(?:RANK \d+ )?PID (?P<pid>\d+) RUNNING AT (?P<node>[^\s=]+)")
+_HYDRA_EXIT = re.compile(
+    r"^=\s+(?:EXIT CODE: (?P<exit>\d+)|KILLED BY SIGNAL: (?P<signum>\d+))|\(signal (?P<sig>\d+)\)\s*$"
+)
 # NCCL src/proxy.cc: WARN("[Proxy Service %d] Failed to execute operation %s from rank %d, retcode %d", proxyState->tpRank
 # (comm->rank before 2.19), ...): the rank of the process whose proxy thread prints it, in the communicator that made the
 # proxy (its top parent), so below any Init line's default group (nranks 0)
@@ -205,6 +214,22 @@ def _handle(st: _State, hit: Anchored) -> bool:
             else:
                 data["node"], data["slot"] = hvd["host"], hvd["slot"]
             what = f"horovodrun: the first process to exit non-zero was {hvd['name']} (exit code {exit_code})"
+            st.add(_event(st, "agent.child_failed", Role.SUMMARY, data, what, hit.line, line))
+        return True
+    if text.startswith("=") and "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES" in text:
+        follow, more = hit.following(8)
+        after = [t.text for t in (parse_line(f.decode("utf-8", "replace"), st.year) for f in follow)]
+        if len(after) < 3 and more and hit.defer():
+            return False
+        proc = next((m for t in after[:2] if (m := _HYDRA_PROC.match(t))), None)
+        ends = [m for t in after if (m := _HYDRA_EXIT.search(t))]
+        if proc is not None:
+            sig = next((m["signum"] or m["sig"] for m in ends if m["signum"] or m["sig"]), None)
+            status = next((m["exit"] for m in ends if m["exit"]), "1")
+            data = {"exit": str(-int(sig)) if sig else status, "launcher": "mpiexec", "pid": proc["pid"],
+                    "node": proc["node"]}  # fmt: skip
+            how = f"signal {sig}" if sig else f"exit code {status}"
+            what = f"mpiexec: process {proc['pid']} on {proc['node']} ended badly ({how})"
             st.add(_event(st, "agent.child_failed", Role.SUMMARY, data, what, hit.line, line))
         return True
     if text.rstrip().endswith("Last error:"):

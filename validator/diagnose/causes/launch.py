@@ -201,8 +201,12 @@ def _first(seen: list[Event]) -> Event:
     )
 
 
-def _node(e: Event) -> list[str]:
-    """mpirun's "on node HOST", horovodrun's "HOST[slot]": the host of the process it names."""
+def _node(e: Event, seen: list[Event] | None = None) -> list[str]:
+    """mpirun's "on node HOST", horovodrun's "HOST[slot]", mpiexec's "PID N RUNNING AT HOST": the host of the
+    process it names. mpiexec's blocks come in rank order, not time: its host only when every block has it."""
+    if e.data.get("launcher") == "mpiexec":
+        nodes = {str(x.data.get("node")) for x in seen or [e] if x.data.get("launcher") == "mpiexec"}
+        return sorted(nodes) if len(nodes) == 1 else []
     return [str(e.data["node"])] if e.data.get("node") and ("reporter" in e.data or "slot" in e.data) else []
 
 
@@ -225,7 +229,7 @@ def _agent_signal(ev: Evidence) -> list[Cause]:
                 reason=why
                 or "the launcher reports the worker failed first; its global rank and its error are not in this log",
                 evidence=[quote(x) for x in seen[:3]],
-                hosts=_node(e),
+                hosts=_node(e, seen),
                 time=e.time,
                 strength=S.EXIT_CODE_ONLY,
             )
@@ -242,10 +246,10 @@ def _agent_signal(ev: Evidence) -> list[Cause]:
             confidence="low" if culprits else "medium",
             reason=why or "the launcher reports the worker died from a signal; its global rank is not in this log",
             evidence=[quote(e)],
-            hosts=_node(e),
+            hosts=_node(e, seen),
             time=e.time,
             # mpirun's report of a signal is its echo of what the process did (an uncaught error's abort, the OOM
             # killer): as weak as an exit code, under any error the process printed itself
-            strength=S.EXIT_CODE_ONLY if e.data.get("launcher") == "mpirun" else S.AGENT_SIGNAL,
+            strength=S.EXIT_CODE_ONLY if e.data.get("launcher") in ("mpirun", "mpiexec") else S.AGENT_SIGNAL,
         )
     ]

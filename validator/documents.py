@@ -63,6 +63,7 @@ class AllreduceDoc(TypedDict):
     pair: list[str]  # [rank 0's host, rank 1's host]
     role: str  # link: a named link | node: a named node and a known-good partner | control: two known-good nodes
     backend: str  # gloo | nccl ("" not measured)
+    bytes: int  # of each measured all_reduce (0: not measured)
     busbw_gbps: float | None  # bus bandwidth as nccl-tests reports it (2 ranks: bytes / s); null: not measured
     error: str  # why not measured ("" measured)
     control: list[str]  # the control pair measured in the same round ([] none, or a control itself)

@@ -148,3 +148,22 @@ def _send(r: Row, sig: signal.Signals) -> None:
                 signal.pidfd_send_signal(fd, sig)
     finally:
         os.close(fd)
+
+
+def first_line(fd: int, deadline: float, limit: int = 1 << 20) -> bytes | None:
+    """The first line a child writes to pipe ``fd`` before ``deadline`` (monotonic; at most ``limit``
+    bytes read), or None: nothing whole in time, or the pipe closed first with nothing in it."""
+    import selectors
+
+    got = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while b"\n" not in got and len(got) < limit:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            got += chunk
+    return got.split(b"\n", 1)[0] if got else None

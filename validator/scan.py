@@ -203,27 +203,29 @@ async def _net_check(
 
     by_label = {n.label: n for n in nodes}
     ar_source = Path(collective_probe.__file__).read_text()
-    ar_timeout = max(10.0, opts.net_timeout * 5)
+    limit = collective.timeout(opts.net_timeout)
 
     async def allreduce(pairs: list[collective.Pair]) -> dict[collective.Pair, Any]:
         """Rank 0 of each pair started (its store's port), rank 1 run; rank 0 ends with the stop."""
         note(f"net check: all_reduce on {len(pairs)} pairs")
-        program = {a: ["serve", str(by_label[a].addr), by_label[a].iface or "", str(ar_timeout)] for a, _ in pairs}
-        serve = Program(ar_source, program, timeout=ar_timeout * 3 + 30, answer=lambda d: "port" in d or "error" in d)
+        serve = Program(ar_source, {a: collective.serve_argv(by_label[a], limit) for a, _ in pairs},
+                        timeout=limit * 3 + 30, answer=lambda d: "port" in d or "error" in d)  # fmt: skip
         started = await transport.start(serve, [a for a, _ in pairs])
         out: dict[collective.Pair, Any] = {}
         joins: dict[str, list[str]] = {}
         for a, b in pairs:
             got = started.get(a)
-            if isinstance(got, dict) and isinstance(got.get("port"), int) and got.get("backend") in ("gloo", "nccl"):
-                joins[b] = ["join", str(by_label[a].addr), str(got["port"]), str(got["backend"]),
-                            by_label[b].iface or "", str(ar_timeout)]  # fmt: skip
+            argv = collective.join_argv(
+                by_label[a], got.detail if isinstance(got, Outcome) else got, by_label[b], limit
+            )
+            if isinstance(argv, str):
+                out[(a, b)] = argv
             else:
-                out[(a, b)] = got.detail if isinstance(got, Outcome) else str((got or {}).get("error", "no answer"))
+                joins[b] = argv
         try:
             if joins:
                 job = Program(
-                    ar_source, joins, timeout=ar_timeout * 3 + 30, answer=lambda d: "allreduce" in d or "error" in d
+                    ar_source, joins, timeout=limit * 3 + 30, answer=lambda d: "allreduce" in d or "error" in d
                 )
                 ran = await transport.run(job, list(joins))
                 for a, b in pairs:

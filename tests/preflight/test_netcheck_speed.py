@@ -7,6 +7,7 @@ no netem) are planted in tests/integration/test_netcheck_faults.py."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -82,6 +83,13 @@ def test_a_throttled_host_is_named_as_the_node(netns_hosts: NetnsHosts, tmp_path
     assert node["hosts"] == h.names[2]
     assert "known-good nodes it was paired with" in node["message"] and "median" in node["message"]
     assert all(rc == 0 for rc, _ in runs)  # a warning: the job may still run, slowly
+    # then the named host's gloo all_reduce with a known-good partner, beside a control pair of two others
+    # (rank 0 and rank 1 children of the participants, torch from this suite's interpreter)
+    assert re.search(
+        r"; all_reduce \(gloo, 2 ranks, [\d.]+ MiB\) with \S+: [\d.e-]+ GB/s bus bandwidth, a control "
+        r"pair \(\S+, \S+\) [\d.e-]+ GB/s$",
+        node["message"],
+    ), node["message"]
 
 
 def test_one_throttled_link_is_named_as_the_pair(netns_hosts: NetnsHosts, tmp_path: Path) -> None:

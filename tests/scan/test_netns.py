@@ -125,8 +125,10 @@ def test_net_check_adds_the_named_hosts_gloo_all_reduce_beside_a_control_pair(od
     assert (node["role"], node["pair"][0], node["backend"], node["error"]) == ("node", ns, "gloo", ""), node
     assert control["role"] == "control" and ns not in control["pair"] and node["control"] == control["pair"]
     assert 0 < node["busbw_gbps"] * 3 < control["busbw_gbps"], (node, control)
+    assert 256 << 10 <= node["bytes"] < control["bytes"] == 4 << 20  # the slow pair's size fits its pace
     assert speed[0]["message"].endswith(
-        f"; all_reduce (gloo, 2 ranks, 4 MiB) with {node['pair'][1]}: {node['busbw_gbps']:.3g} GB/s bus bandwidth, "
+        f"; all_reduce (gloo, 2 ranks, {node['bytes'] / (1 << 20):.3g} MiB) with {node['pair'][1]}: "
+        f"{node['busbw_gbps']:.3g} GB/s bus bandwidth, "
         f"a control pair ({', '.join(control['pair'])}) {control['busbw_gbps']:.3g} GB/s"
     )
 

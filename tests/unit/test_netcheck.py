@@ -362,7 +362,7 @@ def test_a_named_node_and_link_get_their_all_reduce_beside_a_control_pair() -> N
         busy = [n for p in pairs for n in p]
         assert len(busy) == len(set(busy))  # disjoint: a node in one pair a round
         return {p: "torch is not importable" if "n5" in p else
-                {"allreduce": {"backend": "gloo", "busbw_gbps": 0.01 if "n2" in p else 1.2}} for p in pairs}  # fmt: skip
+                {"allreduce": {"backend": "gloo", "bytes": 1 << 20, "busbw_gbps": 0.01 if "n2" in p else 1.2}} for p in pairs}  # fmt: skip
 
     async def probe_round(plans: ring.Plans) -> ring.Results:
         figures: Figures = {}
@@ -379,11 +379,11 @@ def test_a_named_node_and_link_get_their_all_reduce_beside_a_control_pair() -> N
     assert [r["role"] for r in rows] == ["link", "node", "control"]
     assert rows[0]["busbw_gbps"] is None and rows[0]["error"] == "torch is not importable"
     link = next(f for f in outcome.findings if f.code == "NET104")
-    assert link.message.endswith("; all_reduce (torch, 2 ranks, 4 MiB): not measured: torch is not importable")
+    assert link.message.endswith("; all_reduce (torch, 2 ranks): not measured: torch is not importable")
     node = next(f for f in outcome.findings if f.code == "NET105")
     partner, control = rows[1]["pair"][1], ", ".join(rows[2]["pair"])
     assert rows[1]["control"] == rows[2]["pair"] and not {partner, "h2"} & set(rows[2]["pair"])
-    assert node.message.endswith(f"; all_reduce (gloo, 2 ranks, 4 MiB) with {partner}: 0.01 GB/s bus bandwidth, "
+    assert node.message.endswith(f"; all_reduce (gloo, 2 ranks, 1 MiB) with {partner}: 0.01 GB/s bus bandwidth, "
                                  f"a control pair ({control}) 1.2 GB/s")  # fmt: skip
     # nothing named: nothing measured, and no allreduce called
     calls.clear()
@@ -406,4 +406,29 @@ def test_the_all_reduce_rounds_keep_pairs_disjoint_and_answers_well_formed() -> 
     assert collective.figure({"allreduce": {"busbw_gbps": 2, "backend": "evil\x1b"}})[0] == {
         "busbw_gbps": 2.0,
         "backend": "?",
+        "bytes": 0,
     }
+
+
+def test_a_participant_runs_rank_0_then_rank_1_of_a_pair_as_children() -> None:
+    """What a preflight participant does when its coordinator asks (netcheck/pairrun.py): rank 0's
+    child answers with its store's port and keeps running; rank 1's joins it, both measure a real gloo
+    all_reduce on loopback, and rank 0's child ends by itself. Requests of the wrong shape run nothing."""
+    import time
+
+    from validator.netcheck import pairrun
+
+    served = pairrun.run(["serve", "127.0.0.1", "lo", "20"])
+    assert served.get("backend") == "gloo" and type(served.get("port")) is int, served
+    (child,) = pairrun._serving
+    joined = pairrun.run(["join", "127.0.0.1", str(served["port"]), "gloo", "lo", "20"])
+    got = joined.get("allreduce")
+    assert isinstance(got, dict) and got["busbw_gbps"] > 0 and got["bytes"] >= 256 << 10, joined
+    for _ in range(100):  # bounded: 10 s
+        if child.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert child.returncode == 0
+    for bad in (None, ["rm", "-rf", "/", "x"], ["serve"] * 3, ["join", "a", "1", "gloo", "lo", "x"],
+                ["serve", "a" * 300, "lo", "1"], ["serve", "127.0.0.1", "lo", 3]):  # fmt: skip
+        assert pairrun.run(bad) == {"error": "a malformed all_reduce request"}

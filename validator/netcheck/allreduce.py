@@ -11,9 +11,11 @@ named a slow node or link (validator/netcheck/collective.py).
 
 IFACE pins the library's own socket interface (GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME): the one the
 net check measured, and no name lookup of the host (gloo resolves the host name without it). After
-a one-element all_reduce (the connections up), all_reduces of MIB MiB of float32 are timed: one, then
-as many more as fit in BUDGET_S at its pace (at most REPEATS; rank 0 decides and tells rank 1 through
-the store, so both run the same count). The figure is the second-fastest (as for every probe: one
+a one-element all_reduce (the connections up) and one of SMALL bytes, timed, rank 0 picks the size:
+what that pace moves in TARGET_S, between SMALL and MIB MiB (a 1 Mbit/s link is measured in about a
+second, not 33), then all_reduces of it are timed: one, then as many more as fit in BUDGET_S at its
+pace (at most REPEATS). Rank 0 tells rank 1 the size and the count through the store, so both run
+the same collectives. The figure is the second-fastest (as for every probe: one
 stall of a busy node does not make the link slow), as the bus bandwidth nccl-tests reports: bytes /
 seconds x 2(n-1)/n, which for two ranks is the algorithm bandwidth. TIMEOUT bounds the group's setup
 and each collective: an all_reduce slower than that is the answer's error.
@@ -29,6 +31,8 @@ from datetime import timedelta
 from typing import Any
 
 MIB = 4
+SMALL = 256 << 10  # bytes: the all_reduce that sets the pace
+TARGET_S = 0.5  # what one measured all_reduce should take, at most, at that pace
 REPEATS = 5
 BUDGET_S = 5.0
 WORLD = 2
@@ -60,7 +64,6 @@ def measure(torch: Any, store: Any, rank: int, backend: str, timeout: float) -> 
     dist.init_process_group(backend, store=store, rank=rank, world_size=WORLD, timeout=timedelta(seconds=timeout))
     try:
         device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
-        x = torch.ones(MIB << 18, dtype=torch.float32, device=device)
 
         def once(t: Any) -> float:
             start = time.perf_counter()
@@ -70,6 +73,11 @@ def measure(torch: Any, store: Any, rank: int, backend: str, timeout: float) -> 
             return time.perf_counter() - start
 
         once(torch.ones(1, device=device))  # connections up
+        pace = SMALL / max(once(torch.ones(SMALL // 4, device=device)), 1e-6)  # bytes a second
+        if rank == 0:
+            store.set("validator-size", str(int(min(MIB << 20, max(SMALL, pace * TARGET_S))) // 4 * 4))
+        size = int(store.get("validator-size"))
+        x = torch.ones(size // 4, dtype=torch.float32, device=device)
         first = once(x)
         if rank == 0:
             store.set("validator-repeats", str(max(1, min(REPEATS, int(BUDGET_S / max(first, 1e-6))))))
@@ -77,7 +85,6 @@ def measure(torch: Any, store: Any, rank: int, backend: str, timeout: float) -> 
         samples = sorted([first, *(once(x) for _ in range(repeats))])
     finally:
         dist.destroy_process_group()
-    size = MIB << 20
     algbw = size / samples[1] / 1e9
     return {
         "backend": backend,

@@ -28,6 +28,24 @@ Role = Literal["node", "link", "control"]
 MAX_PAIRS = 16  # named pairs measured, at most (the rest keep their TCP evidence alone)
 
 
+def timeout(net_timeout: float) -> float:
+    """Each rank's bound on the group's setup and on each collective (allreduce.py's TIMEOUT)."""
+    return max(10.0, net_timeout * 5)
+
+
+def serve_argv(node: Node, limit: float) -> list[str]:
+    return ["serve", str(node.addr), node.iface or "", str(limit)]
+
+
+def join_argv(a: Node, served: Any, b: Node, limit: float) -> list[str] | str:
+    """Rank 1's arguments on ``b``, from rank 0's first answer on ``a``, or why rank 0 has none."""
+    if isinstance(served, dict) and type(served.get("port")) is int and served.get("backend") in ("gloo", "nccl"):
+        return ["join", str(a.addr), str(served["port"]), str(served["backend"]), b.iface or "", str(limit)]
+    if isinstance(served, dict):
+        return str(served.get("error") or "rank 0 gave no port")[:300]
+    return str(served or "no answer")[:300]
+
+
 def plan(bad_nodes: list[str], bad_links: list[Pair], good: list[str]) -> list[tuple[Pair, Role]]:
     """Each named link; each named node with a known-good partner (a different one each, in turn)."""
     out: list[tuple[Pair, Role]] = [(link, "link") for link in bad_links]
@@ -61,10 +79,11 @@ def figure(answer: dict[str, Any] | str) -> tuple[dict[str, Any], str]:
     got = answer.get("allreduce")
     if not isinstance(got, dict):
         return {}, str(answer.get("error") or "no figures")[:300]
-    bw, backend = got.get("busbw_gbps"), got.get("backend")
+    bw, backend, size = got.get("busbw_gbps"), got.get("backend"), got.get("bytes")
     if not (isinstance(bw, (int, float)) and not isinstance(bw, bool) and math.isfinite(bw) and bw >= 0):
         return {}, "no figures"
-    return {"busbw_gbps": float(bw), "backend": backend if backend in ("gloo", "nccl") else "?"}, ""
+    size = size if type(size) is int and 0 < size <= MIB << 20 else 0
+    return {"busbw_gbps": float(bw), "backend": backend if backend in ("gloo", "nccl") else "?", "bytes": size}, ""
 
 
 async def measure(
@@ -79,7 +98,7 @@ async def measure(
             got, why = figure(answers.get((a, b), "no answer"))
             rows.append({
                 "pair": [nodes[a].host, nodes[b].host], "role": role, "backend": got.get("backend", ""),
-                "busbw_gbps": got.get("busbw_gbps"), "error": why,
+                "bytes": got.get("bytes", 0), "busbw_gbps": got.get("busbw_gbps"), "error": why,
                 "control": [nodes[c].host for c in control] if control and role != "control" else [],
             })  # fmt: skip
     return rows
@@ -94,7 +113,8 @@ def evidence(rows: list[AllreduceDoc], hosts: list[str]) -> str:
         if row["role"] == "control" or not set(hosts) <= set(row["pair"]):
             continue
         other = [h for h in row["pair"] if h not in hosts]
-        head = f"all_reduce ({row['backend'] or 'torch'}, 2 ranks, {MIB} MiB){' with ' + other[0] if other else ''}"
+        size = f", {row['bytes'] / (1 << 20):.3g} MiB" if row["bytes"] else ""
+        head = f"all_reduce ({row['backend'] or 'torch'}, 2 ranks{size}){' with ' + other[0] if other else ''}"
         if row["busbw_gbps"] is None:
             out.append(f"{head}: not measured: {row['error']}")
             continue

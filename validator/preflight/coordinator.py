@@ -346,7 +346,43 @@ class Coordinator:
             else:
                 n.port, n.token = listen["port"], listen["token"]
 
-        return await rounds.run(nodes, lambda plans: self.net_round(plans, by_label), pairs)
+        return await rounds.run(nodes, lambda plans: self.net_round(plans, by_label), pairs,
+                                lambda ends: self.allreduce(ends, {n.label: n for n in nodes}, by_label))  # fmt: skip
+
+    async def allreduce(self, pairs: list[tuple[str, str]], nodes: dict[str, Any], who: dict[str, Arrival]) -> Any:
+        """The named pairs' all_reduce (netcheck/collective.py): rank 0 on each pair's first node (a
+        child of its participant, netcheck/pairrun.py) answers with its store's port, then rank 1 on
+        the second joins and measures. (first label, second label) -> rank 1's answer or why none."""
+        from validator.netcheck import collective
+        from validator.netcheck.pairrun import START_S
+        from validator.netcheck.pairrun import run as run_pair
+        from validator.netcheck.probe import TIMEOUT_S
+
+        limit = collective.timeout(TIMEOUT_S)
+
+        def answer(msg: Any, label: str) -> Any:
+            if who[label].conn is None:
+                return msg  # ours: pairrun's answer itself
+            if isinstance(msg, dict) and msg.get("type") == "allreduced" and isinstance(msg.get("answer"), dict):
+                return msg["answer"]
+            return "the participant's connection closed" if msg is CLOSED else "no answer"
+
+        serve = {a: {"type": "allreduce", "argv": collective.serve_argv(nodes[a], limit)} for a, _ in pairs}
+        served = await self.ask(who, serve, lambda m: run_pair(m["argv"]), START_S + 5)
+        out: dict[tuple[str, str], Any] = {}
+        joins: dict[str, dict[str, Any]] = {}
+        for a, b in pairs:
+            argv = collective.join_argv(nodes[a], answer(served.get(a), a), nodes[b], limit)
+            if isinstance(argv, str):
+                out[(a, b)] = argv
+            else:
+                joins[b] = {"type": "allreduce", "argv": argv}
+        if joins:
+            joined = await self.ask(who, joins, lambda m: run_pair(m["argv"]), limit * 3 + 35)
+            for a, b in pairs:
+                if b in joins:
+                    out[(a, b)] = answer(joined.get(b), b)
+        return out
 
     def per_host(self, order: Callable[[Facts], Any]) -> tuple[list[Arrival], list[Arrival]]:
         """The arrivals in rank order, and the first of each host among them."""

@@ -32,6 +32,7 @@ ACTED_ON = (
     "go",
     "probe",
     "nodeprobe",
+    "allreduce",
     "resolve",
 )  # what a rank does something with: sealed, with a secret (protocol.py)
 GO_S = 15.0  # after confirming a proposed pass, the go (or the failure) comes within the coordinator's CONFIRM_S
@@ -41,6 +42,7 @@ FOREIGN_TRIES = 3  # something else answers on the port this many times in a row
 # ... each time waiting twice as long for the hello (1, 2, 4 s): a coordinator on a loaded node (CI with
 # 40 torch processes on 2 cores) was silent for over a second three times and taken for a stranger
 HELLO_MAX_S = 8.0
+ALLREDUCES_MAX = 32  # --net-check: all_reduce requests, two for each of netcheck/collective.py's MAX_PAIRS
 PROBES_MAX = 8  # --net-check: targets a participant probes in one round (the planner gives it at most 3)
 UNRESOLVED_S = 5.0  # outside Kubernetes a name that does not resolve for this long will not
 SAMPLE_MAX = 16  # peer hostnames the coordinator asks one node to resolve (peers.py)
@@ -143,8 +145,9 @@ def _exchange(
     # the net check's 2 confirmations: netcheck/rounds.py), node probes (--probes: 3 rounds of each of
     # 2 kinds: probes/rounds.py), resolve, a leader's re-hellos, verdict, go; with --net-check-pairs
     # all, one probe round more at most per round of every pair (netcheck/sweep.py: below 128); the
+    # all_reduce of what the net check named (two requests a pair: netcheck/collective.py); the
     # coordinator's keepalives while it measures (protocol.KEEPALIVES)
-    for _ in range(32 + 128 + wire.KEEPALIVES):
+    for _ in range(32 + 128 + ALLREDUCES_MAX + wire.KEEPALIVES):
         try:
             body = wire.recv_frame(s, wire.MAX_VERDICT)
         except (OSError, wire.ProtocolError) as e:
@@ -192,6 +195,11 @@ def _exchange(
             from validator.probes.local import run as run_probe
 
             s.sendall(wire.encode({"type": "nodeprobed", "answer": run_probe(str(msg.get("kind")))}))
+            continue
+        if kind == "allreduce":  # --net-check: one rank of a named pair's all_reduce, in a child process
+            from validator.netcheck.pairrun import run as run_pair
+
+            s.sendall(wire.encode({"type": "allreduced", "answer": run_pair(msg.get("argv"))}))
             continue
         if kind != "probe" or not isinstance(msg.get("targets"), list):
             return f"unexpected {msg.get('type')!r}"

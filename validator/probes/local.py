@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import selectors
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,8 @@ import threading
 import time
 from pathlib import Path
 from typing import IO, Any
+
+from validator.procs import first_line
 
 TIMEOUT_S = 60.0  # torch's import plus five windows, on a loaded node
 KINDS = ("compute", "memory")
@@ -61,23 +62,6 @@ def _stop() -> None:
 atexit.register(_stop)
 
 
-def _line(proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
-    """One line of the child's output before ``deadline`` (at most MAX_OUT), or None."""
-    assert proc.stdout is not None
-    fd, got = proc.stdout.fileno(), b""
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while b"\n" not in got and len(got) < MAX_OUT:
-            left = deadline - time.monotonic()
-            if left <= 0 or not sel.select(left):
-                return None
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return None  # it exited
-            got += chunk
-    return got.split(b"\n", 1)[0]
-
-
 def run(kind: str, timeout: float = TIMEOUT_S) -> dict[str, Any] | str:
     """The probe's answer (``{"probe": kind, "devices": [...]}``), or why there is none."""
     if kind not in KINDS:
@@ -93,7 +77,8 @@ def run(kind: str, timeout: float = TIMEOUT_S) -> dict[str, Any] | str:
             proc.stdin.flush()
         except OSError:
             pass  # it died: read says so
-        text = _line(proc, time.monotonic() + timeout)
+        assert proc.stdout is not None
+        text = first_line(proc.stdout.fileno(), time.monotonic() + timeout, MAX_OUT)
         try:
             answer = json.loads(text) if text else None
         except ValueError:

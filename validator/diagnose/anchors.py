@@ -71,6 +71,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"HCCP process",  # CANN EJ0001 "Failed to initialize the HCCP process" (no error word of its own)  # OpenSSH, for a launcher that reaches nodes over ssh
     b"BAD TERMINATION OF ONE OF YOUR",  # MPICH's mpiexec (Hydra): a block naming the process's PID, host and exit
     b"Could not resolve hostname",  # OpenSSH: a launcher's ssh cannot name the node
+    b"crashed with exit code",  # composer's launcher: "Rank N crashed with exit code C."
     b"with a remote daemon",  # Open MPI / PRRTE: "... has lost communication with a remote daemon"
     b"first process to do so",  # mpirun: "...exited with non-zero status... The first process to do so was:"  # c10d socket.cpp "The client socket has timed out after 600s while trying to connect to"
 )

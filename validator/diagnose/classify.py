@@ -188,6 +188,9 @@ RULES: tuple[Rule, ...] = (
     # code and message) on the lines after: the collective library's failure, whose words follow
     _r("nccl.error", S, "HCCL error in: ", r"\bHCCL error in: (?P<where>\S+?:\d+)\s*$"),
     _r("nccl.error", S, "NCCL error", r"NCCL error: (?P<what>.*)"),
+    # torch/csrc/cuda/nccl.cpp throw_nccl_error (torch.cuda.nccl, DataParallel's broadcast and reduce): "NCCL Error "
+    # << status << ": " << ncclGetErrorString(status)
+    _r("nccl.error", S, "NCCL Error ", r"\bNCCL Error \d+: (?P<what>.+)"),
     _r(
         "nccl.result",
         S,

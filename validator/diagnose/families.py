@@ -71,6 +71,15 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "Message truncated",
         r"Message truncated : received (?P<remote>\d+) bytes instead of (?P<local>\d+)",
     ),
+    # gloo transport/tcp/pair.cc (pytorch/gloo), reading a message into a posted buffer: GLOO_ENFORCE_LE(
+    # op.preamble.length, op.nbytes) -> "[enforce fail at .../pair.cc:446] op.preamble.length <= op.nbytes. 1046204 vs
+    # 1040256": the peer sent more than this side posted, the two ends of one transfer disagree on its size
+    (
+        "nccl.size_mismatch",
+        ORG,
+        "enforce fail at",
+        r"enforce fail at \S*pair\.cc:\d+\] (?P<gloo>)op\.preamble\.length <= op\.nbytes\. (?P<remote>\d+) vs (?P<local>\d+)",
+    ),
     # NCCL src/proxy.cc: WARN("[Proxy Service %d] Failed to execute operation %s from rank %d, retcode %d");
     # "from rank" is the communicator rank that asked, a victim
     (
@@ -381,6 +390,14 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     ("hvd.missing_block", S, "Stalled ranks:", r"^Stalled ranks:\s*$"),  # the same block before Horovod 0.20
     # NCCL RAS status (src/ras/client_support.cc): the section a rank line belongs to is read from the lines above
     # it ("#0-0 (hash) INCOMPLETE" / "MISMATCH") by blocks.ras_section
+    # PaddlePaddle's CUDA allocator (paddle/fluid/memory/allocation/cuda_allocator.cc, BadAlloc's ResourceExhaustedError):
+    # "Out of memory error on GPU %d. Cannot allocate %s memory on GPU %d, %s memory has been allocated and available
+    # memory is only %s." (the GPU is the process's device, not a rank)
+    ("cuda.oom", ORG, "Out of memory error on GPU", r"Out of memory error on GPU \d+\. Cannot allocate"),
+    # ... raised as an operator's exception first ("SystemError: (Fatal) Operator conv2d raises an
+    # paddle::memory::allocation::BadAlloc exception.", the allocator's message on the lines after): Paddle's
+    # allocation failure is its out-of-memory error
+    ("cuda.oom", ORG, "BadAlloc", r"raises an paddle::memory::allocation::BadAlloc exception"),
     # NCCL src/include/alloc.h: WARN("Failed to CUDA calloc %ld bytes") / "Failed to CUDA malloc" / "Failed to CUDA host
     # alloc" / "Failed to CUDA calloc async": NCCL could not get GPU memory for its buffers
     (
@@ -579,6 +596,15 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         Role.SUMMARY,
         "has lost communication with a remote daemon",
         r"\b(?:ORTE|PRTE) has lost communication with a remote daemon",
+    ),
+    # MosaicML composer's launcher (composer/cli/launcher.py _monitor_processes): log.error(f'Rank {global_rank} crashed
+    # with exit code {process.returncode}.') for the first process it finds dead, then it stops the others: that rank
+    # ended first, low confidence (its own error is the process's log)
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "crashed with exit code",
+        r"\bRank (?P<reporter>\d+) crashed with exit code (?P<exit>-?\d+)\.",
     ),
     # Open MPI ompi/mpi/help-mpi-api.txt [mpi-abort] (v4.1.8; the same text in v5): "MPI_ABORT was invoked on rank %d in
     # communicator %s\nwith errorcode %d.": the process that called MPI_Abort (its rank in that communicator: a rank of

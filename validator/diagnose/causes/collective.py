@@ -336,8 +336,8 @@ def size_mismatch(ev: Evidence) -> list[Cause]:
     return [
         Cause(
             code="COL001",
-            summary=f"NCCL found a collective size mismatch{peer}{sizes} (ranks called collectives of different sizes "
-            "or counts)",
+            summary=f"{'gloo' if 'gloo' in e.data else 'NCCL'} found a collective size mismatch{peer}{sizes} (ranks "
+            "called collectives of different sizes or counts)",
             culprits=[],
             confidence="unknown",
             reason="the transfer's two ends disagree; which rank diverged is not in the message",

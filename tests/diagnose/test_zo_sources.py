@@ -58,3 +58,14 @@ def test_torch_cuda_nccls_error_is_the_result_it_names(tmp_path: Path) -> None:
     line = "terminate called after throwing an instance of 'std::runtime_error'\n  what():  NCCL Error {}\n"
     assert verdict(tmp_path, line.format("1: unhandled cuda error")).klass == "cuda_error"
     assert verdict(tmp_path, line.format("2: unhandled system error")).klass == "nccl_system_error"
+
+
+def test_ncclgeterrorstrings_words_are_read_in_any_wrapper(tmp_path: Path) -> None:
+    """ncclGetErrorString's texts for a system and a CUDA failure are NCCL's own, wherever a framework prints them:
+    after ": ", a glog check's "(1 vs. 0) ", a runtime_error's "NCCL Error 1: ", a logger's "returned"."""
+    for line, kind in (
+        ("I0101 12:00:00.1 worker.cc:12] ncclAllReduce returned unhandled cuda error (1)", "cuda_error"),
+        ("E0101 12:00:00.1 comm.cc:88] ncclCommInitRank returned unhandled system error", "nccl_system_error"),
+        ("Check failed: r == ncclSuccess (1 vs. 0) unhandled cuda error", "cuda_error"),
+    ):
+        assert verdict(tmp_path, line + "\n").klass == kind, line

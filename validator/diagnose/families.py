@@ -674,7 +674,10 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     ),
     # ncclGetErrorString's text after any framework's "NCCL ...: " (TensorFlow, HybridBackend: "NCCL communication
     # aborted: unhandled system error"): after the specific rules above, which read more of these lines
-    ("nccl.error", S, "unhandled system error", r": (?P<what>unhandled system error)\b"),  # NCCL's words alone
+    # NCCL's words alone, wherever a framework put them (after ": ", a glog CHECK's "(2 vs. 0) ", a C++ runtime_error's
+    # "NCCL Error 1: "): ncclGetErrorString's texts for ncclSystemError and ncclUnhandledCudaError are NCCL's own
+    ("nccl.error", S, "unhandled system error", r"\b(?P<what>unhandled system error)\b"),
+    ("nccl.error", S, "unhandled cuda error", r"\b(?P<what>unhandled cuda error)\b"),
     ("nccl.error", S, "network error", r"\bNCCL\b.*?: (?P<what>remote process exited or there was a network error)"),
     # the advice Ray's memory monitor appends when it killed a task or worker (src/ray/raylet/worker_killing_policy,
     # node_manager.cc): "Refer to the documentation on how to address the out of memory issue:

@@ -45,6 +45,14 @@ XFAIL: dict[str, str] = {
     "collective timeout on a line of its own, tests/diagnose/test_zj_sources.py) is here a continuation of the "
     "RuntimeError's message ('ACL stream synchronize failed.' + EI9999 lines), which is read as the exception's text, "
     "not classified line by line",
+    "zp04-cupy-ncclcommunicator-init-keyerror-6.log": "CuPy's NcclError constructor failed on ncclResult 6 "
+    "(ncclRemoteError, missing from its table): 'KeyError: 6' under cupy_backends' check_status frames; no rule "
+    "decodes a bare result number from a failed error constructor, and the label itself reads the number",
+    "zp09-ascend-pdsh-worker1-device-sync-task-timeout.log": "CANN's 'rtDeviceSynchronize execute failed, "
+    "reason=[task timeout]' with no HCCL line: a device synchronize that timed out is a hung collective or a hung "
+    "kernel alike, so it is not read as a collective timeout (the label follows zj17, and says it is doubtful)",
+    "zp10-ascend-16npu-stream-sync-timeout-507046.log": "CANN's 'Stream synchronize timeout' (507046) with no HCCL "
+    "line: as zp09, a device synchronize's timeout is not read as a collective's",
     "zk19-nccl1-mpi-test-srun-two-nodes-rank12-device-buffer.log": "NCCL 1.x's 'rank 12 failed to allocate device "
     "buffer' names its communicator's rank, which is the job's only where the communicator spans the world (here "
     "mpi_test's, by the thread, not by the lines): the class is read, the rank is not named",

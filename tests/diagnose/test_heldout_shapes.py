@@ -97,9 +97,18 @@ STORE_TIMEOUT = (
 
 
 def test_a_store_client_timeout_under_env_init_names_rank_0_which_hosts_the_store(tmp_path: Path) -> None:
-    """env:// init_process_group: rank 0's own process creates the TCPStore (is_master = rank == 0)."""
+    """env:// init_process_group: rank 0's own process creates the TCPStore (is_master = rank == 0). A line
+    alone does not show it is not a torchrun worker's (set zp's zp20): rank 0 is a lead, low; the client's
+    traceback through torch.distributed's rendezvous makes it medium."""
     log = tmp_path / "case.log"
     log.write_text(STORE_TIMEOUT)
+    got = diagnose_paths([str(log)])[1].primary
+    assert got is not None and got.culprits == [0] and got.confidence == "low"
+    frames = (
+        'Traceback (most recent call last):\n  File "/usr/lib/python3.10/site-packages/torch/distributed/rendezvous.py", '
+        "line 191, in _create_c10d_store\n    return TCPStore(\n"
+    )
+    log.write_text(frames + STORE_TIMEOUT)
     got = diagnose_paths([str(log)])[1].primary
     assert got is not None and got.culprits == [0] and got.confidence == "medium"
 

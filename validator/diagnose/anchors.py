@@ -59,6 +59,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"RANK=",  # the launch environment as a shell sets it ("export RANK=1"): a rank outside WORLD_SIZE hosts no store
     b"WORLD_SIZE=",
     b"Device: cuda:",  # accelerate's PartialState repr: a process's device, its index on the lines before
+    b"watchdog hang",  # ProcessGroupNCCL's heartbeat monitor: "... dump debug info, due to ProcessGroupNCCL watchdog hang."
     b"got stuck for",  # ProcessGroupNCCL's heartbeat monitor: "ProcessGroupNCCL's watchdog got stuck for %d seconds ..."
     b"Child process with PID",  # Lightning's _ChildProcessObserver: the first child to exit non-zero
     b"exit with status code",  # horovodrun's gloo launcher: "Process {idx} exit with status code {ec}."

@@ -127,6 +127,10 @@ RULES: tuple[Rule, ...] = (
     _r("coll.blocking_wait", S, "timed out in blocking wait", r"timed out in blocking wait"),
     _r("coll.heartbeat", S, "watchdog got stuck", r"got stuck for (?P<s>\d+) seconds"),
     _r("coll.heartbeat", S, "Heartbeat monitor timed out", r"Heartbeat monitor timed out"),
+    # ProcessGroupNCCL's HeartbeatMonitor (torch 2.4+) getNCCLWatchdogTimeoutExitMsg: LOG(FATAL) "Terminating the process
+    # after attempting to dump debug info, due to " exitReason ".", the reason "ProcessGroupNCCL watchdog hang" when the
+    # watchdog's heartbeat stopped (the line that says so alone may be all a paste kept)
+    _r("coll.heartbeat", S, "watchdog hang", r"dump debug info, due to \w+ watchdog hang"),
     # ProcessGroupNCCL.cpp: "Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA
     # kernels, subsequent GPU operations might run on corrupted/incomplete data." (the watchdog's teardown)
     _r("coll.watchdog_teardown", S, "Some NCCL operations have failed or timed out", r"Some NCCL operations"),

@@ -475,7 +475,9 @@ def store(ev: Evidence) -> list[Cause]:
                     "which rank 0 (or node 0's torchrun agent) hosts: rank 0 never reached init_process_group "
                     "in time, or the address is wrong",
                     culprits=[0],
-                    confidence="medium",
+                    # a bare line (no traceback, no launch environment set by hand to show an env:// world) could
+                    # as well be a torchrun worker's, whose store node 0's agent hosts: a lead, not a verdict
+                    confidence="medium" if any(e.stack for e in conn) or by_kind(events, "launch.env") else "low",
                     reason="the TCPStore server is created by rank 0 (or node 0's agent); the rank that times out "
                     "connecting is the victim",
                     evidence=[quote(e) for e in conn[:2]],

@@ -184,6 +184,15 @@ class ScanDoc(TypedDict):
     failed: str | None  # the scan failed on the scanner's side (exit 2, nothing drained)
 
 
+class PreflightDoc(TypedDict):
+    """What `preflight --net-check` and `--probes` measured over the arrivals (one node a host), and
+    the slow nodes to take out (NET105, PRB001, PRB002) in each launcher's form."""
+
+    net_check: NetCheckDoc | None  # null: --net-check not asked, or not every rank arrived
+    probes: ProbesDoc | None  # null: --probes not asked, or not run
+    exclude: ExcludeDoc  # the slow nodes out of the arrivals' hosts (hostfile slots: each host's ranks)
+
+
 class EvidenceDoc(TypedDict):
     source: str  # file:line, or a dump/trace file
     text: str
@@ -277,6 +286,7 @@ class LayoutDoc(_LayoutExtras):
 
 class _ReportExtras(TypedDict, total=False):
     scan: ScanDoc  # `validator scan`
+    preflight: PreflightDoc  # `preflight --net-check` or `--probes`
     drain: list[str]  # `validator scan`: the hosts to drain
     diagnosis: DiagnosisDoc  # `validator diagnose`
     layout: LayoutDoc  # `check`, `preflight`, `scan`: when the job's configuration names a layout

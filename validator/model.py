@@ -313,6 +313,7 @@ class Report:
     # the command's own sections, written after the common fields (documents.AnyReportDoc)
     scan: documents.ScanDoc | None = None  # `validator scan`: what it did
     drain: list[str] | None = None  # `validator scan`: the hosts to drain
+    preflight: documents.PreflightDoc | None = None  # `preflight --net-check`, `--probes`: figures, what to take out
     diagnosis: documents.DiagnosisDoc | None = None  # `validator diagnose` and `rehearse`: the verdict
     layout: documents.LayoutDoc | None = None  # the parallel layout and its group map (docs/layout.md)
 
@@ -367,6 +368,8 @@ class Report:
             doc["scan"] = self.scan
         if self.drain is not None:
             doc["drain"] = self.drain
+        if self.preflight is not None:
+            doc["preflight"] = self.preflight
         if self.diagnosis is not None:
             doc["diagnosis"] = self.diagnosis
         if self.layout is not None:
@@ -386,6 +389,7 @@ class Report:
             title=str(d.get("title", "cluster-validator")),
             scan=d.get("scan"),
             drain=d.get("drain"),
+            preflight=d.get("preflight"),
             diagnosis=d.get("diagnosis"),
             layout=d.get("layout"),
         )

@@ -310,10 +310,10 @@ def taken_out(
     (SLURM_JOB_NODELIST, when it holds them) or the scanned hosts."""
     import os
 
-    from validator.probes.exclude import SLOW_CODES
+    from validator.probes.exclude import slow_hosts
     from validator.targets import expand
 
-    slow = {h for f in findings if f.code in SLOW_CODES for h in f.hosts}
+    slow = slow_hosts(findings)
     base = hosts
     if os.environ.get("SLURM_JOB_NODELIST"):
         with contextlib.suppress(UserError):

@@ -70,6 +70,10 @@ def test_healthy_ring_is_silent(netns_hosts: NetnsHosts, tmp_path: Path) -> None
     runs = net_check(netns_hosts, tmp_path)
     assert [rc for rc, _ in runs] == [0, 0, 0, 0], runs[0][1]["findings"]
     assert speed(runs[0][1]) == {}
+    measured = runs[0][1]["preflight"]  # the JSON carries what was measured, not only the findings
+    assert measured["net_check"]["measured"] >= 4 and measured["net_check"]["allreduce"] == []
+    assert measured["probes"] is None and measured["exclude"]["hosts"] == []
+    assert measured["exclude"]["keep"] == netns_hosts.names
 
 
 def test_a_throttled_host_is_named_as_the_node(netns_hosts: NetnsHosts, tmp_path: Path) -> None:
@@ -90,6 +94,17 @@ def test_a_throttled_host_is_named_as_the_node(netns_hosts: NetnsHosts, tmp_path
         r"pair \(\S+, \S+\) [\d.e-]+ GB/s$",
         node["message"],
     ), node["message"]
+    # the same in the JSON: the all_reduce rows, and the node to take out in each launcher's form
+    for _, report in runs:  # every participant got the coordinator's document
+        measured = report["preflight"]
+        named = [r for r in measured["net_check"]["allreduce"] if r["role"] == "node"]
+        assert len(named) == 1 and h.names[2] in named[0]["pair"] and named[0]["busbw_gbps"] > 0, measured
+        (control,) = [r for r in measured["net_check"]["allreduce"] if r["role"] == "control"]
+        assert named[0]["control"] == control["pair"] and h.names[2] not in control["pair"]
+        assert named[0]["busbw_gbps"] < control["busbw_gbps"]
+        assert measured["exclude"]["hosts"] == [h.names[2]]
+        assert measured["exclude"]["slurm"]["exclude"] == f"--exclude={h.names[2]}"
+    assert f"--exclude={h.names[2]}" in runs[0][1]["stderr"]  # the text report says it too
 
 
 def test_one_throttled_link_is_named_as_the_pair(netns_hosts: NetnsHosts, tmp_path: Path) -> None:

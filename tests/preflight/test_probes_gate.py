@@ -83,6 +83,7 @@ def test_healthy_hosts_pass_and_name_nothing(netns_hosts: NetnsHosts, tmp_path: 
         assert not [f for f in report["findings"] if f["code"].startswith("PRB")], report["findings"]
         assert rc == 0, report["findings"]
     assert "probes: 4 nodes" in results[0][1] and "none slower than 1.5x the median" in results[0][1]
+    assert results[0][2]["preflight"]["exclude"]["hosts"] == [] and results[0][2]["preflight"]["probes"]["nodes"]
 
 
 def test_a_slow_host_is_named_with_its_exclusion_and_blocks_at_warning(
@@ -104,5 +105,10 @@ def test_a_slow_host_is_named_with_its_exclusion_and_blocks_at_warning(
     assert f"sbatch --exclude={slow} JOB_SCRIPT" in text
     others = ",".join(sorted(n for n in netns_hosts.names if n != slow))
     assert "hostfile (deepspeed, mpirun)" in text and all(n in text for n in others.split(","))
+    for _, _, report in results:  # the JSON: every node's figures, and the exclusion in each launcher's form
+        measured = report["preflight"]
+        assert measured["net_check"] is None and len(measured["probes"]["nodes"]) == 4
+        assert [r["host"] for r in measured["probes"]["nodes"] if r["named"]] == [slow]
+        assert measured["exclude"]["hosts"] == [slow] and measured["exclude"]["keep"] == others.split(",")
     finding = next(f for f in results[0][2]["findings"] if f["code"] in ("PRB001", "PRB002"))
     assert "then again 2 times beside 2 control nodes" in finding["message"]

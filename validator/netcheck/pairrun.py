@@ -1,12 +1,14 @@
 """One rank of a named pair's all_reduce (allreduce.py) as a child of a preflight participant, when
 its coordinator asks (coordinator.check_network; the scan runs the same program through its
 transport). ``serve`` answers with the child's first line (its store's port) and leaves it running:
-it ends by itself once rank 1 has joined and measured, or at its own timeout; ``join`` waits for
-the child's answer. The request came from the coordinator, sealed: its arguments are still checked
+it ends by itself once rank 1 has joined and measured, at its own timeout, or when ``stop`` kills
+it (before the job's exec, and at exit: a rank 1 that never joined leaves nothing behind);
+``join`` waits for the child's answer. The request came from the coordinator, sealed: its arguments are still checked
 for shape, and the child gets them as an argument list (no shell)."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import subprocess
 import sys
@@ -54,3 +56,18 @@ def run(argv: Any) -> dict[str, Any]:
     except ValueError:
         doc = None
     return doc if isinstance(doc, dict) else {"error": f"no answer within {limit:g} s" if line is None else "no answer"}
+
+
+def stop() -> None:
+    """Kill the rank 0 children still serving (ours, by their pids): before the job's exec
+    (finish.act) and at exit."""
+    while _serving:
+        proc = _serving.pop()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+atexit.register(stop)

@@ -180,6 +180,8 @@ def act(opts: Options, code: int, then: AfterPass | None = None) -> int:
             return 1
     if code == 0 and opts.command:
         sys.stdout.flush()
+        if (pairs := sys.modules.get("validator.netcheck.pairrun")) is not None:
+            pairs.stop()  # an all_reduce child whose partner never joined (--net-check) does not outlive us
         try:
             os.execvp(opts.command[0], opts.command)  # the job replaces us: nothing lingers
         except OSError as e:

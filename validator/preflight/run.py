@@ -37,6 +37,7 @@ TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (te
 if TYPE_CHECKING:
     from typing import Any
 
+    from validator.documents import PreflightDoc
     from validator.model import Facts, Finding
     from validator.preflight.door import Door
     from validator.profiles import Profile
@@ -80,18 +81,18 @@ def coordinate(
         tcp, unix = c.links()
         notes = [f"over {tcp} TCP connection(s) and {unix} node-local"] if p.mode == "rank" else []
         net: list[Finding] = []
+        measured: dict[str, Any] = {"net_check": None, "probes": None}  # the JSON's "preflight" section
         if opts.net_check and gathered.complete:
             outcome = await c.working(
                 c.check_network(key(p), profile.gpus_per_node if profile else None, opts.net_check_pairs)
             )
-            net = outcome.findings
+            net, measured["net_check"] = outcome.findings, outcome.doc
             notes.append(outcome.line)
-        out: list[str] = []  # --probes: the slow nodes, to take out
         if opts.probes and gathered.complete and not c.early:
             probed = await c.working(c.check_nodes(key(p), profile.baselines if profile else None))
             net += probed.findings
             notes.append(probed.doc["line"])
-            out = [r["host"] for r in probed.doc["nodes"] if r["named"]]
+            measured["probes"] = probed.doc
         all_facts = [a.facts for a in gathered.arrivals]
         wanted = not c.early and bool(set(peers.NAME_CODES) & set(codes(opts)))  # an early verdict does not wait
         t_names = time.monotonic()
@@ -119,11 +120,13 @@ def coordinate(
         extra = peers.defer(pipeline.keep(net + rejected_findings(gathered), codes(opts)), report.findings)
         report.findings = sorted(report.findings + extra, key=lambda f: (-f.severity, f.code))
         exit_code = report.exit_code(opts.fail_on, opts.allow_incomplete)
+        ranked = [a.facts for a in c.per_host(key(p))[0]]  # the hosts in rank order, for what to take out
+        if opts.net_check or opts.probes:
+            report.preflight = taken_out(measured, ranked, report.findings)
         if c.early:
             notes.append(f"decided at {gathered.seconds:.1f} s: no late arrival can make this a pass")
         arrived = [a.facts for a in gathered.arrivals]
         text = render(report, exit_code, arrived, p, gathered.seconds, notes, gathered.present)
-        text += exclude_lines(arrived, out)
         doc = report.to_json()  # once: every participant gets it, and it is printed here
         if exit_code == 0:  # two phases: nobody acts on a pass until everyone counted confirms it
             lost = await c.confirm(*verdicts(report, doc, exit_code, text, c.port, pending=True,
@@ -138,7 +141,9 @@ def coordinate(
             exit_code = report.exit_code(opts.fail_on, opts.allow_incomplete)
             gone = {id(a.facts) for a in lost}
             kept = [f for f in arrived if id(f) not in gone]
-            text = render(report, exit_code, kept, p, time.monotonic() - t_start, notes) + exclude_lines(kept, out)
+            if report.preflight is not None:
+                report.preflight = taken_out(measured, [f for f in ranked if id(f) not in gone], report.findings)
+            text = render(report, exit_code, kept, p, time.monotonic() - t_start, notes)
             doc = report.to_json()
         emit(opts, doc, text, True, exit_code)  # now: the coordinator may linger for late arrivals
         await c.deliver(*verdicts(report, doc, exit_code, text, c.port), linger=exit_code != 0)
@@ -156,17 +161,22 @@ def coordinate(
             node.close()
 
 
-def exclude_lines(arrived: list[Facts], out: list[str]) -> str:
-    """--probes named slow nodes: how to take them out, in each launcher's form (probes/exclude.py);
-    the hostfile's slots are each host's ranks."""
-    if not out:
-        return ""
-    from validator.probes.exclude import exclusion, lines
+def taken_out(measured: dict[str, Any], arrived: list[Facts], findings: list[Finding]) -> PreflightDoc:
+    """The JSON's ``preflight`` section: what --net-check and --probes measured, and the slow nodes
+    they named (NET105, PRB001, PRB002) out of the arrivals' hosts, in each launcher's form
+    (probes/exclude.py); the hostfile's slots are each host's ranks."""
+    from validator.probes.exclude import exclusion, slow_hosts
 
     slots: dict[str, int] = {}
     for f in arrived:
         slots[f["host"]] = slots.get(f["host"], 0) + 1
-    return "\n" + "\n".join(lines(exclusion(list(slots), out, slots))) + "\n"
+    slow = slow_hosts(findings)
+    out = [h for h in slots if h in slow] + sorted(slow - set(slots))
+    return {
+        "net_check": measured["net_check"],
+        "probes": measured["probes"],
+        "exclude": exclusion(list(slots), out, slots),
+    }
 
 
 def execute(opts: Options) -> int:

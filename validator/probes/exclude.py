@@ -11,8 +11,17 @@ import shlex
 from validator.documents import ExcludeDoc
 from validator.targets import fold_hosts
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from validator.model import Finding
+
 TAINT = "validator.io/excluded=true:NoSchedule"
 SLOW_CODES = ("NET105", "PRB001", "PRB002")  # slow nodes: warnings (the job runs, slowly), taken out too
+
+
+def slow_hosts(findings: list[Finding]) -> set[str]:
+    """The hosts the slow-node findings (SLOW_CODES) name."""
+    return {h for f in findings if f.code in SLOW_CODES for h in f.hosts}
 
 
 def exclusion(base: list[str], out: list[str], slots: dict[str, int], pods: bool = False) -> ExcludeDoc:

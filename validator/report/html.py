@@ -193,8 +193,8 @@ def _probes_html(doc: ProbesDoc) -> str:
 
 
 def render_html(report: Report, options: RenderOptions) -> str:
-    """The report's ``drain`` (computed from ``options.fail_on`` when absent) and ``scan``
-    sections show when present."""
+    """The report's ``drain`` (computed from ``options.fail_on`` when absent), ``scan`` and
+    ``preflight`` sections show when present."""
     scan = report.scan
     drain = report.drain if report.drain is not None else drain_hosts(report, options.fail_on)
     findings = fold(report.findings)
@@ -205,15 +205,17 @@ def render_html(report: Report, options: RenderOptions) -> str:
         counts += f"<span>{_e(scan['transport'])}, {_e(scan['elapsed_s'])} s</span>"
         if scan["interrupted"]:
             counts += "<span><b>interrupted</b> (Ctrl-C): partial results</span>"
-        if scan["net_check"] is not None:
-            counts += f"<span>{_e(scan['net_check']['line'])}</span>"
-        if (probed := scan.get("probes")) is not None:
+    measured = scan if scan is not None else report.preflight  # the net check, the probes, what to take out
+    if measured is not None:
+        if measured["net_check"] is not None:
+            counts += f"<span>{_e(measured['net_check']['line'])}</span>"
+        if (probed := measured.get("probes")) is not None:
             counts += f"<span>{_e(probed['line'])}</span>"
     sections = [
         f"<h1>{_e(report.title)}</h1><div class=sub>{_e(summary(report))}</div><div class=counts>{counts}</div>",
         "<h2>Drain</h2>" + _drain_html(report, drain),
-        *([_exclude_html(ex)] if scan is not None and (ex := scan.get("exclude")) and ex["hosts"] else []),
-        *([_probes_html(p)] if scan is not None and (p := scan.get("probes")) else []),
+        *([_exclude_html(ex)] if measured is not None and (ex := measured.get("exclude")) and ex["hosts"] else []),
+        *([_probes_html(p)] if measured is not None and (p := measured.get("probes")) else []),
         "<h2>Nodes × checks</h2>" + _matrix_html(report, titles),
     ]
     if findings:

@@ -107,7 +107,8 @@ def render_table(report: Report, options: RenderOptions) -> str:
             out.append(f"        verify: {v(f.verify)}")
     if verdict:
         out += [v(line) for line in verdict.split("\n")]
-    if report.scan is not None and (excluded := report.scan.get("exclude")):
+    section = report.scan if report.scan is not None else report.preflight
+    if section is not None and (excluded := section.get("exclude")):
         from validator.probes.exclude import lines
 
         out += [v(line) for line in lines(excluded)]

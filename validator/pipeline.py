@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 def probe_local(argv: list[str] | None = None, environ: dict[str, str] | None = None, port_check: bool = True) -> Facts:
     """Facts of this process on this node, for the launch command ``argv`` if one is given."""
     env = dict(os.environ if environ is None else environ)
-    launch = parse_launch(agent.filtered_env(env), parse_command(argv) if argv else None)
+    configs = agent.job_configs(argv, env) if argv else None  # accelerate's config: its port, its main address
+    launch = parse_launch(agent.filtered_env(env), parse_command(argv) if argv else None, configs)
     names = tuple(n for n in (launch["master_addr"],) if n)
     raw = agent.collect(argv, names, environ=env, port_check=port_check, port=launch["master_port"])
     return parse(raw)

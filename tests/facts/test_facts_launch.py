@@ -294,6 +294,64 @@ def test_accelerate_launch_is_the_torchrun_contract_it_runs() -> None:
     }  # fmt: skip
 
 
+# what `accelerate config` writes for the second of two machines (accelerate's commands/config/cluster.py
+# fields; the same keys as its docs' multi-node example)
+ACCELERATE_CONFIG = """compute_environment: LOCAL_MACHINE
+debug: false
+distributed_type: MULTI_GPU
+downcast_bf16: 'no'
+enable_cpu_affinity: false
+gpu_ids: all
+machine_rank: 1
+main_process_ip: 10.1.0.7
+main_process_port: 29611
+main_training_function: main
+mixed_precision: bf16
+num_machines: 2
+num_processes: 16
+rdzv_backend: c10d
+same_network: true
+tpu_env: []
+tpu_use_cluster: false
+tpu_use_sudo: false
+use_cpu: false
+"""
+
+
+def test_accelerate_config_file_fills_what_the_line_leaves_unset(tmp_path: Path) -> None:
+    """The usual multi-node accelerate job names its machines in a config file, not on the line:
+    its machine rank, machine count, processes and main process are the contract (before, every
+    node read as node 0 of 1 on 127.0.0.1:29500). The line wins where it says; the config's
+    rdzv_backend and same_network never apply (their options default to static and False, and
+    accelerate fills only options left None)."""
+    from validator.agent.probe import job_configs
+
+    cfg = tmp_path / "multi.yaml"
+    cfg.write_text(ACCELERATE_CONFIG)
+
+    def contract(argv: list[str], home: Path = tmp_path) -> LaunchFacts:
+        return parse_launch(filtered_env({}), parse_command(argv), job_configs(argv, {"HF_HOME": str(home)}))
+
+    lf = contract(["accelerate", "launch", "--config_file", str(cfg), "train.py"])
+    assert pick(lf, "node_rank", "nnodes", "world_size", "local_world_size", "master_addr", "master_port",
+                "rdzv_backend", "rdzv_endpoint") == {
+        "node_rank": 1, "nnodes": 2, "world_size": 16, "local_world_size": 8, "master_addr": "10.1.0.7",
+        "master_port": 29611, "rdzv_backend": "static", "rdzv_endpoint": "10.1.0.7:29611",
+    }  # fmt: skip
+    assert lf["sources"]["node_rank"] == f"accelerate config --config_file {cfg}: machine_rank"
+    line = contract(["accelerate", "launch", "--config_file", str(cfg), "--machine_rank", "0", "--same_network",
+                     "train.py"])  # fmt: skip
+    assert (line["node_rank"], line["rdzv_endpoint"]) == (0, None) and line["sources"]["node_rank"] == (
+        "accelerate:--machine_rank"
+    )
+    # the default config `accelerate config` saved, read when no --config_file is given
+    (tmp_path / "accelerate").mkdir()
+    (tmp_path / "accelerate" / "default_config.yaml").write_text(ACCELERATE_CONFIG)
+    lf = contract(["accelerate", "launch", "train.py"])
+    assert (lf["node_rank"], lf["nnodes"], lf["master_port"]) == (1, 2, 29611)
+    assert contract(["accelerate", "launch", "--cpu", "train.py"])["nnodes"] == 1  # --cpu: no default config
+
+
 def test_torchrun_empty_option_values_are_invalid() -> None:
     # `--node-rank=$SLURM_NODEID` expanded where the variable is unset: torchrun exits "invalid int value: ''"
     lf = launch({}, ["torchrun", "--nnodes=2", "--node-rank=", "--rdzv-backend=c10d", "t.py"])

@@ -320,7 +320,7 @@ def test_accelerate_default_config_only_when_accelerate_reads_it(tmp_path: Path)
 def test_accelerate_json_config_and_hostile_yaml(tmp_path: Path) -> None:
     js = tmp_path / "cfg.json"
     js.write_text(json.dumps({"distributed_type": "MEGATRON_LM", "num_processes": 8,
-                              "megatron_lm_config": {"megatron_lm_tp_degree": 4}, "main_process_ip": "s3cret"}))  # fmt: skip
+                              "megatron_lm_config": {"megatron_lm_tp_degree": 4}, "aws_secret_access_key": "s3cret"}))  # fmt: skip
     lay = accelerate_layout(["accelerate", "launch", "--config_file", str(js), "t.py"], tmp_path)
     assert lay is not None and lay["degrees"]["tp"] == 4 and lay["sizes"] == {"processes": 8}
     bad = tmp_path / "bad.yaml"

@@ -6,11 +6,12 @@ torch, gloo and the sockets are real."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from tests.preflight.conftest import preflight, ranks
+from tests.preflight.conftest import preflight, ranks, tails
 from validator.preflight.groups import decide
 
 pytestmark = pytest.mark.slow
@@ -68,3 +69,59 @@ def test_decide_names_a_silent_rank_and_a_failed_group() -> None:
         "ranks": [],
         "hosts": [],
     }
+
+
+def accelerate_node(tmp_path: Path, port: int, machine_rank: int) -> list[str]:
+    """`accelerate launch` of one of two machines, its launch values and FSDP1 HYBRID_SHARD in the
+    config file (as `accelerate config` writes them), none on the line."""
+    cfg = tmp_path / f"machine{machine_rank}.yaml"
+    cfg.write_text(f"compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nfsdp_config:\n"
+                   f"  fsdp_sharding_strategy: HYBRID_SHARD\n  fsdp_version: 1\nmachine_rank: {machine_rank}\n"
+                   f"main_process_ip: 127.0.0.1\nmain_process_port: {port}\nnum_machines: 2\nnum_processes: 8\n")  # fmt: skip
+    return ["accelerate", "launch", "--config_file", str(cfg), "train.py"]
+
+
+def gpu_nodes(tmp_path: Path, gpus: int) -> str:
+    """A PATH whose `nvidia-smi` answers the inventory query with ``gpus`` H100s (lines of a real
+    nvidia-smi's CSV, tests/fixtures/gpu/smi-h100x8.csv) and refuses the health query: no GPU can
+    run here, so the nodes' inventory is the one part stood in for (torch sees no CUDA and the
+    rehearsal runs gloo). `accelerate` is the job: it counts its runs."""
+    csv = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "smi-h100x8.csv"
+    bin_ = tmp_path / "bin"
+    bin_.mkdir(exist_ok=True)
+    (bin_ / "inventory.csv").write_text("".join(csv.read_text().splitlines(keepends=True)[: gpus + 1]))
+    smi = bin_ / "nvidia-smi"
+    smi.write_text(f'#!/bin/sh\ncase "$*" in\n  *"--format=csv") exec cat {bin_}/inventory.csv ;;\nesac\n'
+                   'echo "Field is not a valid field to query." >&2\nexit 2\n')  # fmt: skip
+    job = bin_ / "accelerate"
+    job.write_text(f"#!/bin/sh\necho x >> {tmp_path}/ran\n")
+    for f in (smi, job):
+        f.chmod(0o755)
+    return f"{bin_}:{os.environ['PATH']}"
+
+
+def test_fsdp1_hybrid_shard_rehearses_the_node_shard_and_replicate_groups(tmp_path: Path, port: int) -> None:
+    """accelerate FSDP1 HYBRID_SHARD passes torch no process group: torch shards over
+    dist.new_subgroups(torch.cuda.device_count()) (consecutive ranks: a node of 4 GPUs here) and
+    replicates across them. Two wrappers of `accelerate launch` (everything in their config files)
+    start their nodes' ranks; --groups creates exactly those groups, and a rank that never joins
+    its shard group is named with it."""
+    path = gpu_nodes(tmp_path, 4)
+    commands = [accelerate_node(tmp_path, port, n) for n in (0, 1)]
+    envs = [{"SLURMD_NODENAME": f"node{n + 1}", "PATH": path} for n in (0, 1)]
+    runs = preflight(tmp_path, envs, "--groups", "--timeout", "60", commands=commands, limit=180)
+    assert [r.rc for r in runs] == [0, 0], tails(runs)
+    err = "".join(r.err for r in runs)
+    assert "groups: 7 groups (dp x1, dp_replicate x4, dp_shard x2) rehearsed on 8 ranks" in err, tails(runs)
+    assert "placement: node rank 1 of 2 here (node2 pid" in runs[1].err and "ranks 4-7), given" in runs[1].err
+    assert (tmp_path / "ran").read_text().count("x") == 2, "both nodes ran the job after the rehearsal"
+    reports = [r.report for r in runs if r.report and "layout" in r.report]
+    assert reports and reports[0]["layout"]["groups"]["dp_shard"]["shown"] == ["ranks 0-3 on node1",
+                                                                                "ranks 4-7 on node2"], reports  # fmt: skip
+
+    (tmp_path / "ran").unlink()
+    envs = [{**e, "CV_FAULT_GROUPS": "exit:dp_shard@6"} for e in envs]
+    runs = preflight(tmp_path, envs, "--groups", "--timeout", "60", commands=commands, limit=180)
+    assert all(r.rc != 0 for r in runs) and not (tmp_path / "ran").exists(), tails(runs)
+    err = "".join(r.err for r in runs)
+    assert "PRE011" in err and "dp_shard group [4-7]" in err and "rank 6" in err, tails(runs)

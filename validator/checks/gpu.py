@@ -10,16 +10,12 @@ from typing import Any
 
 from validator.checks.base import Check, Hit, Job, check, describe, majority_of, outliers
 from validator.codes import table
+from validator.facts.gpu import visible_count
 from validator.model import Facts, Severity
 from validator.targets import fold_ranks
 
 NAME = itemgetter("name")
 SMI = "nvidia-smi --query-gpu=index,uuid,name,driver_version --format=csv   # on each named host"
-
-
-def visible_count(g: Any) -> int:
-    """GPUs a rank may use (``g``: its ``gpus`` facts)."""
-    return len(g["visible"]) if g["visible"] is not None else len(g["devices"])
 
 
 def node_gpu_count(job: Job, members: list[int]) -> int:

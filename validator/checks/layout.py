@@ -8,6 +8,7 @@ from typing import Any
 from validator.checks.base import Check, Hit, Job, check, describe
 from validator.codes import table
 from validator.documents import GroupsDoc, LayoutDoc, PlacementDoc, PlacementNodeDoc
+from validator.facts.gpu import visible_count
 from validator.facts.layout import group_map, resolve
 from validator.model import LayoutFacts, Severity
 from validator.targets import fold_hosts, fold_ranks
@@ -167,9 +168,7 @@ def _devices(job: Job) -> int | None:
     that reported GPUs sees the same number; None: no GPUs reported, or nodes that differ."""
     counts = set()
     for i in job.node_reps:
-        g = job.facts[i]["gpus"]
-        n = len(g["visible"]) if g["visible"] is not None else len(g["devices"])
-        if n:
+        if n := visible_count(job.facts[i]["gpus"]):
             counts.add(n)
     return counts.pop() if len(counts) == 1 else None
 

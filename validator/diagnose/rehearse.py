@@ -80,12 +80,13 @@ def layout_groups(argv: list[str], layout: str | None) -> dict[str, Any] | None:
     from validator.facts.layout import group_map, parse_explicit, parse_layout
 
     env = dict(os.environ)
-    found = parse_explicit(layout, "--layout") if layout else parse_layout(argv, job_configs(argv, env), env)
+    configs = job_configs(argv, env)
+    found = parse_explicit(layout, "--layout") if layout else parse_layout(argv, configs, env)
     if found is None:
         return None
     if found["errors"]:
         raise UserError(f"the layout: {found['errors'][0]}", "rehearse")
-    launch = parse_launch(filtered_env(env), parse_command(argv))
+    launch = parse_launch(filtered_env(env), parse_command(argv), configs)
     world = launch["world_size"] or (1 if identify(argv)[0] == "python" else None)
     degrees = " ".join(f"{k}={v}" for k, v in found["degrees"].items())
     what = f"the layout ({'--layout' if layout else found['framework'] + ' ' + found['source']}: {degrees})"

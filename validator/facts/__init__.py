@@ -33,7 +33,7 @@ def parse(raw: dict[str, Any]) -> Facts:
     hostname = str(raw.get("hostname", "unknown"))
     argv = raw.get("argv")
     command = parse_command(list(argv)) if argv else None
-    launch = parse_launch(env, command)
+    launch = parse_launch(env, command, raw.get("configs"))
     launch["layout"] = parse_layout(list(argv or []), raw.get("configs"), env)
     software = parse_software(raw)
     ifaces_raw = raw.get("interfaces") or {}

@@ -137,6 +137,12 @@ def map_visible(devices: list[GpuDevice], cvd: str | None) -> tuple[list[str] | 
     return visible, None
 
 
+def visible_count(g: GpuFacts) -> int:
+    """The GPUs a rank may use, as torch.cuda.device_count() counts them (``g``: its ``gpus``
+    facts): the visible ones after CUDA_VISIBLE_DEVICES, else all."""
+    return len(g["visible"]) if g["visible"] is not None else len(g["devices"])
+
+
 def parse_gpus(raw: dict[str, Any] | None, env: dict[str, str]) -> GpuFacts:
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if not raw:

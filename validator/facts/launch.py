@@ -280,14 +280,28 @@ def _from_deepspeed(c: Contract, opts: dict[str, str]) -> None:
     c.values.pop("local_rank", None)
 
 
-def _from_accelerate(c: Contract, opts: dict[str, str]) -> None:
+FROM_CONFIG = ("num_machines", "machine_rank", "num_processes", "main_process_ip", "main_process_port")
+
+
+def _from_accelerate(c: Contract, opts: dict[str, str], configs: Any) -> None:
     """`accelerate launch` runs torchrun's launcher with this contract (accelerate 1.15,
     utils/launch.py prepare_multi_gpu_env): nproc = num_processes // num_machines, node rank =
     machine_rank, and across machines the main process as the endpoint unless --same_network.
-    Values from an accelerate config file (--config_file, `accelerate config`) are not read."""
+    Each value from its command line, else from its config file (--config_file, else the default
+    one `accelerate config` wrote: commands/launch.py _validate_launch_command fills only the
+    options left None, FROM_CONFIG; --rdzv_backend defaults to static and --same_network to False,
+    so a config's values of those never apply), else accelerate's default."""
+    from validator.facts.layout import accelerate_config
+
+    entries = [e for e in configs if isinstance(e, dict)] if isinstance(configs, list) else []
+    values, where = accelerate_config(entries, opts)
 
     def opt(dest: str, default: str) -> tuple[str, str]:
-        return (opts[dest], f"accelerate:--{dest}") if dest in opts else (default, f"accelerate default --{dest}")
+        if dest in opts:
+            return opts[dest], f"accelerate:--{dest}"
+        if dest in FROM_CONFIG and values.get(dest) is not None and not isinstance(values[dest], (dict, list)):
+            return str(values[dest]), f"accelerate config {where}: {dest}"
+        return default, f"accelerate default --{dest}"
 
     machines, src = opt("num_machines", "1")
     c.set("nnodes", machines, src)
@@ -300,10 +314,10 @@ def _from_accelerate(c: Contract, opts: dict[str, str]) -> None:
     c.set("master_port", port, psrc)
     if machines.strip() not in ("", "1") and "same_network" not in opts:
         c.set("rdzv_endpoint", f"{addr}:{port}", asrc)
-    procs = opts.get("num_processes", "")
+    procs, procs_src = opt("num_processes", "")
     n = c.values.get("nnodes")
     if procs.strip().isdecimal() and isinstance(n, int) and n > 0:
-        c.set("world_size", procs, "accelerate:--num_processes")
+        c.set("world_size", procs, procs_src)
         c.set("local_world_size", str(int(procs) // n), "derived: num_processes / num_machines")
     if backend != "static":  # node ranks are assigned at rendezvous, as with torchrun
         c.values.pop("node_rank", None)
@@ -326,7 +340,10 @@ def job_identity(env: dict[str, str], c: Contract) -> tuple[str | None, str]:
     return None, ""
 
 
-def parse_launch(env: dict[str, str], command: CommandFacts | None) -> LaunchFacts:
+def parse_launch(env: dict[str, str], command: CommandFacts | None, configs: Any = None) -> LaunchFacts:
+    """The launch contract from the environment and the wrapped command; ``configs``: the
+    configuration files the agent read for it (probe.job_configs), of which accelerate's config
+    gives its launch values."""
     launcher = detect_launcher(env)
     c = Contract()
     _from_env(c, env, launcher)
@@ -339,7 +356,7 @@ def parse_launch(env: dict[str, str], command: CommandFacts | None) -> LaunchFac
         _from_deepspeed(c, command["options"])
     elif command and command["tool"] == "accelerate":  # runs torchrun's launcher: the same contract
         launcher, mode = "torchrun", "node"
-        _from_accelerate(c, command["options"])
+        _from_accelerate(c, command["options"], configs)
     job_id, job_src = job_identity(env, c)
     if job_id:
         c.values["job_id"] = job_id

@@ -222,6 +222,19 @@ def _yaml_scalar(raw: Any) -> Any:
         return raw
 
 
+def accelerate_config(entries: list[dict[str, Any]], opts: dict[str, str]) -> tuple[dict[str, Any], str]:
+    """The values of the accelerate config file that applies (--config_file, else the default one
+    the agent found), each read as YAML, and where it is (``--config_file PATH``; "" none). Its
+    command-line options win over it (accelerate's launch_command: a config value fills only an
+    option left unset)."""
+    default = "config_file" not in opts
+    files = [c for c in entries if c.get("kind") == "accelerate" and (c.get("option") == "default") == default]
+    if not files:
+        return {}, ""
+    values = {k: _yaml_scalar(v) for k, v in dict(files[0].get("values") or {}).items()}
+    return values, f"{files[0].get('option')} {files[0].get('path')}"
+
+
 def _accelerate(argv: list[str], entries: list[dict[str, Any]]) -> LayoutFacts | None:
     """`accelerate launch`: its config file (--config_file, else the default one the agent found)
     under its command-line options. The Megatron-LM plugin (distributed_type MEGATRON_LM or
@@ -231,9 +244,7 @@ def _accelerate(argv: list[str], entries: list[dict[str, Any]]) -> LayoutFacts |
     if command["tool"] != "accelerate":
         return None
     opts = command["options"]
-    want = "default" if "config_file" not in opts else None
-    files = [c for c in entries if c.get("kind") == "accelerate" and (c.get("option") == "default") == bool(want)]
-    values = {k: _yaml_scalar(v) for k, v in dict(files[0].get("values") or {}).items()} if files else {}
+    values, source = accelerate_config(entries, opts)
     values.update({k: v for k, v in opts.items() if k in ACCELERATE or k == "fsdp_sharding_strategy"})
     mode = next((m for m in ACCELERATE_MODES if m in opts), None)
     kind = str(values.get("distributed_type") or "") if mode is None else mode
@@ -242,7 +253,7 @@ def _accelerate(argv: list[str], entries: list[dict[str, Any]]) -> LayoutFacts |
     hybrid = FSDP_HYBRID.get(str(values.get("fsdp_sharding_strategy", "")).upper()) if fsdp1 else None
     if not megatron and not hybrid and not any(k.startswith("parallelism_config_") for k in values):
         return None
-    source = f"{files[0].get('option')} {files[0].get('path')}" if files else "argv"
+    source = source or "argv"
     b = _Builder("accelerate", source, MEGATRON_ORDER if megatron else TORCHTITAN_ORDER)
     if hybrid:
         b.layout["sizes"]["fsdp_hybrid"] = hybrid  # torch's ShardingStrategy: 4 HYBRID_SHARD, 5 _ZERO2

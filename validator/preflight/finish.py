@@ -81,10 +81,13 @@ def after_pass(
             err, more = groups_here(opts, p, facts, port, seat, hosts)
             lines += more
         elif opts.groups and err is None and isinstance(rank, int):
+            from validator.facts.gpu import visible_count
             from validator.facts.layout import group_map
             from validator.preflight.groups import rehearse
 
-            groups = (group_map(launch["layout"], p.expected) if launch["layout"] else None) or {}
+            # FSDP1 HYBRID_SHARD shards over torch.cuda.device_count() ranks: this rank's count, as torch's
+            groups = (group_map(launch["layout"], p.expected, visible_count(facts["gpus"]) or None)
+                      if launch["layout"] else None) or {}  # fmt: skip
             gpu = launch["local_rank"] if facts["gpus"]["devices"] else None
             name = str(facts["host"] or facts["hostname"])
             failed, more = rehearse(p.host, port, rank, p.expected, groups, name, gpu)
@@ -101,6 +104,7 @@ def groups_here(
     """--groups in node mode: this node's torchrun ranks, started here as torchrun will number them
     (node rank x ranks per node + local rank), rehearse the layout's groups (groups.on_node).
     With c10d the node rank is the coordinator's prediction; when there is none, one line, exit 2."""
+    from validator.facts.gpu import visible_count
     from validator.facts.layout import group_map
     from validator.preflight import placement
     from validator.preflight.groups import on_node
@@ -111,7 +115,8 @@ def groups_here(
     if not isinstance(node_rank, int) or not isinstance(lws, int):
         raise UserError(f"--groups cannot place the ranks on the nodes: {node_rank}")
     world = p.expected * lws
-    groups = (group_map(launch["layout"], world) if launch["layout"] else None) or {}
+    devices = visible_count(facts["gpus"]) or None  # FSDP1 HYBRID_SHARD's shard: what each rank's torch counts
+    groups = (group_map(launch["layout"], world, devices) if launch["layout"] else None) or {}
     failed, lines = on_node(p.host, port, node_rank, lws, world, groups, str(facts["host"] or facts["hostname"]),
                             gpus=bool(facts["gpus"]["devices"]), master=hosts)  # fmt: skip
     how = "given" if p.keyed else "predicted from torch's c10d rank assignment"

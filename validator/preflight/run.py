@@ -193,11 +193,12 @@ def execute(opts: Options) -> int:
     if placement.applies(p, facts["launch"]) and (opts.groups or facts["launch"]["layout"]):
         placement.record_addr(facts)  # c10d: the address this node's agent will join with
     if opts.groups:
+        from validator.facts.gpu import visible_count
         from validator.facts.layout import group_map
 
         world = p.expected * ranks_per_node(p, facts)
         layout = facts["launch"]["layout"]
-        if layout is None or group_map(layout, world) is None:
+        if layout is None or group_map(layout, world, visible_count(facts["gpus"]) or None) is None:
             what = "no parallel layout (pass --layout tp=N,pp=N,... or the job's own configuration)" if layout is None \
                 else f"the layout does not tile the {world} ranks"  # fmt: skip
             raise UserError(f"--groups: {what}")
@@ -227,7 +228,7 @@ def ranks_per_node(p: Plan, facts: Facts) -> int:
     launch = facts["launch"]
     lws = launch["local_world_size"]
     why = None
-    if placement.tool(launch) != "torchrun":
+    if placement.tool(launch) not in ("torchrun", "accelerate"):  # accelerate launch runs torchrun's launcher
         why = "the wrapped command is not torchrun (run the preflight once per rank: srun, or inside torchrun)"
     elif not isinstance(lws, int) or lws < 1:
         why = "the ranks per node are known only when torchrun starts (--nproc-per-node is not a number)"

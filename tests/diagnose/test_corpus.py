@@ -53,6 +53,13 @@ XFAIL: dict[str, str] = {
     "kernel alike, so it is not read as a collective timeout (the label follows zj17, and says it is doubtful)",
     "zp10-ascend-16npu-stream-sync-timeout-507046.log": "CANN's 'Stream synchronize timeout' (507046) with no HCCL "
     "line: as zp09, a device synchronize's timeout is not read as a collective's",
+    "zq06-horovod-240gpu-nccl2-socket-closed-by-remote-segv.log": "NCCL 2.1's 'Connection closed by remote peer' on "
+    "one host, then another host's Open MPI signal report of a segfault in ibv_destroy_cq: the label reads the segfault "
+    "as teardown after the failure; a crash report is read as the origin, and which came first across hosts is not in "
+    "the lines",
+    "zq29-gpustack-mindie-310p-hccl-comm-init-rootinfo-failed.log": "MindIE's 'HcclCommInitRootInfo fail' on Ascend "
+    "with no HCCL error code: labelled an NCCL-style system error by analogy (doubtful in the set's own README); no rule "
+    "reads MindIE's runner lines",
     "zk19-nccl1-mpi-test-srun-two-nodes-rank12-device-buffer.log": "NCCL 1.x's 'rank 12 failed to allocate device "
     "buffer' names its communicator's rank, which is the job's only where the communicator spans the world (here "
     "mpi_test's, by the thread, not by the lines): the class is read, the rank is not named",

@@ -41,6 +41,10 @@ ANCHORS: tuple[bytes, ...] = (
     b"debug info",  # Flight Recorder dump written to ...
     b"OOMKilled",  # Kubernetes; oom_kill lines come with "slurmstepd: error:"
     b"ation fault",  # Segmentation fault (Bus error has "rror")
+    b"detected ***",  # glibc: "*** stack smashing detected ***", "*** buffer overflow detected ***"
+    b"double free",  # glibc: "double free or corruption (out)"
+    b"(): invalid pointer",  # glibc: "free(): invalid pointer", "munmap_chunk(): invalid pointer"
+    b"(): memory corruption",  # glibc: "malloc(): memory corruption"
     b"death signal",  # torchelastic agent stopped from outside
     b"refused",  # Connection refused: gloo pair.cc connect, c10d clients, uncaught gloo::IoException what()
     b"Duplicate GPU",  # NCCL's duplicate-GPU text pasted bare (without WARN or Last error:)

@@ -153,6 +153,16 @@ RULES: tuple[Rule, ...] = (
     _r("host.oom", ORG, "OOM", r"(?:OOM Killed|OOMKilled|OOM killer)"),
     _r("proc.crash", ORG, "ation fault", r"Segmentation fault"),
     _r("proc.crash", ORG, "Bus error", r"Bus error"),
+    # glibc's own aborts (debug/fortify_fail.c "*** %s ***: %s terminated"; malloc/malloc.c malloc_printerr): the
+    # process found its memory corrupt and called abort(); the signal report after it is that abort's
+    _r("proc.crash", ORG, "detected ***", r"\*\*\* (?P<what>(?:stack smashing|buffer overflow) detected) \*\*\*"),
+    _r("proc.crash", ORG, "double free", r"(?P<what>double free or corruption)"),
+    _r(
+        "proc.crash",
+        ORG,
+        "(): ",
+        r"(?P<what>(?:free|realloc|munmap_chunk)\(\): invalid pointer|malloc\(\): memory corruption)",
+    ),
     _r("proc.crash", ORG, "Fatal Python error", r"Fatal Python error: (?P<what>.*)"),
     # --- NCCL init and transport
     _r("nccl.duplicate_gpu", ORG, "Multiple Ranks are using the same GPU", r"Multiple Ranks are using the same GPU"),

@@ -102,12 +102,13 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "Could not receive type from localRank",
         r"localRank (?P<local>\d+), res=(?P<retcode>\d+)",
     ),
-    # src/misc/socket.cc: "socketProgress: Connection closed by remote peer %s"; "Net : Connection closed by remote peer"
+    # src/misc/socket.cc: "socketProgress: Connection closed by remote peer %s"; "Net : Connection closed by remote peer";
+    # NCCL 2.0-2.2 (include/socket.h socketReceive): "WARN Connection closed by remote peer", no peer named
     (
         "nccl.peer_closed",
         S,
         "Connection closed by remote peer",
-        r"Connection closed by remote peer (?P<peer>\S+?)(?:<(?P<port>\d+)>)?$",
+        r"Connection closed by remote peer(?: (?P<peer>\S+?)(?:<(?P<port>\d+)>)?)?$",
     ),
     # src/misc/socket.cc ncclSocketProgressOpt: "Call to %s %s failed : %s" ("recv from" | "send to")
     (
@@ -214,6 +215,10 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"== ncclSuccess \(\d+ vs\. 0\)[^\n]{0,200}?(?P<what>unhandled (?:system|cuda) error|internal error|"
         r"invalid (?:argument|usage)|remote process exited or there was a network error)",
     ),
+    # the same CHECK with nothing streamed after it (Paddle's platform/nccl_helper.h: PADDLE_ENFORCE(dynload::
+    # ncclGroupEnd() == ncclSuccess)): "Check failed: ... == ncclSuccess (1 vs. 0)". Results 1-3 name the same error in
+    # every NCCL (ncclUnhandledCudaError, ncclSystemError, ncclInternalError; NCCL 1's enum too); higher ones differ
+    ("nccl.error", S, "== ncclSuccess (", r"\bnccl\w*\(\) == ncclSuccess \((?P<retcode>[123]) vs\. 0\)\s*$"),
     # XLA (xla/service/gpu/nccl_utils.cc, the XLA_NCCL_STATUS macro): "%s:%d: NCCL operation %s failed: %s. Last NCCL
     # warning(error) log entry (may be unrelated) '%s'." with ncclGetErrorString(s): JAX's and TensorFlow's NCCL calls
     (
@@ -678,7 +683,7 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # "NCCL Error 1: "): ncclGetErrorString's texts for ncclSystemError and ncclUnhandledCudaError are NCCL's own
     ("nccl.error", S, "unhandled system error", r"\b(?P<what>unhandled system error)\b"),
     ("nccl.error", S, "unhandled cuda error", r"\b(?P<what>unhandled cuda error)\b"),
-    ("nccl.error", S, "network error", r"\bNCCL\b.*?: (?P<what>remote process exited or there was a network error)"),
+    ("nccl.error", S, "network error", r"\bNCCL\b.*?[:,] (?P<what>remote process exited or there was a network error)"),
     # the advice Ray's memory monitor appends when it killed a task or worker (src/ray/raylet/worker_killing_policy,
     # node_manager.cc): "Refer to the documentation on how to address the out of memory issue:
     # https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. ..." (read by the last resort's pass)
@@ -950,6 +955,9 @@ _HVD = re.compile(r"\[(missing|ready) ranks: ([\d, ]+)\]")
 INFO_KINDS = frozenset({"misc.nccl_version", "accel.state"})  # recognised lines that are not errors
 
 
+NCCL_RESULTS = {"1": "unhandled cuda error", "2": "unhandled system error", "3": "internal error"}  # ncclGetErrorString
+
+
 def enrich(kind: str, text: str, data: dict[str, object]) -> None:
     """Fields that need the whole line: every tensor's rank list of a Horovod stall line (pastes
     glue dozens of them into one line); mpirun's exit as torchrun would report it (-signal)."""
@@ -962,6 +970,8 @@ def enrich(kind: str, text: str, data: dict[str, object]) -> None:
     if kind == "agent.child_failed" and "exit" not in data:  # mpirun: a signal's number, or "non-zero" alone
         data["exit"] = str(-int(str(data["signum"]))) if "signum" in data else "1"
         data["launcher"] = "mpirun"
+    if kind == "nccl.error" and "retcode" in data and "what" not in data:  # ncclResult_t's number alone
+        data["what"] = NCCL_RESULTS.get(str(data["retcode"]), "")
     if kind == "hvd.stall":
         sets = {f"{w}:{','.join(sorted(r.replace(' ', '').split(','), key=int))}" for w, r in _HVD.findall(text)}
         data["sets"] = "|".join(sorted(sets)[:32])

@@ -66,3 +66,23 @@ def test_nccl_2_0s_connection_closed_by_remote_peer_names_no_peer(tmp_path: Path
 def test_glibcs_own_abort_is_the_process_crash(tmp_path: Path, line: str) -> None:
     log = f"{line}\n[gpu07:16792] *** Process received signal ***\n[gpu07:16792] Signal: Aborted (6)\n"
     assert verdict(tmp_path, log).klass == "child_failed_other"
+
+
+def test_an_indented_paste_keeps_its_nccl_prefixes_host(tmp_path: Path) -> None:
+    """A paste indented as a whole (a code block in an issue): NCCL's "host:pid:tid [dev]" prefix still names the
+    host that printed its own failure."""
+    line = "gpu-7:5011:5092 [1] init.cc:824 NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both on CUDA device e3000\n"
+    for indent in ("", "    ", "          "):
+        got = verdict(tmp_path, indent + line)
+        assert (got.klass, got.hosts) == ("nccl_init_duplicate_gpu", ["gpu-7"]), indent
+
+
+def test_a_local_failure_whose_own_line_names_no_host_is_the_one_host_of_the_log(tmp_path: Path) -> None:
+    """glibc's abort names no host: where every line that names a host names the same one (Open MPI's signal report,
+    "[%s:%05d] "), a failure of the host's own (a crash) is that host's; with two hosts in the log, none is named."""
+    abort = "*** stack smashing detected ***: mpi_test terminated\n"
+    report = "[{0}:16792] *** Process received signal ***\n[{0}:16792] Signal: Aborted (6)\n"
+    assert verdict(tmp_path, abort + report.format("snake07")).hosts == ["snake07"]
+    two = abort + report.format("snake07") + report.format("snake08")
+    got = verdict(tmp_path, two)
+    assert (got.klass, got.hosts) == ("child_failed_other", [])

@@ -129,13 +129,16 @@ def parse_line(raw: str, year: int) -> Line:
         level = m.group(1).lower()
         time = time or _ts(year, int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]), None)
         rest = rest[m.end() :]
-    if ident.pid is None and (m := _OPAL.match(rest)):
+    body = rest.lstrip(
+        " \t"
+    )  # a paste indented as a whole (a code block in an issue): its prefixes still name the host
+    if ident.pid is None and (m := _OPAL.match(body)):
         ident.host, ident.pid = m.group(1), int(m.group(2))
-    if m := _NCCL.match(rest):
+    if m := _NCCL.match(body):
         ident.host, ident.pid = m.group(1), int(m.group(2))
         nccl = m.group(6)
         level = "warning" if nccl == "WARN" else level or "info"
-        rest = f"NCCL {nccl} " + rest[m.end() :]
+        rest = f"NCCL {nccl} " + body[m.end() :]
     return Line(ident, stream, rest.strip(), time, level, nccl)
 
 

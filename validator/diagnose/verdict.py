@@ -37,7 +37,14 @@ def _printed_on(cause: Cause, events: list[Event]) -> list[str]:
         or (family == "nccl_system_error" and bool(calls) and all(any(w in c for w in _LOCAL_CALLS) for c in calls))
         or (bool(seen) and all(e.kind == "proc.crash" for e in seen))  # a process that crashed where it ran
     )
-    hosts = sorted({e.ident.host for e in seen if e.ident.host}) if local else []
+    if not local:
+        return []
+    hosts = sorted({e.ident.host for e in seen if e.ident.host})
+    if (
+        not hosts
+    ):  # the evidence's own lines name no host: where every line that names one names the same, it is that one
+        hosts = sorted({e.ident.host for e in events if e.ident.host})[:2]
+        return hosts if len(hosts) == 1 else []
     return hosts if len(hosts) <= 8 else []
 
 

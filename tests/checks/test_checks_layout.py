@@ -289,6 +289,24 @@ def test_fsdp1_hybrid_shard_groups_are_the_nodes_devices() -> None:
     assert "dp_shard" not in pipeline_report(laid(rank_job(2, 8, gpus=0), lay))["groups"]
 
 
+@fires("LAY007")
+def test_fsdp1_hybrid_shard_groups_spanning_nodes_warn() -> None:
+    """HYBRID_SHARD means to shard within a node; torch shards over torch.cuda.device_count() consecutive ranks, so
+    4 processes on each 8-GPU node put every shard group of 8 on two nodes (a warning, as a spanning TP group), and
+    8 processes a node keep each group on its node."""
+    path = str(FIXTURES / "accelerate_fsdp.yaml")
+    lay = from_fixture(["accelerate", "launch", "--config_file", path, "--fsdp_sharding_strategy=HYBRID_SHARD", "t.py"])
+    f = only(check(laid(rank_job(4, 4, gpus=8), lay), "LAY007"))
+    assert f.message.startswith(
+        "2 FSDP HYBRID_SHARD shard (torch.cuda.device_count() consecutive ranks) group(s) larger"
+    )
+    assert "ranks 0-7 on node[001-002]" in f.message and f.severity == Severity.WARNING
+    assert check(laid(rank_job(2, 8, gpus=8), lay), "LAY007") == []
+    # FSDP2 / torchtitan HSDP shards over the mesh the job asked for: its dp_shard groups may span nodes by design
+    titan = parse_explicit("dp_replicate=2,dp_shard=8", "--layout")
+    assert check(laid(rank_job(4, 4, gpus=8), titan), "LAY007") == []
+
+
 def test_accelerate_processes_not_divisible_by_machines() -> None:
     lay = from_fixture(["accelerate", "launch", "--config_file", str(FIXTURES / "accelerate_tp_hsdp.yaml"),
                         "--num_processes", "6", "--num_machines", "4", "t.py"])  # fmt: skip

@@ -390,7 +390,7 @@ def _spanning(job: Job) -> tuple[list[tuple[str, list[int], list[str]]], int] | 
             return None
         per_node = min(hosts.count(h) for h in set(hosts))
         out = []
-        for kind in ("tp", "ep_etp"):
+        for kind in _SPANNED + (("dp_shard",) if expected["sizes"].get("fsdp_hybrid") else ()):
             for g in gm.get(kind, []):
                 on = list(dict.fromkeys(hosts[r] for r in g))
                 if len(on) > 1:
@@ -400,13 +400,18 @@ def _spanning(job: Job) -> tuple[list[tuple[str, list[int], list[str]]], int] | 
     return job.memo("layout.spanning", compute)
 
 
+_SPANNED = ("tp", "ep_etp")  # the groups meant to stay within a node (and FSDP1 HYBRID_SHARD's dp_shard)
+_SPAN_NAMES = {"tp": "tensor-parallel", "ep_etp": "expert (EP x expert-TP)",
+               "dp_shard": "FSDP HYBRID_SHARD shard (torch.cuda.device_count() consecutive ranks)"}  # fmt: skip
+
+
 def _span_hits(job: Job, spans: list[tuple[str, list[int], list[str]]], how: str) -> Any:
     severity = Severity.ERROR if job.profile and job.profile.layout_spanning == "error" else None
-    for kind in ("tp", "ep_etp"):
+    for kind in _SPAN_NAMES:
         mine = [(g, on) for k, g, on in spans if k == kind]
         if not mine:
             continue
-        name = "tensor-parallel" if kind == "tp" else "expert (EP x expert-TP)"
+        name = _SPAN_NAMES[kind]
         shown = "; ".join(f"ranks {fold_ranks(g)} on {fold_hosts(on)}" for g, on in mine[:3])
         hosts = list(dict.fromkeys(h for _, on in mine for h in on))
         yield Hit(f"{len(mine)} {name} group(s) {how}: {shown}", [], ranks=sorted({r for g, _ in mine for r in g}),
@@ -422,9 +427,14 @@ def tp_spans(job: Job) -> Any:
 
     Tensor parallelism all-reduces activations in every layer, forward and backward: inside a
     node over NVLink, between nodes over the network, an order of magnitude slower. No framework
-    forbids it, so the job runs, slowly.
+    forbids it, so the job runs, slowly. FSDP1's HYBRID_SHARD (accelerate's
+    ``fsdp_sharding_strategy``) means to shard within a node: torch shards over
+    ``dist.new_subgroups(torch.cuda.device_count())``, consecutive ranks, so a node that runs fewer
+    processes than it has devices puts each shard group on several nodes, and every parameter's
+    all-gather and reduce-scatter crosses the network.
 
-    Keep TP (and EP x expert-TP) at most the GPUs per node and move the rest into PP or DP. A
+    Keep TP (and EP x expert-TP) at most the GPUs per node and move the rest into PP or DP; run as
+    many processes a node as its devices under HYBRID_SHARD (or narrow CUDA_VISIBLE_DEVICES). A
     launch profile with ``layout_spanning: error`` makes this an error.
     """
     found = _spanning(job)

@@ -70,7 +70,9 @@ def shapes(d: Path) -> dict[str, list[str]]:
     lines = (d / "console.log").read_bytes().splitlines(keepends=True)
     agent = d / "agent.log"
     agent.write_bytes(b"".join(x for x in lines if not x.startswith(b"[default")))
-    assert agent.stat().st_size < (d / "console.log").stat().st_size
+    # the workers' lines taken out; a run where torchrun stopped every other worker before it printed (a loaded
+    # machine: the killed rank's peers had no time for their traceback) has none to take out
+    assert agent.stat().st_size <= (d / "console.log").stat().st_size
     return {"tee": [str(d / "console.log")], "tree": [str(tree), str(agent)]}
 
 

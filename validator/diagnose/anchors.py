@@ -42,6 +42,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"OOMKilled",  # Kubernetes; oom_kill lines come with "slurmstepd: error:"
     b"ation fault",  # Segmentation fault (Bus error has "rror")
     b"detected ***",  # glibc: "*** stack smashing detected ***", "*** buffer overflow detected ***"
+    b"RESOURCE_EXHAUSTED",  # XLA's allocators: "RESOURCE_EXHAUSTED: Out of memory while trying to allocate"
+    b"OOM when allocating",  # TensorFlow's BFC allocator
     b"double free",  # glibc: "double free or corruption (out)"
     b"(): invalid pointer",  # glibc: "free(): invalid pointer", "munmap_chunk(): invalid pointer"
     b"(): memory corruption",  # glibc: "malloc(): memory corruption"

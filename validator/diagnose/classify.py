@@ -144,6 +144,16 @@ RULES: tuple[Rule, ...] = (
     # torch's OutOfMemoryError (the caching allocator's TORCH_CHECK_WITH(OutOfMemoryError, ...): torch.OutOfMemoryError,
     # torch.cuda.OutOfMemoryError) whose message a paste put on the next line
     _r("cuda.oom", ORG, "OutOfMemoryError", r"\bOutOfMemoryError\b"),
+    # XLA's allocators (xla/stream_executor, the BFC allocator): "RESOURCE_EXHAUSTED: Out of memory while trying to
+    # allocate %d bytes." (JAX's XlaRuntimeError, a failed replica's execution); TensorFlow's BFC allocator: "OOM when
+    # allocating tensor with shape%s and type %s on %s by allocator %s"
+    _r("cuda.oom", ORG, "RESOURCE_EXHAUSTED", r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate"),
+    _r("cuda.oom", ORG, "OOM when allocating", r"\bOOM when allocating tensor\b"),
+    # Paddle (platform/enforce.h build_nvidia_error_msg for cudaError_t): "CUDA error(%d), %s." as ExternalError
+    _r("cuda.oom", ORG, "CUDA error(2), ", r"\bCUDA error\(2\), out of memory"),
+    _r("cuda.error", ORG, "CUDA error(", r"\bCUDA error\((?P<code>\d+)\), (?P<what>[^.\n]+)"),
+    # c10's C10_CUDA_DRIVER_CHECK (c10/cuda/driver_api.h): "CUDA driver error: " + the driver's error string
+    _r("cuda.error", ORG, "CUDA driver error: ", r"CUDA driver error: (?P<what>[^.\n]+)"),
     _r("cuda.error", ORG, "CUDA error", r"CUDA error: (?P<what>[^.\n]+)"),
     # Triton's driver (third_party/nvidia/backend/driver.c): "Triton Error [CUDA]: %s", the CUDA error string
     _r("cuda.error", ORG, "Error [CUDA]", r"Error \[CUDA\]: (?P<what>[^.\n]+)"),
@@ -153,6 +163,9 @@ RULES: tuple[Rule, ...] = (
     _r("host.oom", ORG, "OOM", r"(?:OOM Killed|OOMKilled|OOM killer)"),
     _r("proc.crash", ORG, "ation fault", r"Segmentation fault"),
     _r("proc.crash", ORG, "Bus error", r"Bus error"),
+    # torch's DataLoader worker signal handler (torch/csrc/DataLoader.cpp): "ERROR: Unexpected bus error encountered
+    # in worker. This might be caused by insufficient shared memory (shm)."
+    _r("proc.crash", ORG, "Unexpected bus error", r"Unexpected bus error encountered in worker"),
     # glibc's own aborts (debug/fortify_fail.c "*** %s ***: %s terminated"; malloc/malloc.c malloc_printerr): the
     # process found its memory corrupt and called abort(); the signal report after it is that abort's
     _r("proc.crash", ORG, "detected ***", r"\*\*\* (?P<what>(?:stack smashing|buffer overflow) detected) \*\*\*"),

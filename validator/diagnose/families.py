@@ -241,6 +241,10 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # Error: %s", ...), "Couldn't open AV. RC: %d, ERROR: %s", "Couldn't open CQ. RC: %d, ERROR: %s" and the like
     # (both spellings of the word): a libfabric call failed, the plugin returns ncclSystemError
     ("nccl.syscall_failed", S, "NET/OFI", r"NET/OFI (?P<call>.+?)\.? RC: -?\d+, (?:Error|ERROR): (?P<err>.+)"),
+    # UCX (the transport of Open MPI's pml ucx, Horovod and NCCL's UCX plugin), ucs_error(): "[%lu.%06lu] [%s:%d:%d]
+    # %16s:%-4u UCX  ERROR %s" with the verbs call that failed and its strerror: "ibv_create_cq(cqe=4096) failed: Cannot
+    # allocate memory" (a locked-memory limit), "ibv_reg_mr(...) failed: ...": the transport failed on a system call
+    ("nccl.syscall_failed", S, "UCX", r"\bUCX\s+ERROR\s+(?P<call>\w+)\(.*?\) failed: (?P<err>.+)"),
     # src/misc/socket.cc: "Net : error encountered when getting address info : %s" / "No valid ... pair found"
     ("nccl.syscall_failed", S, "Net : ", r"Net : (?:error encountered when getting address info|No valid)"),
     # NCCL RAS (src/ras/client_support.cc, 2.24+): INCOMPLETE communicators list

@@ -61,6 +61,8 @@ _NCCL = re.compile(
 _OPAL = re.compile(
     r"\s*\[([A-Za-z0-9][\w.\-]*):(\d{1,10})\] (?:\*\*\* |Signal(?: code)?: |Failing at address: |\[ ?\d+\] )"
 )
+# UCX's log (ucs/debug/log.c): "[%lu.%06lu] [%s:%d:%d] %16s:%-4u UCX  %-5s " (time, host, pid, thread, file, line, level)
+_UCX = re.compile(r"(?:\[\d+\.\d+\] )?\[([A-Za-z0-9][\w.\-]*):(\d{1,10}):\d+\]\s+\S+:\d+\s+UCX\s")
 _LEVELS = {"I": "info", "W": "warning", "E": "error", "F": "fatal"}
 
 
@@ -132,7 +134,7 @@ def parse_line(raw: str, year: int) -> Line:
     body = rest.lstrip(
         " \t"
     )  # a paste indented as a whole (a code block in an issue): its prefixes still name the host
-    if ident.pid is None and (m := _OPAL.match(body)):
+    if ident.pid is None and (m := _OPAL.match(body) or _UCX.match(body)):
         ident.host, ident.pid = m.group(1), int(m.group(2))
     if m := _NCCL.match(body):
         ident.host, ident.pid = m.group(1), int(m.group(2))

@@ -21,7 +21,7 @@ from validator.diagnose.events import CONFIDENCE, Cause, Diagnosis, Event, Role
 _LOCAL = frozenset({"oom", "cuda_error", "nccl_init_no_interface", "nccl_init_duplicate_gpu"})
 # NCCL system calls that fail on their own host's resources (an address to bind, memory to pin, a
 # queue pair to create); not connect, nor ibv_modify_qp, which a wrong peer address fails too
-_LOCAL_CALLS = ("bind", "socket", "listen", "register memory", "ibv_reg_mr", "ibv_create_qp", "ibv_alloc_pd",
+_LOCAL_CALLS = ("bind", "socket", "listen", "register memory", "ibv_reg_mr", "ibv_create_qp", "ibv_create_cq", "ibv_alloc_pd",
                 "ibv_open_device", "fallocate", "ftruncate", "mmap", "shm_open", "calloc", "malloc")  # fmt: skip
 
 

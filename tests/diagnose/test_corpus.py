@@ -60,6 +60,20 @@ XFAIL: dict[str, str] = {
     "zq29-gpustack-mindie-310p-hccl-comm-init-rootinfo-failed.log": "MindIE's 'HcclCommInitRootInfo fail' on Ascend "
     "with no HCCL error code: labelled an NCCL-style system error by analogy (doubtful in the set's own README); no rule "
     "reads MindIE's runner lines",
+    "zr07-mpioperator-caffe-kubectl-exec-timeout-orte-daemons.log": "kubectl's 'Unable to connect to the server: "
+    "Connection timed out' under the MPI operator's kubexec.sh, then ORTE's daemons not started: no rule reads kubectl's "
+    "own client errors, and a timeout to the API server is not a refusal by the job's peers (doubtful in the set's "
+    "README)",
+    "zr08-llamafactory-ascend-ppo-ei0006-socket-timeout.log": "CANN's EI0006 'Getting socket times out' with no HCCL "
+    "error line, as zb27: no rule reads CANN's error codes",
+    "zr09-hat-quoted-nccl278-invalid-usage-eight-procs-four-gpus.log": "NCCL's bare 'invalid usage' at the first "
+    "collective, labelled duplicate GPU from the thread (two processes a GPU), as zj16: the lines never print NCCL's "
+    "duplicate-GPU warning",
+    "zr10-mmaction2-interleaved-broadcast-invalid-usage.log": "as zr09: 'invalid usage' at DDP's first broadcast, the "
+    "duplicate GPU inferred, not printed",
+    "zr11-deepep-internode-nvshmem-ibrc-cq-failed-segv.log": "NVSHMEM's IB RC transport ('cq creation failed', "
+    "'ep_create failed') and then segfault reports: no rule reads NVSHMEM's own lines, and the crash reports are read "
+    "as the origin (doubtful in the set's README)",
     "zk19-nccl1-mpi-test-srun-two-nodes-rank12-device-buffer.log": "NCCL 1.x's 'rank 12 failed to allocate device "
     "buffer' names its communicator's rank, which is the job's only where the communicator spans the world (here "
     "mpi_test's, by the thread, not by the lines): the class is read, the rank is not named",

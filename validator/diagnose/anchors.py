@@ -44,6 +44,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"detected ***",  # glibc: "*** stack smashing detected ***", "*** buffer overflow detected ***"
     b"RESOURCE_EXHAUSTED",  # XLA's allocators: "RESOURCE_EXHAUSTED: Out of memory while trying to allocate"
     b"OOM when allocating",  # TensorFlow's BFC allocator
+    b"was encountered",  # cudaGetErrorString's "an illegal memory access was encountered" in any wrapper
     b"double free",  # glibc: "double free or corruption (out)"
     b"(): invalid pointer",  # glibc: "free(): invalid pointer", "munmap_chunk(): invalid pointer"
     b"(): memory corruption",  # glibc: "malloc(): memory corruption"

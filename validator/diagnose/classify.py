@@ -139,7 +139,7 @@ RULES: tuple[Rule, ...] = (
         "cuda.oom",
         ORG,
         "out of memory",
-        r"(?:CUDA out of memory|CUDA error: out of memory|Cuda failure (?:\d+ )?'out of memory'|OutOfMemoryError)",
+        r"(?:CUDA out of memory|CUDA error: out of memory|Cuda failure (?:\d+ |\S+:\d+ )?'out of memory'|OutOfMemoryError)",
     ),
     # torch's OutOfMemoryError (the caching allocator's TORCH_CHECK_WITH(OutOfMemoryError, ...): torch.OutOfMemoryError,
     # torch.cuda.OutOfMemoryError) whose message a paste put on the next line
@@ -157,7 +157,8 @@ RULES: tuple[Rule, ...] = (
     _r("cuda.error", ORG, "CUDA error", r"CUDA error: (?P<what>[^.\n]+)"),
     # Triton's driver (third_party/nvidia/backend/driver.c): "Triton Error [CUDA]: %s", the CUDA error string
     _r("cuda.error", ORG, "Error [CUDA]", r"Error \[CUDA\]: (?P<what>[^.\n]+)"),
-    _r("cuda.error", ORG, "Cuda failure", r"Cuda failure (?:\d+ )?'(?P<what>[^']+)'"),
+    # NCCL's CUDACHECK "Cuda failure '%s'" ("Cuda failure %d '%s'" since 2.1x); nccl-tests' older "Cuda failure %s:%d '%s'"
+    _r("cuda.error", ORG, "Cuda failure", r"Cuda failure (?:\d+ |\S+:\d+ )?'(?P<what>[^']+)'"),
     _r("cuda.error", ORG, "CUDA error during", r"CUDA error during (?:start|end) event query"),
     _r("host.oom", ORG, "oom", r"(?:oom[-_]kill|Out of memory: Killed process)"),  # seen after "error:" or "Killed"
     _r("host.oom", ORG, "OOM", r"(?:OOM Killed|OOMKilled|OOM killer)"),

@@ -219,6 +219,15 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # ncclGroupEnd() == ncclSuccess)): "Check failed: ... == ncclSuccess (1 vs. 0)". Results 1-3 name the same error in
     # every NCCL (ncclUnhandledCudaError, ncclSystemError, ncclInternalError; NCCL 1's enum too); higher ones differ
     ("nccl.error", S, "== ncclSuccess (", r"\bnccl\w*\(\) == ncclSuccess \((?P<retcode>[123]) vs\. 0\)\s*$"),
+    # XLA's message below, where the NCCL call failed with ncclUnhandledCudaError and the last warning NCCL logged is
+    # CUDA's out of memory ("... failed: unhandled cuda error ... Last NCCL warning(error) log entry (may be unrelated)
+    # 'Cuda failure 2 'out of memory''."): the CUDA failure behind the result is that allocation's
+    (
+        "cuda.oom",
+        ORG,
+        "Last NCCL warning",
+        r"failed: unhandled cuda error\b.*Last NCCL warning\(error\) log entry .*'Cuda failure (?:\d+ )?'out of memory'",
+    ),
     # XLA (xla/service/gpu/nccl_utils.cc, the XLA_NCCL_STATUS macro): "%s:%d: NCCL operation %s failed: %s. Last NCCL
     # warning(error) log entry (may be unrelated) '%s'." with ncclGetErrorString(s): JAX's and TensorFlow's NCCL calls
     (
@@ -687,6 +696,22 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # "NCCL Error 1: "): ncclGetErrorString's texts for ncclSystemError and ncclUnhandledCudaError are NCCL's own
     ("nccl.error", S, "unhandled system error", r"\b(?P<what>unhandled system error)\b"),
     ("nccl.error", S, "unhandled cuda error", r"\b(?P<what>unhandled cuda error)\b"),
+    ("nccl.error", S, "unhandled CUDA error", r"\b(?P<what>unhandled CUDA error)\b"),  # an NCCL-compatible library's
+    # a CUDA (or HIP) runtime call that failed, with cudaGetErrorString after it: NCCL's transports ("%s failed : %s",
+    # p2p.cc's cudaIpcGetMemHandle; RCCL's hipified hipIpcGetMemHandle); the glog CHECK of MXNet, BytePS and other
+    # dmlc code (CUDA_CALL: CHECK(e == cudaSuccess || e == cudaErrorCudartUnloading) << "CUDA: " << cudaGetErrorString(e))
+    ("cuda.oom", ORG, "out of memory", r"\b(?:cuda|hip)[A-Z]\w*(?:\(\))? failed ?: out of memory"),
+    ("cuda.error", ORG, " failed", r"\b(?P<call>(?:cuda|hip)[A-Z]\w*)(?:\(\))? failed ?: (?P<what>[^\n]+)"),
+    ("cuda.oom", ORG, "CUDA: out of memory", r"== cudaSuccess\b.*?\bCUDA: out of memory"),
+    ("cuda.error", ORG, "CUDA: ", r"== cudaSuccess\b.*?\bCUDA: (?P<what>[^\n]+)"),
+    # cudaGetErrorString's own words for a kernel's fault, wherever a wrapper put them (NCCL 1's "Faild to clear dev
+    # map: %s", a framework's message): no other library says them
+    (
+        "cuda.error",
+        ORG,
+        " was encountered",
+        r"\b(?P<what>an illegal (?:memory access|instruction) was encountered|uncorrectable ECC error encountered)",
+    ),
     ("nccl.error", S, "network error", r"\bNCCL\b.*?[:,] (?P<what>remote process exited or there was a network error)"),
     # the advice Ray's memory monitor appends when it killed a task or worker (src/ray/raylet/worker_killing_policy,
     # node_manager.cc): "Refer to the documentation on how to address the out of memory issue:

@@ -350,6 +350,9 @@ def test_accelerate_config_file_fills_what_the_line_leaves_unset(tmp_path: Path)
     lf = contract(["accelerate", "launch", "train.py"])
     assert (lf["node_rank"], lf["nnodes"], lf["master_port"]) == (1, 2, 29611)
     assert contract(["accelerate", "launch", "--cpu", "train.py"])["nnodes"] == 1  # --cpu: no default config
+    sagemaker = tmp_path / "sm.yaml"
+    sagemaker.write_text(ACCELERATE_CONFIG.replace("LOCAL_MACHINE", "AMAZON_SAGEMAKER"))
+    assert contract(["accelerate", "launch", "--config_file", str(sagemaker), "train.py"])["nnodes"] == 1
 
 
 def test_torchrun_empty_option_values_are_invalid() -> None:

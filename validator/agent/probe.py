@@ -747,7 +747,7 @@ CONFIG_KEYS = {
         "parallelism_config_dp_shard_size", "parallelism_config_tp_size", "parallelism_config_cp_size",
         "parallelism_config_sp_size", "fsdp_sharding_strategy",
         # its launch values (facts/launch.py _from_accelerate): the command line's, else these
-        "machine_rank", "main_process_ip", "main_process_port",
+        "machine_rank", "main_process_ip", "main_process_port", "compute_environment",
     ),
 }  # fmt: skip
 CONFIG_MAX = 256 << 10  # bytes of one configuration file

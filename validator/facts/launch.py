@@ -295,6 +295,8 @@ def _from_accelerate(c: Contract, opts: dict[str, str], configs: Any) -> None:
 
     entries = [e for e in configs if isinstance(e, dict)] if isinstance(configs, list) else []
     values, where = accelerate_config(entries, opts)
+    if values.get("compute_environment", "LOCAL_MACHINE") != "LOCAL_MACHINE":
+        values = {}  # accelerate applies a config's values to its options on a local machine only (not SageMaker)
 
     def opt(dest: str, default: str) -> tuple[str, str]:
         if dest in opts:

@@ -302,6 +302,9 @@ def test_fsdp1_hybrid_shard_groups_spanning_nodes_warn() -> None:
     )
     assert "ranks 0-7 on node[001-002]" in f.message and f.severity == Severity.WARNING
     assert check(laid(rank_job(2, 8, gpus=8), lay), "LAY007") == []
+    # every rank in one shard group (world = the devices of one node), nothing to replicate: still on two nodes
+    f = only(check(laid(rank_job(2, 4, gpus=8), lay), "LAY007"))
+    assert f.message.startswith("1 FSDP HYBRID_SHARD shard") and "ranks 0-7 on node[001-002]" in f.message
     # FSDP2 / torchtitan HSDP shards over the mesh the job asked for: its dp_shard groups may span nodes by design
     titan = parse_explicit("dp_replicate=2,dp_shard=8", "--layout")
     assert check(laid(rank_job(4, 4, gpus=8), titan), "LAY007") == []

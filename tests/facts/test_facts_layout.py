@@ -233,16 +233,18 @@ def test_hsdp_groups_follow_the_device_mesh_and_plain_fsdp_has_none() -> None:
 
 def test_fsdp1_hybrid_shard_groups_need_the_device_count() -> None:
     """torch's _init_intra_and_inter_node_groups: shard groups are new_subgroups(device_count) (consecutive ranks),
-    replicate groups the same local index on every node; no map of them without the count, on one node, or where the
-    world does not divide (torch raises there: LAY002)."""
+    replicate groups the same local index on every node; no map of them without the count or where the world does not
+    divide (torch raises there: LAY002); a world of one node's devices is one shard group and nothing to replicate."""
     lay: LayoutFacts = {"framework": "accelerate", "source": "argv", "degrees": {"dp_replicate": 1, "dp_shard": 1},
                         "sizes": {"fsdp_hybrid": 4}, "order": "tp-cp-dp-pp", "errors": []}  # fmt: skip
     gm = group_map(lay, 16, devices=8)
     assert gm is not None and gm["dp_shard"] == [list(range(8)), list(range(8, 16))]
     assert gm["dp_replicate"] == [[i, i + 8] for i in range(8)] and gm["dp"] == [list(range(16))]
-    for devices, world in ((None, 16), (8, 8), (8, 12)):
+    for devices, world in ((None, 16), (8, 12)):
         gm = group_map(lay, world, devices=devices)
         assert gm is not None and "dp_shard" not in gm, (devices, world)
+    gm = group_map(lay, 8, devices=8)
+    assert gm is not None and gm["dp_shard"] == [list(range(8))] and "dp_replicate" not in gm
 
 
 def test_explicit_hsdp_words_and_a_replicate_only_toml() -> None:

@@ -341,9 +341,9 @@ def _hsdp(layout: LayoutFacts, r: dict[str, int], devices: int | None) -> tuple[
     consecutive ranks, and replicates across them (torch/distributed/fsdp/_init_utils.py
     _init_intra_and_inter_node_groups): the same two axes, the shard's size the nodes' ``devices``."""
     if layout["sizes"].get("fsdp_hybrid"):
-        if devices is None or not 1 < devices < r["dp"] or r["dp"] % devices:
-            return None  # torch raises there (LAY002), or one node: nothing to replicate across
-        return r["dp"] // devices, devices
+        if devices is None or not 1 < devices <= r["dp"] or r["dp"] % devices:
+            return None  # torch raises there (LAY002), or a device a rank: nothing to shard within
+        return r["dp"] // devices, devices  # (1, dp): one shard group of every rank, nothing to replicate across
     d = layout["degrees"]
     rep, shard = d.get("dp_replicate", 1), d.get("dp_shard", -1)
     if r.get("sp", 1) > 1 or ("dp_shard" not in d and "dp_replicate" not in d) or rep < 2:
@@ -371,7 +371,9 @@ def group_map(layout: LayoutFacts, world: int, devices: int | None = None) -> di
         i = order.index("dp")
         dense[i : i + 1] = [("dp_shard", hsdp[1]), ("dp_replicate", hsdp[0])]
         out["dp"] = rank_groups(dense, {"dp_shard", "dp_replicate"})
-        out["dp_shard"], out["dp_replicate"] = rank_groups(dense, {"dp_shard"}), rank_groups(dense, {"dp_replicate"})
+        out["dp_shard"] = rank_groups(dense, {"dp_shard"})
+        if hsdp[0] > 1:
+            out["dp_replicate"] = rank_groups(dense, {"dp_replicate"})
     if r["ep"] > 1 and r["etp"] * r["ep"] * r["edp"] * r["pp"] == world:  # Megatron's expert RankGenerator
         expert = [("tp", r["etp"]), ("ep", r["ep"]), ("dp", r["edp"]), ("pp", r["pp"])]
         out["ep"] = rank_groups(expert, {"ep"})

@@ -45,6 +45,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"RESOURCE_EXHAUSTED",  # XLA's allocators: "RESOURCE_EXHAUSTED: Out of memory while trying to allocate"
     b"OOM when allocating",  # TensorFlow's BFC allocator
     b"was encountered",  # cudaGetErrorString's "an illegal memory access was encountered" in any wrapper
+    b"bytes received but buffer size",  # MPICH / MS-MPI: "Message truncated; %d bytes received but buffer size is %d"
+    b"without calling finalize",  # MS-MPI's mpiexec: "[%d] process exited without calling finalize"
     b"double free",  # glibc: "double free or corruption (out)"
     b"(): invalid pointer",  # glibc: "free(): invalid pointer", "munmap_chunk(): invalid pointer"
     b"(): memory corruption",  # glibc: "malloc(): memory corruption"

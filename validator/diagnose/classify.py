@@ -152,6 +152,11 @@ RULES: tuple[Rule, ...] = (
     # Paddle (platform/enforce.h build_nvidia_error_msg for cudaError_t): "CUDA error(%d), %s." as ExternalError
     _r("cuda.oom", ORG, "CUDA error(2), ", r"\bCUDA error\(2\), out of memory"),
     _r("cuda.error", ORG, "CUDA error(", r"\bCUDA error\((?P<code>\d+)\), (?P<what>[^.\n]+)"),
+    # CNTK's CudaCall (Math/GPUMatrix.cu, CUDA_CALL / CUBLAS_CALL / ...): "%s failure %d; GPU=%d ; hostname=%s ; expr=%s"
+    _r("cuda.oom", ORG, "CUDA failure 2; ", r"\bCUDA failure 2; GPU="),
+    _r(
+        "cuda.error", ORG, " failure ", r"\b(?P<what>(?:CUDA|CUBLAS|CUDNN|CURAND|CUSPARSE) failure (?P<code>\d+)); GPU="
+    ),
     # c10's C10_CUDA_DRIVER_CHECK (c10/cuda/driver_api.h): "CUDA driver error: " + the driver's error string
     _r("cuda.error", ORG, "CUDA driver error: ", r"CUDA driver error: (?P<what>[^.\n]+)"),
     _r("cuda.error", ORG, "CUDA error", r"CUDA error: (?P<what>[^.\n]+)"),
@@ -171,6 +176,7 @@ RULES: tuple[Rule, ...] = (
     # process found its memory corrupt and called abort(); the signal report after it is that abort's
     _r("proc.crash", ORG, "detected ***", r"\*\*\* (?P<what>(?:stack smashing|buffer overflow) detected) \*\*\*"),
     _r("proc.crash", ORG, "double free", r"(?P<what>double free or corruption)"),
+    _r("proc.crash", ORG, "malloc.c:", r"(?P<what>malloc\.c:\d+: \w+: Assertion) `"),  # glibc's assert in its allocator
     _r(
         "proc.crash",
         ORG,

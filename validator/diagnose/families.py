@@ -62,6 +62,15 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"NET/Socket : (?:peer (?P<peer>\S+?)(?:<\d+>)? )?message truncated(?: : receiving (?P<remote>\d+) bytes "
         r"instead of (?P<local>\d+)| ?:?\s*$)",
     ),
+    # MPICH's error stack (src/mpid/ch3 MPIDI_CH3U_Request_unpack_uebuf, ...) and MS-MPI: "Message truncated; %d bytes
+    # received but buffer size is %d", "Message from rank %d and tag %d truncated; %d bytes received but buffer size is
+    # %d" (MPI_ERR_TRUNCATE): a receive posted for less than its sender sent, the two ends disagree on the collective
+    (
+        "nccl.size_mismatch",
+        ORG,
+        "bytes received but buffer size",
+        r"\btruncated; (?P<remote>\d+) bytes received but buffer size is (?P<local>\d+)",
+    ),
     # NCCL src/bootstrap.cc bootstrapNetRecv (2.x): WARN("Message truncated : received %d bytes instead of %d",
     # recvSize, size) (ncclInternalError): a bootstrap message of another size than the receiver expects, the two
     # ends disagree on what they exchange (the point-to-point or collective setup they issue)
@@ -196,6 +205,14 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         r"(?:Net : |WARN )Socket creation failed : Address family not supported",
     ),
     ("nccl.syscall_failed", S, "Socket creation failed", r"(?:Net : |WARN )Socket creation failed : (?P<err>.+)"),
+    # src/misc/shmutils.cc: WARN("Error while %s shared memory segment %s (size %d)", "creating" | "attaching to", ...):
+    # /dev/shm too small (a container's 64 MB default) or not shared between the processes of a node
+    (
+        "nccl.syscall_failed",
+        S,
+        "shared memory segment",
+        r"Error while (?P<call>(?:creating|attaching to) shared memory segment) (?P<err>\S+)",
+    ),
     # Horovod (common/ops/nccl_operations.cc): std::string(op) + " failed: " + ncclGetErrorString(result), e.g.
     # "ncclCommInitRank failed: unhandled system error" inside a framework's exception
     (
@@ -253,6 +270,14 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # UCX (the transport of Open MPI's pml ucx, Horovod and NCCL's UCX plugin), ucs_error(): "[%lu.%06lu] [%s:%d:%d]
     # %16s:%-4u UCX  ERROR %s" with the verbs call that failed and its strerror: "ibv_create_cq(cqe=4096) failed: Cannot
     # allocate memory" (a locked-memory limit), "ibv_reg_mr(...) failed: ...": the transport failed on a system call
+    # ... its socket transport's connect (uct/tcp, ucs/sys/sock.c: "connect(fd=%d, dest_addr=%s) failed: %m"): refused,
+    # nothing listened at the peer's address (a peer gone, or an address others cannot reach: docker0's 172.17.0.1)
+    (
+        "net.conn_refused",
+        S,
+        "UCX",
+        r"\bUCX\s+ERROR\s+connect\(fd=\d+, dest_addr=(?P<peer>[^)\s]+)\) failed: (?P<what>Connection refused)",
+    ),
     ("nccl.syscall_failed", S, "UCX", r"\bUCX\s+ERROR\s+(?P<call>\w+)\(.*?\) failed: (?P<err>.+)"),
     # src/misc/socket.cc: "Net : error encountered when getting address info : %s" / "No valid ... pair found"
     ("nccl.syscall_failed", S, "Net : ", r"Net : (?:error encountered when getting address info|No valid)"),
@@ -593,6 +618,14 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         Role.SUMMARY,
         "has exited due to process rank",
         r"has exited due to process rank (?P<reporter>\d+) with PID \S+ on(?: node (?P<node>[^\s,]+) exiting)?",
+    ),
+    # MS-MPI's mpiexec ("job aborted:" / "[ranks] message"): "[%d] process exited without calling finalize", the rank
+    # that ended first; the others are "[1-3] terminated" by it
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "process exited without calling finalize",
+        r"process exited without calling finalize",  # the rank: the "[%d]" the line's prefix reader took (filescan.py)
     ),
     # Open MPI opal/mca/btl/tcp/help-mpi-btl-tcp.txt [peer hung up] (v4.x): "An MPI communication peer process has
     # unexpectedly disconnected.  This usually indicates a failure in the peer process (e.g., a crash or otherwise

@@ -273,6 +273,8 @@ def _handle(st: _State, hit: Anchored) -> bool:
         st.learn(shape, None)
         return True
     kind, role, data = got
+    if kind == "agent.child_failed" and "without calling finalize" in text and str(line.ident.node).isdecimal():
+        data["reporter"] = str(line.ident.node)  # MS-MPI's "[%d] process exited without calling finalize": its rank
     if kind == "nccl.proxy_failed" and line.ident.pid is not None and (m := _PROXY.search(text)):
         st.res.facts.append(("nccl_init", line.ident.host, line.ident.pid, int(m["rank"]), 0, ""))
     if kind == "hvd.missing_block":

@@ -14,6 +14,7 @@ from validator.diagnose.causes import CAUSES, RESTATING, Evidence
 from validator.diagnose.causes.hangs import GLOO_FIX, backend
 from validator.diagnose.codes import CLASS, VOCAB
 from validator.diagnose.events import CONFIDENCE, Cause, Diagnosis, Event, Role
+from validator.diagnose.families import LOOPBACK
 
 # Failures a host has on its own (its memory, its GPUs, its interfaces): the host that printed them is
 # the one to look at, even when no rank is named. Not a peer's failure seen from here ("remote
@@ -22,7 +23,7 @@ _LOCAL = frozenset({"oom", "cuda_error", "nccl_init_no_interface", "nccl_init_du
 # NCCL system calls that fail on their own host's resources (an address to bind, memory to pin, a
 # queue pair to create); not connect, nor ibv_modify_qp, which a wrong peer address fails too
 _LOCAL_CALLS = ("bind", "socket", "listen", "register memory", "ibv_reg_mr", "ibv_create_qp", "ibv_create_cq", "ibv_alloc_pd",
-                "ibv_open_device", "fallocate", "ftruncate", "mmap", "shm_open", "calloc", "malloc")  # fmt: skip
+                "ibv_open_device", "fallocate", "ftruncate", "mmap", "shm_open", "shared memory", "calloc", "malloc")  # fmt: skip
 
 
 def _printed_on(cause: Cause, events: list[Event]) -> list[str]:
@@ -39,13 +40,16 @@ def _printed_on(cause: Cause, events: list[Event]) -> list[str]:
     )
     if not local:
         return []
-    hosts = sorted({e.ident.host for e in seen if e.ident.host})
-    if (
-        not hosts
-    ):  # the evidence's own lines name no host: where every line that names one names the same, it is that one
-        hosts = sorted({e.ident.host for e in events if e.ident.host})[:2]
+    hosts = _named_hosts(seen)
+    if not hosts:  # no host on the evidence's own lines: where every line that names one names the same, that one
+        hosts = _named_hosts(events)[:2]
         return hosts if len(hosts) == 1 else []
     return hosts if len(hosts) <= 8 else []
+
+
+def _named_hosts(events: list[Event]) -> list[str]:
+    """The hosts the events' lines name, but loopback names ("localhost" says nothing of which node)."""
+    return sorted({h for e in events if (h := e.ident.host) and not LOOPBACK.match(h)})
 
 
 def gather(ev: Evidence) -> list[Cause]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import binascii
 import contextlib
+import errno
 import itertools
 import json
 import os
@@ -53,6 +54,7 @@ BULK_S = 0.5  # per direction and link, whatever BULK_BYTES would take
 CHUNK = 64 << 10
 IDLE_S = 5.0  # a connection that says nothing this long is dropped
 REPEAT_MAX = 3  # measurements of one target in a row, at most
+PORT_TRIES = 16  # ports tried for a listener on several addresses
 SERVING_MAX = 64  # connections served at once; more get the token only
 REQ = struct.Struct(">cII")  # request: kind, bytes wanted, milliseconds allowed
 REPORT = struct.Struct(">QIQ")  # upload report: bytes received, microseconds first to last, bytes/s (high)
@@ -75,17 +77,35 @@ class Listener:
         self.socks: list[socket.socket] = []
         self.errors: dict[str, str] = {}
         self.port = 0
-        for addr in dict.fromkeys(a.split("/", 1)[0] for a in addrs):
-            try:
-                self.socks.append(self._bind(addr))
-            except OSError as e:
-                self.errors[addr] = f"cannot listen on {addr}: {e.strerror or e}"
+        wanted = list(dict.fromkeys(a.split("/", 1)[0] for a in addrs))
+        spent: list[socket.socket] = []
+        for tries_left in reversed(range(PORT_TRIES)):
+            if not self._bind_all(wanted, retry=tries_left > 0):
+                break
+            # the first address's free port was in use on a later one (an ephemeral port that an
+            # outgoing connection holds there): a busy node, not a fault of the address. Another
+            # port, while this one stays held so that the kernel cannot hand it out again
+            spent += self.socks
+            self.socks, self.errors, self.port = [], {}, 0
+        for s in spent:
+            s.close()
         self.bound = [s.getsockname()[0] for s in self.socks]
         self.deadline = time.monotonic() + lifetime
         self.slots = threading.BoundedSemaphore(SERVING_MAX)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
+
+    def _bind_all(self, addrs: list[str], retry: bool) -> bool:
+        """Bind each address on one port; True (with ``retry``) when a later one found it taken."""
+        for addr in addrs:
+            try:
+                self.socks.append(self._bind(addr))
+            except OSError as e:
+                if retry and e.errno == errno.EADDRINUSE and self.socks:
+                    return True
+                self.errors[addr] = f"cannot listen on {addr}: {e.strerror or e}"
+        return False
 
     def _bind(self, addr: str) -> socket.socket:
         s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)

@@ -142,7 +142,13 @@ def test_with_two_nodes_the_baseline_alone_names_the_throttled_one(two: Nodes) -
     slow = two.fab.names[1]
     two.cpu(1, 10)
     try:
-        outcome = judge(two, recorded)
+        # under load every node is slowed and the baseline's judgement may decline rather than guess (CI: one run
+        # named nobody): up to three judgements (bounded), as tests/integration/test_probes_nodes.py; what any names
+        # must be that node alone
+        for _ in range(3):
+            outcome = judge(two, recorded)
+            if named(outcome):
+                break
     finally:
         two.clear()
     assert named(outcome) == {slow}, [f.message for f in outcome.findings]

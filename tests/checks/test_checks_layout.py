@@ -216,8 +216,8 @@ def from_fixture(argv: list[str]) -> LayoutFacts:
 
 
 def test_accelerate_megatron_example_by_megatrons_rule() -> None:
-    """accelerate's own Megatron-LM example (TP 2, PP 2, 4 processes) passes (an unnamed context
-    parallel size counts as 1); a CP of 2 named on the command line makes Megatron's world %
+    """accelerate's own Megatron-LM example (TP 2, PP 2, 4 processes) passes where the node's
+    accelerate version is not known (an unnamed context parallel size counts as 1); a CP of 2 named on the command line makes Megatron's world %
     (TP x PP x CP) fail on 4 ranks."""
     path = str(FIXTURES / "accelerate_megatron_gpt.yaml")
     lay = from_fixture(["accelerate", "launch", "--config_file", path, "train.py"])
@@ -225,6 +225,12 @@ def test_accelerate_megatron_example_by_megatrons_rule() -> None:
     cp2 = from_fixture(["accelerate", "launch", "--config_file", path, "--megatron_lm_context_parallel_size=2", "t.py"])
     f = only(check(laid(rank_job(1, 4), cp2), "LAY002"))
     assert "world 4 % (tp 2 x pp 2 x cp 2 = 8) = 4" in f.message
+    # on accelerate 1.13 or later the plugin's unset CP is 2: the example itself fails Megatron's rule there
+    argv = ["accelerate", "launch", "--config_file", path, "train.py"]
+    new = parse_layout(argv, job_configs(argv, {"HF_HOME": "/nonexistent"}), {}, "1.14.0")
+    f = only(check(laid(rank_job(1, 4), new), "LAY002"))
+    assert "cp=2 is accelerate 1.14.0's default" in f.message and "(tp 2 x pp 2 x cp 2 = 8) = 4" in f.message
+    assert check(laid(rank_job(1, 8), new), "LAY002") == []
 
 
 def test_accelerate_parallelism_config_total_size_is_num_processes() -> None:

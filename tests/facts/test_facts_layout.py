@@ -186,8 +186,8 @@ def accelerate_layout(argv: list[str], home: Path) -> LayoutFacts | None:
 
 def test_accelerate_megatron_lm_config_read_by_the_agent(tmp_path: Path) -> None:
     """accelerate's own Megatron-LM example config: TP 2, PP 2 on 4 processes; the plugin's context
-    parallel size, unset there, counts as 1 (its default is 2 since accelerate 1.13, 1 before: the
-    version on the node is unknown, and the gate must not block the older)."""
+    parallel size, unset there, counts as 1 where the node's accelerate version is not known (the
+    test below)."""
     path = str(FIXTURES / "accelerate_megatron_gpt.yaml")
     lay = accelerate_layout(["accelerate", "launch", "--config_file", path, "train.py"], tmp_path)
     assert lay is not None and (lay["framework"], lay["source"]) == ("accelerate", f"--config_file {path}")
@@ -198,6 +198,33 @@ def test_accelerate_megatron_lm_config_read_by_the_agent(tmp_path: Path) -> None
             "--num_processes=8", "train.py"]  # fmt: skip
     lay = accelerate_layout(argv, tmp_path)
     assert lay is not None and lay["degrees"]["cp"] == 1 and lay["sizes"]["processes"] == 8
+
+
+def test_accelerate_megatron_context_parallel_follows_the_nodes_accelerate(tmp_path: Path) -> None:
+    """The plugin's unset context parallel size is 2 since accelerate 1.13 (MegatronLMPlugin.
+    __post_init__), 1 before: read from the version the agent found on the node, 1 when none was
+    found (the gate never blocks an older accelerate's valid job). The plugin's environment
+    variable, which accelerate's launch writes and a node may export, comes before the default."""
+    path = str(FIXTURES / "accelerate_megatron_gpt.yaml")
+    argv = ["accelerate", "launch", "--config_file", path, "train.py"]
+    configs = job_configs(argv, {"HF_HOME": str(tmp_path)})
+    source = f"--config_file {path}"
+    for version, cp in ((None, 1), ("1.12.0", 1), ("0.34.2", 1), ("1.13.0", 2), ("1.15.0.dev0", 2), ("2.0", 2)):
+        lay = parse_layout(argv, configs, {}, version)
+        assert lay is not None and lay["degrees"]["cp"] == cp, version
+        assert lay["source"] == (source if cp == 1 else f"{source}; cp=2 is accelerate {version}'s default")
+    env = {"MEGATRON_LM_CONTEXT_PARALLEL_SIZE": "1"}
+    lay = parse_layout(argv, configs, env, "1.14.0")
+    assert lay is not None and lay["degrees"]["cp"] == 1 and lay["source"] == source
+    lay = parse_layout(argv, configs, {"MEGATRON_LM_CONTEXT_PARALLEL_SIZE": "4", "MEGATRON_LM_TP_DEGREE": "8"}, None)
+    assert lay is not None and (lay["degrees"]["cp"], lay["degrees"]["tp"]) == (4, 2)  # the file's TP wins
+    lay = parse_layout(argv, configs, {"MEGATRON_LM_CONTEXT_PARALLEL_SIZE": "two"}, "1.14.0")
+    assert lay is not None and lay["errors"] == ["MEGATRON_LM_CONTEXT_PARALLEL_SIZE 'two' is not a whole number"]
+    # the whole way: the agent's document, its packages and its environment, read as facts
+    raw = {"argv": argv, "configs": configs, "packages": {"accelerate": "1.14.0"}, "env": {}}
+    assert parse(raw)["launch"]["layout"]["degrees"]["cp"] == 2
+    raw["env"] = env
+    assert parse(raw)["launch"]["layout"]["degrees"]["cp"] == 1
 
 
 def test_accelerate_parallelism_config_and_its_mesh(tmp_path: Path) -> None:

@@ -74,14 +74,15 @@ def layout_groups(argv: list[str], layout: str | None) -> dict[str, Any] | None:
     ``--layout`` or else the job's own configuration (read as the agent reads it); None when the job
     names none, or every degree is 1. One that cannot be read or does not tile the ranks of this
     launch is a UserError (one line, exit 2): its groups cannot be made."""
-    from validator.agent.probe import filtered_env, job_configs
+    from validator.agent.probe import filtered_env, job_configs, packages
     from validator.facts.command import parse_command
     from validator.facts.launch import parse_launch
     from validator.facts.layout import group_map, parse_explicit, parse_layout
 
     env = dict(os.environ)
     configs = job_configs(argv, env)
-    found = parse_explicit(layout, "--layout") if layout else parse_layout(argv, configs, env)
+    installed = packages().get("accelerate")
+    found = parse_explicit(layout, "--layout") if layout else parse_layout(argv, configs, env, installed)
     if found is None:
         return None
     if found["errors"]:

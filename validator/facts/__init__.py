@@ -34,7 +34,9 @@ def parse(raw: dict[str, Any]) -> Facts:
     argv = raw.get("argv")
     command = parse_command(list(argv)) if argv else None
     launch = parse_launch(env, command, raw.get("configs"))
-    launch["layout"] = parse_layout(list(argv or []), raw.get("configs"), env)
+    launch["layout"] = parse_layout(
+        list(argv or []), raw.get("configs"), env, (raw.get("packages") or {}).get("accelerate")
+    )
     software = parse_software(raw)
     ifaces_raw = raw.get("interfaces") or {}
     interfaces = parse_interfaces(ifaces_raw.get("ip_addr") or [], raw.get("sysfs_net") or {})

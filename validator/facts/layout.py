@@ -8,6 +8,8 @@ the checks apply to it, are in docs/layout.md.
 
 from __future__ import annotations
 
+import re
+
 from validator.facts.command import parse_command
 
 TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
@@ -78,12 +80,16 @@ ACCELERATE = {
 # takes the name, any case, or the number): the two hybrid ones shard within a node's devices and
 # replicate across nodes (torch/distributed/fsdp/_init_utils.py _init_intra_and_inter_node_groups).
 FSDP_HYBRID = {"HYBRID_SHARD": 4, "4": 4, "HYBRID_SHARD_ZERO2": 5, "_HYBRID_SHARD_ZERO2": 5, "5": 5}
-# the Megatron-LM plugin's defaults for what neither names (utils/dataclasses.py MegatronLMPlugin
-# __post_init__). Its context_parallel_size defaults to 2 since accelerate 1.13 and to 1 before; the
-# node's accelerate version is not known here, so an unnamed CP counts as 1: a gate that blocked
-# accelerate's own example on an older accelerate would be wrong, and a missed CP of 2 fails there
-# at Megatron's own assertion, as it would without us.
-ACCELERATE_MEGATRON = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": 1}
+# the Megatron-LM plugin's degrees that neither the line nor the config names (utils/dataclasses.py
+# MegatronLMPlugin.__post_init__): its environment variable (accelerate's launch writes the named ones
+# there, utils/launch.py prepare_multi_gpu_env; one the node exported itself is read the same way), else
+# its default. context_parallel_size defaults to 2 since accelerate 1.13 (7e384699) and to 1 before;
+# where the node's accelerate version is not known an unnamed CP counts as 1: a gate that blocked an
+# older accelerate's valid job would be wrong.
+ACCELERATE_MEGATRON = {"tp": ("TP_DEGREE", 1), "pp": ("PP_DEGREE", 1), "cp": ("CONTEXT_PARALLEL_SIZE", 1),
+                       "ep": ("EXPERT_MODEL_PARALLEL_SIZE", 1), "etp": ("EXPERT_TENSOR_PARALLEL_SIZE", 1)}  # fmt: skip
+MEGATRON_LM_ENV = "MEGATRON_LM_"
+CP_TWO_SINCE = (1, 13)  # accelerate's version from which the plugin's unset CP is 2
 ACCELERATE_MODES = ("use_megatron_lm", "use_fsdp", "multi_gpu", "use_deepspeed", "cpu", "tpu")
 # DeepSpeed's config JSON (deepspeed/runtime/config.py)
 DEEPSPEED = {
@@ -165,15 +171,19 @@ def parse_explicit(text: str, source: str) -> LayoutFacts:
     return b.layout
 
 
-def parse_layout(argv: list[str], configs: Any, env: dict[str, str]) -> LayoutFacts | None:
+def parse_layout(
+    argv: list[str], configs: Any, env: dict[str, str], accelerate: str | None = None
+) -> LayoutFacts | None:
     """The layout the job asks for; None when nothing names one. First found wins: an explicit
     ``--layout`` (``VALIDATOR_LAYOUT``), Megatron-LM or NeMo arguments, torchtitan's TOML and its
-    command-line overrides, a DeepSpeed config."""
+    command-line overrides, an accelerate config, a DeepSpeed config. ``accelerate``: the node's
+    installed accelerate version (its defaults changed), None when not known."""
     entries = [c for c in configs if isinstance(c, dict)] if isinstance(configs, list) else []
     errors = [f"{c.get('option')} {c.get('path')}: {c['error']}" for c in entries if c.get("error")]
     if env.get(LAYOUT_ENV):
         return parse_explicit(env[LAYOUT_ENV], LAYOUT_ENV)
-    layout = _megatron(argv) or _torchtitan(argv, entries) or _accelerate(argv, entries) or _deepspeed(entries)
+    layout = (_megatron(argv) or _torchtitan(argv, entries) or _accelerate(argv, entries, env, accelerate)
+              or _deepspeed(entries))  # fmt: skip
     if layout is None and errors:  # a named configuration that could not be read: say so
         layout = _Builder("unknown", "argv", MEGATRON_ORDER).layout
     if layout is not None:
@@ -235,7 +245,8 @@ def accelerate_config(entries: list[dict[str, Any]], opts: dict[str, str]) -> tu
     return values, f"{files[0].get('option')} {files[0].get('path')}"
 
 
-def _accelerate(argv: list[str], entries: list[dict[str, Any]]) -> LayoutFacts | None:
+def _accelerate(argv: list[str], entries: list[dict[str, Any]], env: dict[str, str], version: str | None
+                ) -> LayoutFacts | None:  # fmt: skip
     """`accelerate launch`: its config file (--config_file, else the default one the agent found)
     under its command-line options. The Megatron-LM plugin (distributed_type MEGATRON_LM or
     --use_megatron_lm) hands its degrees to Megatron; a parallelism config (FSDP2) builds a device
@@ -264,12 +275,25 @@ def _accelerate(argv: list[str], entries: list[dict[str, Any]]) -> LayoutFacts |
         b.layout["degrees"] = {
             k: v for k, v in b.layout["degrees"].items() if k not in ("dp_replicate", "dp_shard", "sp")
         }
-        for key, value in ACCELERATE_MEGATRON.items():
-            b.layout["degrees"].setdefault(key, value)
+        for key, (name, default) in ACCELERATE_MEGATRON.items():
+            if key in b.layout["degrees"]:
+                continue
+            if (raw := env.get(MEGATRON_LM_ENV + name)) is not None:
+                b.put(("degrees", key), raw, MEGATRON_LM_ENV + name)
+            elif key == "cp" and (since := _version(version)) is not None and since >= CP_TWO_SINCE:
+                b.layout["degrees"]["cp"] = 2
+                b.layout["source"] += f"; cp=2 is accelerate {version}'s default"
+            else:
+                b.layout["degrees"][key] = default
     else:
         b.layout["degrees"].setdefault("dp_replicate", 1)
         b.layout["degrees"].setdefault("dp_shard", 1)
     return b.layout
+
+
+def _version(text: str | None) -> tuple[int, int] | None:
+    m = re.match(r"(\d+)\.(\d+)", text or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def _deepspeed(entries: list[dict[str, Any]]) -> LayoutFacts | None:

@@ -164,7 +164,7 @@ async def _net_check(
     from validator.netcheck import allreduce as collective_probe
     from validator.netcheck import collective, rounds
     from validator.netcheck import probe as netprobe
-    from validator.netcheck.ring import Plans, Results
+    from validator.netcheck.ring import Plans, Results, scoped
 
     loaded = [f for h in hosts if isinstance(r := gathered.get(h), dict) and not isinstance(f := to_facts(h, r), str)]
     nodes = rounds.nodes(loaded, uses_nccl(loaded, profile.gpus_per_node if profile else None))
@@ -176,7 +176,7 @@ async def _net_check(
     lifetime = opts.net_timeout * (len(nodes) // 64 + 4) + opts.timeout + 60
     if opts.net_check_pairs == "all":  # and a round of one pair per node for each round of every pair
         lifetime += len(nodes) * (opts.net_timeout * 2 + 10)
-    listen = Program(source, {n.label: ["listen", str(n.addr)] for n in nodes}, timeout=lifetime,
+    listen = Program(source, {n.label: ["listen", scoped(str(n.addr), n.iface)] for n in nodes}, timeout=lifetime,
                  answer=lambda d: "port" in d or "error" in d)  # fmt: skip
     started = await transport.start(listen, [n.label for n in nodes])
     for n in nodes:

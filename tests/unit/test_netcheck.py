@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import socket
 from typing import Any
 
 import pytest
@@ -432,3 +433,19 @@ def test_a_participant_runs_rank_0_then_rank_1_of_a_pair_as_children() -> None:
     for bad in (None, ["rm", "-rf", "/", "x"], ["serve"] * 3, ["join", "a", "1", "gloo", "lo", "x"],
                 ["serve", "a" * 300, "lo", "1"], ["serve", "127.0.0.1", "lo", 3]):  # fmt: skip
         assert pairrun.run(bad) == {"error": "a malformed all_reduce request"}
+
+
+def test_a_link_local_address_is_bound_and_reached_through_an_interface() -> None:
+    """NCCL's address keeps its scope (getifaddrs); a socket needs it: each prober names its own
+    interface for a link-local destination, and only for one (tests/preflight/test_netcheck_link_local.py
+    runs it for real)."""
+    assert ring.scoped("fe80::1", "ib0") == "fe80::1%ib0"
+    assert ring.scoped("FE80::a:b", "ib0") == "FE80::a:b%ib0"
+    for addr in ("10.0.0.1", "fd00::2", "::1", "2001:db8::1"):
+        assert ring.scoped(addr, "ib0") == addr
+    assert ring.scoped("fe80::1", None) == "fe80::1"
+    a, b = Node("0", "h0", "fe80::1", "ib0", 1, "t"), Node("1", "h1", "fe80::2", "ib1", 2, "t")
+    plans = plan([a, b])
+    assert [t["addr"] for t in plans["0"]] == ["fe80::2%ib0"] and [t["addr"] for t in plans["1"]] == ["fe80::1%ib1"]
+    assert probe.endpoint("fe80::1%lo", 7)[1] == ("fe80::1", 7, 0, socket.if_nametoindex("lo"))
+    assert probe.endpoint("10.0.0.1", 7) == (socket.AF_INET, ("10.0.0.1", 7))

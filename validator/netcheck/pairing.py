@@ -61,7 +61,7 @@ class Round:
         out: Plans = {}
         for role, links in (("pair", self.pairs), ("again", self.links), ("control", self.controls)):
             for src, dest in links:
-                out.setdefault(src, []).append({**target(nodes[dest], role, True), "repeat": REPEAT})
+                out.setdefault(src, []).append({**target(nodes[src], nodes[dest], role, True), "repeat": REPEAT})
         return out
 
 

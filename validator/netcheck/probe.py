@@ -108,9 +108,10 @@ class Listener:
         return False
 
     def _bind(self, addr: str) -> socket.socket:
-        s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)
+        family, where = endpoint(addr, self.port)
+        s = socket.socket(family, socket.SOCK_STREAM)
         try:
-            s.bind((addr, self.port))
+            s.bind(where)
             s.listen(4096)
         except OSError:
             s.close()
@@ -255,9 +256,21 @@ def _abort(s: socket.socket) -> None:
     s.close()
 
 
+def endpoint(addr: str, port: int) -> tuple[socket.AddressFamily, tuple[Any, ...]]:
+    """The socket family and address of ``addr``, which may name its interface as a link-local
+    IPv6 address must (``fe80::1%eth0``: the scope NCCL takes from getifaddrs)."""
+    if "%" in addr:
+        ip, iface = addr.split("%", 1)
+        return socket.AF_INET6, (ip, port, 0, socket.if_nametoindex(iface))
+    return (socket.AF_INET6, (addr, port, 0, 0)) if ":" in addr else (socket.AF_INET, (addr, port))
+
+
 def _connect(host: str, port: int, token: str, timeout: float) -> socket.socket:
-    s = socket.create_connection((host, port), timeout=timeout)
+    family, where = endpoint(host, port)
+    s = socket.socket(family, socket.SOCK_STREAM)
     try:
+        s.settimeout(timeout)
+        s.connect(where)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         got = b""
         while not got.endswith(b"\n") and len(got) < 64:  # bounded read of one short line

@@ -10,6 +10,8 @@ only prove reachability. Each unordered pair is measured once.
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +38,17 @@ class Node:
         return f"{self.iface} {self.addr}" if self.iface else str(self.addr)
 
 
+def scoped(addr: str, iface: str | None) -> str:
+    """``addr`` as a socket on a node whose interface is ``iface`` binds or reaches it: a link-local
+    IPv6 address only through an interface, which it then names (``fe80::1%eth0``), as NCCL's own
+    address carries its scope (getifaddrs); any other as it is."""
+    if iface and ":" in addr:
+        with contextlib.suppress(ValueError):
+            if ipaddress.IPv6Address(addr).is_link_local:
+                return f"{addr}%{iface}"
+    return addr
+
+
 def stride(n: int) -> int:
     """Ring 2's stride: about half the ring (far in rank order, often another switch), never
     1 or n-1 (ring 1 again) and, from 5 nodes, never n/2 (which pairs each node with one peer)."""
@@ -44,8 +57,9 @@ def stride(n: int) -> int:
     return 2 if n < 6 else n // 2 - 1
 
 
-def target(dest: Node, role: str, measure: bool) -> dict[str, Any]:
-    return {"label": dest.label, "addr": dest.addr, "port": dest.port, "token": dest.token,
+def target(src: Node, dest: Node, role: str, measure: bool) -> dict[str, Any]:
+    """What ``src`` probes of ``dest``: a link-local address through ``src``'s own interface."""
+    return {"label": dest.label, "addr": dest.addr and scoped(dest.addr, src.iface), "port": dest.port, "token": dest.token,
             "role": role, "measure": measure}  # fmt: skip
 
 
@@ -64,13 +78,13 @@ def plan(nodes: list[Node]) -> Plans:
             pair = frozenset((src.label, dest.label))
             if (src.label, dest.label) in directed or (role == "ring2" and pair in pairs):
                 continue
-            plans[src.label].append(target(dest, role, pair not in pairs))
+            plans[src.label].append(target(src, dest, role, pair not in pairs))
             directed.add((src.label, dest.label))
             pairs.add(pair)
     first = ring[0]
     for src in ring[1:]:
         if frozenset((src.label, first.label)) not in pairs:
-            plans[src.label].append(target(first, "first", False))
+            plans[src.label].append(target(src, first, "first", False))
     return plans
 
 

@@ -69,7 +69,7 @@ async def run(
     out: Results = {}
     t0 = time.monotonic()
     for rnd in plan:
-        out = merge(out, await probe_round({a: [target(by[b], "sweep", True)] for a, b in rnd}))
+        out = merge(out, await probe_round({a: [target(by[a], by[b], "sweep", True)] for a, b in rnd}))
     seconds = round(time.monotonic() - t0, 2)
     return out, {"rounds": len(plan), "pairs": sum(map(len, plan)), "seconds": seconds}
 

@@ -246,8 +246,9 @@ def open_listener(facts: Facts) -> Any:
     which one is probed is decided with everyone's facts); None when neither can be bound."""
     from validator.facts.network import chosen
     from validator.netcheck.probe import Listener
+    from validator.netcheck.ring import scoped
 
-    addrs = [a for nccl in (True, False) if (a := chosen(facts, nccl)[0])]
+    addrs = [scoped(addr, iface) for addr, iface in (chosen(facts, nccl) for nccl in (True, False)) if addr]
     listener = Listener(addrs)
     if not listener.socks:
         listener.close()

@@ -41,6 +41,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"debug info",  # Flight Recorder dump written to ...
     b"OOMKilled",  # Kubernetes; oom_kill lines come with "slurmstepd: error:"
     b"ation fault",  # Segmentation fault (Bus error has "rror")
+    b"Process received signal",  # Open MPI's banner for a process's own fatal signal
     b"detected ***",  # glibc: "*** stack smashing detected ***", "*** buffer overflow detected ***"
     b"RESOURCE_EXHAUSTED",  # XLA's allocators: "RESOURCE_EXHAUSTED: Out of memory while trying to allocate"
     b"OOM when allocating",  # TensorFlow's BFC allocator

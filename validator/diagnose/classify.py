@@ -177,6 +177,16 @@ RULES: tuple[Rule, ...] = (
     _r("proc.crash", ORG, "detected ***", r"\*\*\* (?P<what>(?:stack smashing|buffer overflow) detected) \*\*\*"),
     _r("proc.crash", ORG, "double free", r"(?P<what>double free or corruption)"),
     _r("proc.crash", ORG, "malloc.c:", r"(?P<what>malloc\.c:\d+: \w+: Assertion) `"),  # glibc's assert in its allocator
+    # Open MPI's (opal/util/stacktrace.c) banner for a process's own fatal signal, "[%s:%05d] *** Process received
+    # signal ***", before its "Signal: %s (%d)" line (which an excerpt may cut): a process died of a signal (its host and
+    # pid in the prefix), maybe the abort() after an error of its own (causes/failures.py signalled)
+    _r("proc.signal", S, "Process received signal", r"\*\*\* (?P<what>Process received signal) \*\*\*"),
+    # libstdc++'s terminate handler (libsupc++/vterminate.cc __verbose_terminate_handler): "terminate called without an
+    # active exception" (std::terminate with nothing thrown: a std::thread destroyed while joinable) or "terminate called
+    # recursively", then abort(): the process's own crash, as its SIGABRT report below says
+    _r(
+        "proc.crash", ORG, "terminate called", r"(?P<what>terminate called (?:without an active exception|recursively))"
+    ),
     _r(
         "proc.crash",
         ORG,
@@ -344,7 +354,8 @@ _EXC = re.compile(
 # an exception whose message reports a communication symptom (a wait that ran out, a peer that went
 # away) is a victim's, whatever its class
 _COMM_MSG = re.compile(
-    r"(?i:timed out|timeout)|Connection (?:reset|closed)|Broken pipe|closed by (?:remote )?peer|communicator was aborted"
+    r"(?i:timed out|timeout)|Connection (?:reset|closed)|Socket closed|Broken pipe|closed by (?:remote )?peer"
+    r"|communicator was aborted"
     # horovod/common/operations.cc SHUT_DOWN_ERROR: "Horovod has been shut down. This was caused by an exception on
     # one of the ranks or an attempt to allreduce ... after one of the ranks finished execution": a victim's words
     r"|Horovod has been shut down"
@@ -398,6 +409,11 @@ def classify(text: str) -> tuple[str, Role, dict[str, Any]] | None:
         data = {"cls": cls, "msg": (m.group("msg") or "").strip()}
         if cls in COMM_EXCEPTIONS or cls in ("SystemExit", "KeyboardInterrupt") or _COMM_MSG.search(data["msg"]):
             return "py.comm_exception", Role.SYMPTOM, data
+        if m.group("msg") is not None and not data["msg"]:
+            # "SomeError:" and nothing after it: its message follows on lines of their own (PaddlePaddle's error
+            # summary, "ResourceExhaustedError:" then a blank line and "Out of memory error on GPU 0. ..."), which say
+            # what failed; the bare class says nothing of its own
+            return "misc.error", Role.SYMPTOM, data
         if cls == "ProcessRaisedException":
             # torch/multiprocessing/spawn.py: the parent re-raises a child's error, "-- Process %d terminated with the
             # following error:" and the child's own traceback below it: that error is the failure, not this wrapper

@@ -703,6 +703,29 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # accelerate's launcher pre-check (commands/launch.py): "Tried to launch distributed communication on port
     # `{port}`, but another process is utilizing it."
     ("net.addr_in_use", ORG, "another process is utilizing it", r"on port `?(?P<port>\d+)`?, but another process"),
+    # gRPC's UNAVAILABLE (grpc_status 14) "Socket closed": the peer's end of the channel closed (grpc core's TCP endpoint
+    # read 0 bytes), as TensorFlow raises it (errors_impl.UnavailableError) from a collective or a remote call: a peer
+    # gone, as gloo's "Connection closed by peer"
+    ("gloo.peer_closed", S, "Socket closed", r"(?:UnavailableError: |\"grpc_message\":\")Socket closed\b"),
+    # LightGBM's socket network (src/network/linkers_socket.cpp): Log::Fatal("Binding port %d failed", port) after
+    # "Trying to bind port %d..." (TcpSocket::Bind refused the port its machine list or local_listen_port names), also
+    # inside SynapseML's "Network init call failed in LightGBM with error: ..."
+    ("net.addr_in_use", ORG, "Binding port", r"\bBinding port (?P<port>\d+) failed"),
+    # LightGBM src/network/socket_wrapper.hpp: Log::Fatal("Socket %s error, %s (code: %d)", strerror) since 3.2.0,
+    # "Socket %s error (code: %d)" on Windows, "Socket %s error, code: %d" before: the errno says which, a reset
+    # (104 Linux, 54 BSD and macOS, 10054 Winsock) a peer gone, a refusal (111, 61, 10061) nobody listening
+    ("gloo.peer_closed", S, "code: ", r"\bSocket (?:recv|send|accept) error[^(]*?\(?code: (?:104|54|10054)\b"),
+    ("net.conn_refused", S, "code: ", r"\bSocket (?:recv|send|accept) error[^(]*?\(?code: (?:111|61|10061)\b"),
+    # LightGBM linkers_socket.cpp Construct: Log::Warning("Connecting to rank %d failed, waiting for %d milliseconds")
+    # at each retry of a connect to a machine that does not listen (yet): refused until it starts, or for good
+    ("net.conn_refused", S, "Connecting to rank", r"Connecting to rank \d+ failed, waiting for \d+ milliseconds"),
+    # horovodrun (horovod/runner/launch.py): Timeout(start_timeout, message='Timed out waiting for {activity}. Please
+    # check connectivity between servers. ...'), raised by util/timeout.py check_time_out_for(activity) while the
+    # driver waits for every host's task service to register (common/service/driver_service.py
+    # wait_for_initial_registration: 'tasks to start'; then 'tasks to update task-to-task addresses'): hosts that
+    # never joined; the raising frame's source line stands for it where an excerpt cut the exception below it
+    ("rdzv.timeout", S, "Timed out waiting for tasks to", r"Timed out waiting for (?P<what>tasks to [\w -]+)"),
+    ("rdzv.timeout", S, "check_time_out_for(", r"check_time_out_for\(\s*'(?P<what>tasks to [\w -]+)'"),
     # NCCL src/transport/net_ib.cc: WARN("NET/IB : %s:%d Got async error event: %s", ...) with ibv_event_type_str:
     # a port that went down ("port error", IBV_EVENT_PORT_ERR) under a running job is the network failing
     # ("port active" is it coming back: no failure)

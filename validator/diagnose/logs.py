@@ -63,6 +63,14 @@ _OPAL = re.compile(
 )
 # UCX's log (ucs/debug/log.c): "[%lu.%06lu] [%s:%d:%d] %16s:%-4u UCX  %-5s " (time, host, pid, thread, file, line, level)
 _UCX = re.compile(r"(?:\[\d+\.\d+\] )?\[([A-Za-z0-9][\w.\-]*):(\d{1,10}):\d+\]\s+\S+:\d+\s+UCX\s")
+# UCX's fatal report (ucs/debug/log.c ucs_log_fatal_error, a signal's "Caught signal %d (%s: %s)" and the backtrace's
+# header): "[%s:%-5d:%s:%d] " (host, pid padded to five, thread name, tid)
+_UCX_FATAL = re.compile(r"\[([A-Za-z0-9][\w.\-]*):(\d{1,10}) *:[^\s:\]]{1,32}:\d{1,10}\] ")
+# Spark's TaskSetManager (scheduler/TaskSetManager.scala handleFailedTask): "Lost task %s in stage %s (TID %d) (%s executor
+# %s): %s" (3.x; "(TID %d, %s, executor %s): " in 2.x): the task's host, then the failure as the task raised it
+_SPARK_LOST = re.compile(
+    r"Lost task [\d.]+ in stage [\d.]+ \(TID \d+(?:\) \(|, )([A-Za-z0-9][\w.\-]*),? executor [\w.\-]+\): "
+)
 _LEVELS = {"I": "info", "W": "warning", "E": "error", "F": "fatal"}
 
 
@@ -131,10 +139,11 @@ def parse_line(raw: str, year: int) -> Line:
         level = m.group(1).lower()
         time = time or _ts(year, int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]), None)
         rest = rest[m.end() :]
-    body = rest.lstrip(
-        " \t"
-    )  # a paste indented as a whole (a code block in an issue): its prefixes still name the host
-    if ident.pid is None and (m := _OPAL.match(body) or _UCX.match(body)):
+    if "Lost task " in rest and (m := _SPARK_LOST.search(rest)):
+        ident.host, rest = m.group(1), rest[m.end() :]
+    # a paste indented as a whole (a code block in an issue): its prefixes still name the host
+    body = rest.lstrip(" \t")
+    if ident.pid is None and (m := _OPAL.match(body) or _UCX.match(body) or _UCX_FATAL.match(body)):
         ident.host, ident.pid = m.group(1), int(m.group(2))
     if m := _NCCL.match(body):
         ident.host, ident.pid = m.group(1), int(m.group(2))

@@ -36,7 +36,7 @@ def _printed_on(cause: Cause, events: list[Event]) -> list[str]:
     local = (
         family in _LOCAL
         or (family == "nccl_system_error" and bool(calls) and all(any(w in c for w in _LOCAL_CALLS) for c in calls))
-        or (bool(seen) and all(e.kind == "proc.crash" for e in seen))  # a process that crashed where it ran
+        or (bool(seen) and all(e.kind in ("proc.crash", "proc.signal") for e in seen))  # crashed where it ran
     )
     if not local:
         return []

@@ -20,7 +20,7 @@ from validator.diagnose.causes.collective import (
     uniqueid,
     watchdog,
 )
-from validator.diagnose.causes.failures import origins, stopped
+from validator.diagnose.causes.failures import origins, signalled, stopped
 from validator.diagnose.causes.hangs import different_waits, silent_ranks
 from validator.diagnose.causes.launch import summaries
 from validator.diagnose.causes.net import (
@@ -84,6 +84,7 @@ CAUSES: tuple[Rule, ...] = (
     network,
     timeouts_only,
     connect_retries,
+    signalled,
     earliest_error,
     unrecognised,
 )

@@ -50,6 +50,26 @@ def stopped(ev: Evidence) -> list[Cause]:
     ]
 
 
+def signalled(ev: Evidence) -> list[Cause]:
+    """A process's banner for a fatal signal of its own (Open MPI's "*** Process received signal ***") where its
+    "Signal: %s" line is not in the lines: a crash, but the abort() after an error is one too, so it ranks below
+    every error found (an NCCL error's echo included) and stands only where nothing else failed."""
+    seen = by_kind(ev.events, "proc.signal")
+    if not seen or any(e.kind in ORIGIN_CODE for e in ev.events):
+        return []
+    return [
+        Cause(
+            code="DGN011",
+            summary=f"a process died of a signal: {seen[0].text[:200]}",
+            culprits=[],
+            confidence="low",
+            reason="a process reported a fatal signal of its own; no error of its own or of another is in the lines",
+            evidence=[quote(e) for e in seen[:3]],
+            strength=S.EXIT_CODE_ONLY,
+        )
+    ]
+
+
 def origins(ev: Evidence) -> list[Cause]:
     """Ranks that failed on their own (exception, CUDA error, OOM) before the others timed out."""
     events = ev.events

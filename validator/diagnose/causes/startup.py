@@ -394,6 +394,10 @@ STORE_KEYS: tuple[tuple[re.Pattern[str], int], ...] = (
     # a rank of that stateless group (e.g. a trainer and an outside vLLM server), not of torch's world; the counter is
     # no rank
     (re.compile(r"(?:^|/)(?:broadcast_from|send_to)/\d+/\d+$"), 0),
+    # c10d nests a new group's store under the default group's (distributed_c10d.py _new_process_group_helper:
+    # PrefixStore(f"{group_name}/"), then the device's): "default_pg/0//7//cuda//pg_wrapper:7/0/1" is group 7's, whose
+    # ranks are that group's, not the world's; only the default group's own ("default_pg/0//cuda//...") are global
+    (re.compile(r"default_pg/\d+//(?!(?:cuda|cpu|xpu|hpu|mtia|meta|privateuseone)//)[^/]+//"), 0),
     # gloo rendezvous (gloo/rendezvous/context.cc connectFullMesh: store.set(std::to_string(rank), address) under the
     # group's PrefixStore), as c10d ProcessGroupGloo and Caffe2's common world ("<name>/<rank>") use it: the last
     # number is the rank that never wrote its address

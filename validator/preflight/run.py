@@ -114,7 +114,8 @@ def coordinate(
                 found += run_checks(laid, profile, [k for k in codes(opts) if k in ("LAY007", "LAY008")], "preflight")
         report = pipeline.check(all_facts, profile, codes(opts), context="preflight", found=found,
                                 outcomes=missing(p, all_facts, facts, gathered.seconds, c.early, gathered.present),
-                                title=f"cluster-validator preflight ({p.host}:{c.port}, job {p.job_id or 'unnamed'})")  # fmt: skip
+                                title=f"cluster-validator preflight ({f'[{p.host}]' if ':' in p.host else p.host}:{c.port}, "
+                                      f"job {p.job_id or 'unnamed'})")  # fmt: skip
         if laid is not None:
             report.layout = pipeline.layout_section(laid, "preflight")
         extra = peers.defer(pipeline.keep(net + rejected_findings(gathered), codes(opts)), report.findings)

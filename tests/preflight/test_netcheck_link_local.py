@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, _root_with
 
 DRIVER = """
@@ -45,3 +47,31 @@ def test_a_link_local_address_is_listened_on_and_probed_through_its_interface(tm
     net = runs[0]["report"]["preflight"]["net_check"]
     assert (net["nodes"], net["probes"], net["failed"], net["measured"]) == (2, 2, 0, 1), net
     assert net["line"].startswith("net check: 2 links ok"), net
+
+
+ALLREDUCE = """
+import json, subprocess, sys, time
+program, python = "validator/netcheck/allreduce.py", sys.executable
+serve = subprocess.Popen([python, program, "serve", "fe80::1%cvll", "cvll", "20"], stdout=subprocess.PIPE, text=True)
+try:
+    first = json.loads(serve.stdout.readline())
+    join = subprocess.run([python, program, "join", "fe80::1%cvll", str(first["port"]), first["backend"], "cvll", "20"],
+                          capture_output=True, text=True, timeout=60)
+    print(json.dumps({"first": first, "joined": json.loads(join.stdout.strip().splitlines()[-1])}))
+finally:
+    serve.kill()
+    serve.wait()
+"""
+
+
+def test_a_named_pairs_all_reduce_runs_on_a_link_local_address() -> None:
+    """The all_reduce the net check runs for a named pair (netcheck/allreduce.py, gloo here): its store and its
+    connection through the scoped address, as collective.serve_argv and join_argv now give it."""
+    _root_with("unshare", "ip")
+    pytest.importorskip("torch")
+    done = subprocess.run(["unshare", "-n", "sh", "-c", SETUP, sys.executable, ALLREDUCE, ""],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["first"]["backend"] == "gloo", got
+    assert got["joined"]["allreduce"]["ranks"] == 2 and got["joined"]["allreduce"]["busbw_gbps"] > 0, got

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from validator.netcheck import pairing, probe, ring, rounds, verdict
+from validator.netcheck import collective, pairing, probe, ring, rounds, verdict
 from validator.netcheck.ring import Node, plan, stride
 from validator.preflight.refusals import netcheck_rows
 
@@ -449,3 +449,12 @@ def test_a_link_local_address_is_bound_and_reached_through_an_interface() -> Non
     assert [t["addr"] for t in plans["0"]] == ["fe80::2%ib0"] and [t["addr"] for t in plans["1"]] == ["fe80::1%ib1"]
     assert probe.endpoint("fe80::1%lo", 7)[1] == ("fe80::1", 7, 0, socket.if_nametoindex("lo"))
     assert probe.endpoint("10.0.0.1", 7) == (socket.AF_INET, ("10.0.0.1", 7))
+    # the all_reduce of a named pair: rank 0's store on its own interface, rank 1 reaching it through its own
+    assert collective.serve_argv(a, 9)[:3] == ["serve", "fe80::1%ib0", "ib0"]
+    assert collective.join_argv(a, {"port": 5, "backend": "gloo"}, b, 9)[:5] == [
+        "join",
+        "fe80::1%ib1",
+        "5",
+        "gloo",
+        "ib1",
+    ]

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from validator.documents import AllreduceDoc
 from validator.model import Finding
 from validator.netcheck.allreduce import MIB
-from validator.netcheck.ring import Node
+from validator.netcheck.ring import Node, scoped
 
 Pair = tuple[str, str]  # node labels: rank 0 (it serves the store), rank 1
 Measure = Callable[[list[Pair]], Awaitable[dict[Pair, "dict[str, Any] | str"]]]
@@ -34,13 +34,20 @@ def timeout(net_timeout: float) -> float:
 
 
 def serve_argv(node: Node, limit: float) -> list[str]:
-    return ["serve", str(node.addr), node.iface or "", str(limit)]
+    return ["serve", scoped(str(node.addr), node.iface), node.iface or "", str(limit)]
 
 
 def join_argv(a: Node, served: Any, b: Node, limit: float) -> list[str] | str:
     """Rank 1's arguments on ``b``, from rank 0's first answer on ``a``, or why rank 0 has none."""
     if isinstance(served, dict) and type(served.get("port")) is int and served.get("backend") in ("gloo", "nccl"):
-        return ["join", str(a.addr), str(served["port"]), str(served["backend"]), b.iface or "", str(limit)]
+        return [
+            "join",
+            scoped(str(a.addr), b.iface),
+            str(served["port"]),
+            str(served["backend"]),
+            b.iface or "",
+            str(limit),
+        ]
     if isinstance(served, dict):
         return str(served.get("error") or "rank 0 gave no port")[:300]
     return str(served or "no answer")[:300]

@@ -213,6 +213,10 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "shared memory segment",
         r"Error while (?P<call>(?:creating|attaching to) shared memory segment) (?P<err>\S+)",
     ),
+    # NCCL's topology (src/os/linux.cc ncclOsGetPciPath, graph/xml.cc before 2.2x): WARN("Could not find real path of
+    # %s", busPath) when realpath() of a GPU's or NIC's sysfs path fails (ncclSystemError): the host's own /sys (a
+    # container or a VM that hides the PCI tree); net_ib/init.cc's "(%s)" form for an IB device
+    ("nccl.syscall_failed", S, "Could not find real path", r"Could not find (?P<call>real path) of (?P<err>\S+)"),
     # Horovod (common/ops/nccl_operations.cc): std::string(op) + " failed: " + ncclGetErrorString(result), e.g.
     # "ncclCommInitRank failed: unhandled system error" inside a framework's exception
     (

@@ -23,7 +23,8 @@ _LOCAL = frozenset({"oom", "cuda_error", "nccl_init_no_interface", "nccl_init_du
 # NCCL system calls that fail on their own host's resources (an address to bind, memory to pin, a
 # queue pair to create); not connect, nor ibv_modify_qp, which a wrong peer address fails too
 _LOCAL_CALLS = ("bind", "socket", "listen", "register memory", "ibv_reg_mr", "ibv_create_qp", "ibv_create_cq", "ibv_alloc_pd",
-                "ibv_open_device", "fallocate", "ftruncate", "mmap", "shm_open", "shared memory", "calloc", "malloc")  # fmt: skip
+                "ibv_open_device", "fallocate", "ftruncate", "mmap", "shm_open", "shared memory", "calloc", "malloc",
+                "real path")  # fmt: skip
 
 
 def _printed_on(cause: Cause, events: list[Event]) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -45,16 +46,27 @@ def unavailable(why: str) -> None:
 
 def free_port(span: int = 1) -> int:
     """A free port, and the ``span - 1`` after it free too (preflight inside torchrun tries
-    MASTER_PORT+1, +2, ...: a port the kernel hands out has neighbours that others may hold)."""
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
+    MASTER_PORT+1, +2, ...). Below the kernel's ephemeral range, as a job's MASTER_PORT (29500) is:
+    a port inside it may become any outgoing connection's own port between the pick and its use
+    (CI saw a test's rendezvous port taken so), which no listener can then bind. The kernel's pick
+    where the range leaves no room below it."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for attempt in range(100):
+        below = attempt < 80 and low - span > 20000
+        if below:
+            port = random.randrange(20000, low - span)
+        else:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = int(s.getsockname()[1])
         if port + span > 65536:
             continue
         try:
             with contextlib.ExitStack() as held:
-                for p in range(port + 1, port + span):
+                for p in range(port if below else port + 1, port + span):  # the kernel's own pick was free
                     t = held.enter_context(socket.socket())
                     t.bind(("0.0.0.0", p))
             return port

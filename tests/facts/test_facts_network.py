@@ -4,12 +4,14 @@ capture.sh from this machine and from network-namespace hosts), rules from refer
 from __future__ import annotations
 
 import json
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from validator.agent.probe import _slim
+from validator.agent.probe import _slim, port_probe
 from validator.facts.network import gloo_select, master_facts, nccl_select, parse_if_list, parse_interfaces
 from validator.model import Interface
 
@@ -210,3 +212,23 @@ def test_master_not_resolved() -> None:
     assert m["resolved"] == [] and not m["loopback"] and "Name or service" in str(m["error"])
     assert master_facts(None, None, {}, {}, None, []) is None
     assert master("x", {})["error"] == "not resolved by the agent"
+
+
+def test_port_probe_names_a_holder_that_does_not_listen() -> None:
+    """A real connection whose own port is the probed one: the bind a TCPStore would do is refused, and the holder is
+    named though nothing listens there (port_owner reads only listeners)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    client = socket.socket()
+    client.bind(("127.0.0.1", 0))
+    client.connect(server.getsockname())
+    try:
+        got = port_probe(client.getsockname()[1])
+    finally:
+        client.close()
+        server.close()
+    assert got["free"] is False
+    assert got["owner"].startswith(f"pid {os.getpid()} (") and got["owner"].endswith(
+        "as a connection's own port, not a listener"
+    )

@@ -123,6 +123,29 @@ def test_port_held_by_another_process(tmp_path: Path, port: int) -> None:
     assert "never said hello" in finding(runs[1], "PRE001")["message"]
 
 
+def test_port_held_as_a_connections_own_port_is_named_at_once(tmp_path: Path, port: int) -> None:
+    """An outgoing connection (any program's, from an ephemeral port that happens to be MASTER_PORT) holds the port
+    without listening: the job's TCPStore cannot bind it (EADDRINUSE), and no coordinator can be there. Rank 0 said
+    for the whole --timeout that "nothing listened" and that the endpoint was not this node's (CI hit it as a hang);
+    it now names the holder at once (RDZ006)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    client = socket.socket()
+    client.bind(("127.0.0.1", port))
+    client.connect(server.getsockname())
+    try:
+        runs = preflight(tmp_path, ranks(2, port), "--timeout", "8")
+    finally:
+        client.close()
+        server.close()
+    assert [r.rc for r in runs] == [1, 1], tails(runs)
+    assert runs[0].seconds < 5, runs[0].err  # not the 8 s deadline
+    busy = finding(runs[0], "RDZ006")
+    assert f"pid {os.getpid()}" in busy["message"] and "as a connection's own port, not a listener" in busy["message"]
+    assert "PRE001" not in codes(runs[0]), runs[0].err
+
+
 def test_stranger_of_another_job_changes_nothing(tmp_path: Path, port: int) -> None:
     envs = ranks(2, port, SLURM_JOB_ID="100")
     stranger = dict(envs[1], SLURM_JOB_ID="999")

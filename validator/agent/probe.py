@@ -264,17 +264,27 @@ def port_probe(port: int) -> dict[str, Any]:
     except OSError as e:
         if e.errno != errno.EADDRINUSE:
             return {"port": port, "free": None, "error": str(e)}
-        return {"port": port, "free": False, "owner": port_owner(port)}
+        return {"port": port, "free": False, "owner": port_owner(port) or held_by(port)}
 
 
-def port_owner(port: int, budget_s: float = 1.0) -> str | None:
-    """pid and command line of the process listening on ``port``, from /proc (best effort)."""
+def held_by(port: int) -> str:
+    """Who holds ``port`` where nothing listens on it (what the owner of a refused bind is then)."""
+    owner = port_owner(port, listening=False)
+    return f"{owner or 'a socket'} as a connection's own port, not a listener"
+
+
+def port_owner(port: int, budget_s: float = 1.0, listening: bool = True) -> str | None:
+    """pid and command line of the process listening on ``port``, from /proc (best effort). Not
+    ``listening``: of one whose socket holds ``port`` as its own without listening (an outgoing
+    connection's local port), which keeps a listener from binding it just the same."""
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             for line in read(table).splitlines()[1:]:
                 f = line.split()
-                if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
+                # 0A = LISTEN; 06 TIME_WAIT has no owner (inode 0) and does not stop SO_REUSEADDR's bind
+                held = f[3] == "0A" if listening else f[3] not in ("0A", "06") and f[9] != "0"
+                if held and int(f[1].rsplit(":", 1)[1], 16) == port:
                     inodes.add(f[9])
         except (OSError, IndexError, ValueError):
             continue

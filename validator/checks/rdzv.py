@@ -248,7 +248,7 @@ def port_busy(job: Job) -> Iterator[Hit]:
                 expected="free",
                 actual=owner or "in use",
                 fix=f"stop {owner or 'the process holding the port'}, or pick another MASTER_PORT",
-                verify=f"ss -ltnp 'sport = :{m['port']}'   # on {f['host']}: no listener",
+                verify=f"ss -tanp 'sport = :{m['port']}'   # on {f['host']}: nothing holds it",
             )
 
 

@@ -13,7 +13,7 @@ import sys
 import time
 
 from validator import pipeline
-from validator.agent.probe import port_owner
+from validator.agent.probe import held_by, port_owner
 from validator.errors import UserError
 from validator.preflight import placement
 from validator.preflight import protocol as wire
@@ -284,8 +284,12 @@ def rendezvous(
             # program that is not a validator (a stale TCPStore, another service), the job's rank 0
             # cannot bind it either: say so now, with the owner.
             owner = port_owner(p.port)
+            if len(p.ports) == 1 and owner is None and not listener_soon(p.port):
+                # held without a listener (an outgoing connection's own port): no coordinator can be there, and
+                # the job's TCPStore cannot bind it either
+                owner = held_by(p.port)
             if len(p.ports) == 1 and owner and "validator" not in owner:
-                return finish_local(opts, local_report(opts, mark_busy(facts, p.port), p, None, []))
+                return finish_local(opts, local_report(opts, mark_busy(facts, p.port, owner), p, None, []))
         else:
             from validator.preflight import local
             from validator.preflight.door import Door
@@ -319,7 +323,7 @@ def rendezvous(
                 return act(opts, code, after_pass(opts, p, facts, port, hosts=True))
         owner = port_owner(p.port) if result.verdict is None and (att.silent or att.foreign) else None
         if owner and "validator" not in owner:  # silent or strange, and on our node: we can see who it is
-            return finish_local(opts, local_report(opts, mark_busy(facts, p.port), p, None, []))
+            return finish_local(opts, local_report(opts, mark_busy(facts, p.port, owner), p, None, []))
         if result.verdict is None:
             result = join(opts, p, facts, listen, timeout=max(0.1, opts.timeout - (time.monotonic() - t0)))
     else:
@@ -334,13 +338,23 @@ def rendezvous(
         port = v["port"] if isinstance(v.get("port"), int) else p.port
         return act(opts, int(v["exit_code"]), after_pass(opts, p, facts, port, v.get("placement")))
     if result.attempts.foreign and is_candidate(facts, p):
-        facts = mark_busy(facts, p.port)
+        facts = mark_busy(facts, p.port, port_owner(p.port))
     return finish_local(opts, local_report(opts, facts, p, result, []))
 
 
-def mark_busy(facts: Facts, port: int) -> Facts:
+def mark_busy(facts: Facts, port: int, owner: str | None) -> Facts:
     master = facts["network"]["master"]
     if master is not None:
         master["port_free"] = False
-        master["port_owner"] = port_owner(port)
+        master["port_owner"] = owner
     return facts
+
+
+def listener_soon(port: int, tries: int = 3, pause: float = 0.05) -> bool:
+    """Whether something listens on ``port`` now or within a few pauses (another coordinator of this
+    job binds and listens at once: a bind refused a moment before its listen is not a stranger's)."""
+    for _ in range(tries):
+        if port_owner(port) is not None:
+            return True
+        time.sleep(pause)
+    return False

@@ -285,9 +285,9 @@ def rendezvous(
             # cannot bind it either: say so now, with the owner.
             owner = port_owner(p.port)
             if len(p.ports) == 1 and owner is None and not listener_soon(p.port):
-                # held without a listener (an outgoing connection's own port): no coordinator can be there, and
-                # the job's TCPStore cannot bind it either
-                owner = held_by(p.port)
+                # held without a listener (an outgoing connection's own port, whoever's, a validator's too): no
+                # coordinator can be there, and the job's TCPStore cannot bind it either
+                return finish_local(opts, local_report(opts, mark_busy(facts, p.port, held_by(p.port)), p, None, []))
             if len(p.ports) == 1 and owner and "validator" not in owner:
                 return finish_local(opts, local_report(opts, mark_busy(facts, p.port, owner), p, None, []))
         else:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from validator.agent.probe import filtered_env
+from validator.agent.probe import endpoint_host, filtered_env
 from validator.facts.command import parse_command
 from validator.facts.launch import parse_launch, split_endpoint, tasks_on_node
 from validator.model import LaunchFacts
@@ -265,17 +265,19 @@ def test_deepspeed_command() -> None:
     }  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("endpoint", "expected"),
-    [
-        ("n1:29400", ("n1", "29400")),
-        ("n1", ("n1", "29400")),
-        ("[fd00::1]:5", ("fd00::1", "5")),
-        ("fd00::1", ("fd00::1", "29400")),
-    ],
-)
-def test_split_endpoint(endpoint: str, expected: tuple[str, str]) -> None:
-    assert split_endpoint(endpoint, 29400) == expected
+ENDPOINTS = ["n1:29400", "n1", " n1:7 ", "[fd00::1]:5", "[fd00::1]", "::1:29500", "fd00::1",
+             "10.0.0.1:1234", "", "[::1]:0"]  # fmt: skip
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_an_endpoint_is_read_as_torch_reads_it(endpoint: str) -> None:
+    """torchrun writes an IPv6 --master-addr as ``::1:29500`` and reads a bare ``fd00::1`` as host ``fd00:``
+    port 1: the contract and the agent's names to resolve say where torch will connect, not what was meant."""
+    utils = pytest.importorskip("torch.distributed.elastic.rendezvous.utils")
+    host, port = utils.parse_rendezvous_endpoint(endpoint, 29400)
+    assert split_endpoint(endpoint, 29400) == (host, str(port))
+    if endpoint.strip():
+        assert endpoint_host(endpoint) == host
 
 
 def test_accelerate_launch_is_the_torchrun_contract_it_runs() -> None:

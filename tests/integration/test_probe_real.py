@@ -142,3 +142,36 @@ def test_namespace_hosts(netns_hosts: NetnsHosts, tmp_path: Path) -> None:
     assert rc == 1
     assert named["NET003"] == ([netns_hosts.names[1]], [1])
     assert named["RDZ004"] == ([netns_hosts.names[2]], [2])
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "master", "error"),
+    [("::1:29512", ("::1", 29512), False), ("[::1]:29512", ("::1", 29512), False), ("fd00::1", ("fd00:", 1), True)],
+)
+def test_an_ipv6_rendezvous_endpoint_is_where_torch_connects(
+    tmp_path: Path, endpoint: str, master: tuple[str, int], error: bool
+) -> None:
+    """torchrun writes an IPv6 --master-addr as ``::1:29512`` (host ::1, port 29512: a healthy job the
+    validator once blocked as an unresolvable name) and reads a bare ``fd00::1`` as host ``fd00:`` port 1,
+    a job that never rendezvous (the validator once passed it): RDZ005 then says to write it in brackets."""
+    files = []
+    for node in (0, 1):
+        argv = [
+            "torchrun",
+            "--nnodes=2",
+            "--nproc-per-node=1",
+            f"--node-rank={node}",
+            f"--rdzv-endpoint={endpoint}",
+            "x.py",
+        ]
+        out = subprocess.run([VALIDATOR, "probe", "--json", "--no-port-probe", "--", *argv], env=clean_env(),
+                             capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
+        (path := tmp_path / f"node{node}.json").write_text(out)
+        files.append(path)
+        launch = json.loads(out)["launch"]
+        assert (launch["master_addr"], launch["master_port"]) == master
+    rc, report = check(files)
+    assert [f.code for f in report.findings] == (["RDZ005"] if error else [])
+    assert rc == (1 if error else 0)
+    if error:
+        assert "[fd00::1]:PORT" in report.findings[0].fix and report.findings[0].hosts

@@ -895,8 +895,16 @@ def master_names(env: dict[str, str], argv: list[str]) -> list[str]:
         env.get("PET_RDZV_ENDPOINT"),
     ):
         if v:
-            names.append(v.rsplit(":", 1)[0].strip("[]") if v.count(":") == 1 or "]" in v else v)
+            names.append(endpoint_host(v))
     return list(dict.fromkeys(n for n in names if n))
+
+
+def endpoint_host(endpoint: str) -> str:
+    """The host torch reads from a rendezvous endpoint (facts/launch.py split_endpoint, which the
+    agent cannot import): ``[v6]`` alone, else what is before the last colon."""
+    v = endpoint.strip()
+    host = v if v[:1] == "[" and v[-1:] == "]" else v.rpartition(":")[0] or v
+    return host[1:-1] if len(host) > 1 and host[0] == "[" and host[-1] == "]" else host
 
 
 def is_master_candidate(env: dict[str, str], argv: list[str]) -> bool:

@@ -206,20 +206,25 @@ def unresolvable_master(job: Job) -> Iterator[Hit]:
     Fix the name or the resolver on the named hosts; in Kubernetes create a headless Service for
     the master with publishNotReadyAddresses: true.
     """
-    groups: dict[str, list[int]] = {}
+    groups: dict[tuple[str, str], list[int]] = {}
     for i in _where(job, lambda m: m and not m["resolved"]):
         m = _master(job, i)
-        groups.setdefault(f"{m['addr']}: {m['error']}", []).append(i)
-    for what, members in groups.items():
-        name = what.split(":", 1)[0]
-        yield Hit(
-            f"MASTER_ADDR {what}",
-            members,
-            expected="an address",
-            actual="no address",
-            fix=f"make {name} resolvable on the named hosts (DNS, /etc/hosts, a headless Service)",
-            verify=RESOLVE.format(addr=name),
-        )
+        groups.setdefault((str(m["addr"]), str(m["error"])), []).append(i)
+    for (name, error), members in groups.items():
+        launch = job.launch(members[0])
+        endpoint = str(launch.get("rdzv_endpoint") or "")
+        fix = f"make {name} resolvable on the named hosts (DNS, /etc/hosts, a headless Service)"
+        if (
+            endpoint.count(":") > 1
+            and not endpoint.startswith("[")
+            and "endpoint" in launch["sources"].get("master_addr", "")
+        ):
+            # torch reads the text after the last colon as the port: fd00::1 is host fd00: port 1
+            fix = (f"write the IPv6 endpoint in brackets, [{endpoint}]:PORT: torch takes what follows its last colon "
+                   f"as the port (here {launch.get('master_port')}) and {name!r} as the host")  # fmt: skip
+        shown = repr(name) if ":" in name else name
+        yield Hit(f"MASTER_ADDR {shown}: {error}", members, expected="an address", actual="no address", fix=fix,
+                  verify=RESOLVE.format(addr=name))  # fmt: skip
 
 
 @check("RDZ006", Severity.ERROR, "MASTER_PORT is busy on the master")

@@ -81,14 +81,19 @@ def tasks_on_node(text: str, node: int) -> int | None:
 
 
 def split_endpoint(endpoint: str, default_port: int | None) -> tuple[str, str | None]:
-    """``host:port``, ``[v6]:port``, bare ``host``."""
-    if endpoint.startswith("["):
-        host, _, rest = endpoint[1:].partition("]")
-        return host, rest.lstrip(":") or (str(default_port) if default_port else None)
-    if endpoint.count(":") == 1:
-        host, port = endpoint.split(":")
-        return host, port
-    return endpoint, str(default_port) if default_port else None
+    """(host, port) as torch reads a rendezvous endpoint (``parse_rendezvous_endpoint`` in
+    torch/distributed/elastic/rendezvous/utils.py): ``[v6]`` alone is a host; otherwise the text after
+    the last colon is the port, so ``::1:29500`` is ``::1`` port 29500 (what torchrun writes for an IPv6
+    ``--master-addr``) and a bare ``fd00::1`` is host ``fd00:`` port 1, which is where torch connects."""
+    endpoint = endpoint.strip()
+    if not endpoint:
+        return "localhost", str(default_port) if default_port else None
+    host, sep, port = ("", "", "") if endpoint[0] == "[" and endpoint[-1] == "]" else endpoint.rpartition(":")
+    if not sep:
+        host, port = endpoint, str(default_port) if default_port else ""
+    if len(host) > 1 and host[0] == "[" and host[-1] == "]":
+        host = host[1:-1]
+    return host, port or None
 
 
 def detect_launcher(env: dict[str, str]) -> Launcher:

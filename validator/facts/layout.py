@@ -8,9 +8,8 @@ the checks apply to it, are in docs/layout.md.
 
 from __future__ import annotations
 
-import re
-
 from validator.facts.command import parse_command
+from validator.facts.node import major_minor
 
 TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
@@ -280,7 +279,7 @@ def _accelerate(argv: list[str], entries: list[dict[str, Any]], env: dict[str, s
                 continue
             if (raw := env.get(MEGATRON_LM_ENV + name)) is not None:
                 b.put(("degrees", key), raw, MEGATRON_LM_ENV + name)
-            elif key == "cp" and (since := _version(version)) is not None and since >= CP_TWO_SINCE:
+            elif key == "cp" and (since := major_minor(version)) is not None and since >= CP_TWO_SINCE:
                 b.layout["degrees"]["cp"] = 2
                 b.layout["source"] += f"; cp=2 is accelerate {version}'s default"
             else:
@@ -289,11 +288,6 @@ def _accelerate(argv: list[str], entries: list[dict[str, Any]], env: dict[str, s
         b.layout["degrees"].setdefault("dp_replicate", 1)
         b.layout["degrees"].setdefault("dp_shard", 1)
     return b.layout
-
-
-def _version(text: str | None) -> tuple[int, int] | None:
-    m = re.match(r"(\d+)\.(\d+)", text or "")
-    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def _deepspeed(entries: list[dict[str, Any]]) -> LayoutFacts | None:

@@ -13,6 +13,7 @@ import ipaddress
 
 from validator.agent.probe import is_loopback as is_loopback  # one rule; the agent imports nothing of ours
 from validator.facts.gpu import gpu_evidence
+from validator.facts.node import major_minor
 
 TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
@@ -119,13 +120,8 @@ def match_if_list(name: str, prefixes: list[str], exact: bool) -> bool:
 
 
 def _nccl_ge(version: str | None, major: int, minor: int) -> bool:
-    if not version:
-        return True  # unknown: assume a current NCCL
-    try:
-        parts = [int(x) for x in version.split(".")[:2]]
-    except ValueError:
-        return True
-    return (parts[0], parts[1]) >= (major, minor)
+    v = major_minor(version)
+    return v is None or v >= (major, minor)  # unknown: assume a current NCCL
 
 
 def nccl_select(interfaces: list[Interface], env: dict[str, str], nccl_version: str | None) -> Selection:

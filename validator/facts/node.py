@@ -11,6 +11,12 @@ if TYPE_CHECKING:
     from validator.model import SoftwareFacts, SystemFacts
 
 
+def major_minor(text: object) -> tuple[int, int] | None:
+    """(major, minor) of a version string ("2.21.5", "2.6.0+cu124"), or None when it has none."""
+    m = re.match(r"(\d+)\.(\d+)", text) if isinstance(text, str) else None
+    return (int(m[1]), int(m[2])) if m else None
+
+
 def nccl_version(code: int | None) -> str | None:
     """NCCL_VERSION_CODE: major*10000+minor*100+patch since 2.9, major*1000+minor*100+patch before."""
     if not isinstance(code, int) or code <= 0:

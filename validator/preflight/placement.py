@@ -12,7 +12,7 @@ cannot hold, the placement is unknown, with one line saying why (``predict``).
 
 from __future__ import annotations
 
-import re
+from validator.facts.node import major_minor
 
 TYPE_CHECKING = False  # typing is not loaded on a participant's launch path (test_lean.py)
 if TYPE_CHECKING:
@@ -75,11 +75,6 @@ def record_addr(facts: Facts) -> None:
     facts["env"][ADDR_ENV] = addr or ""
 
 
-def _version(text: object) -> tuple[int, int] | None:
-    m = re.match(r"(\d+)\.(\d+)", text) if isinstance(text, str) else None
-    return (int(m[1]), int(m[2])) if m else None
-
-
 def predict(arrived: list[Facts], p: Plan) -> tuple[list[Facts] | None, str]:
     """The nodes in the node-rank order torch will give them, or (None, why not) in one line."""
     if len(arrived) != p.expected:
@@ -89,7 +84,7 @@ def predict(arrived: list[Facts], p: Plan) -> tuple[list[Facts] | None, str]:
         why = unpredictable(p, f)
         if why:
             return None, f"{f['host']}: {why}"
-        v = _version(f["software"]["torch"])
+        v = major_minor(f["software"]["torch"])
         if v is None or not TORCH[0] <= v <= TORCH[1]:
             low, high = (".".join(map(str, t)) for t in TORCH)
             return None, (f"{f['host']} has torch {f['software']['torch'] or 'not installed'}: the rule is read from "

@@ -175,3 +175,55 @@ def test_an_ipv6_rendezvous_endpoint_is_where_torch_connects(
     assert rc == (1 if error else 0)
     if error:
         assert "[fd00::1]:PORT" in report.findings[0].fix and report.findings[0].hosts
+
+
+def _probe_nodes(tmp_path: Path, commands: list[list[str]], **env: str) -> tuple[list[Path], str]:
+    files, errors = [], ""
+    for node, argv in enumerate(commands):
+        p = subprocess.run([VALIDATOR, "probe", "--json", "--no-port-probe", "--", *argv], env=clean_env(**env),
+                           capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+        (path := tmp_path / f"node{node}.json").write_text(p.stdout)
+        files.append(path)
+        errors += p.stderr
+    return files, errors
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "codes"),
+    [
+        ("localhost", "localhost:29400", []),  # 29400: torch's c10d default port
+        ("LOCALHOST:29514", "localhost:29514", []),  # host names are case-insensitive
+        ("127.0.0.1:29514", "localhost:29514", []),  # two names of one address
+        ("127.0.0.1:29514", "127.0.0.1:29515", ["RDZ002"]),  # a real drift: another port
+        ("127.0.0.1:29514", None, ["RDZ002"]),  # no endpoint: torch's localhost:29400
+    ],
+)
+def test_a_c10d_endpoint_is_compared_as_torch_reads_it(tmp_path: Path, a: str, b: str | None, codes: list[str]) -> None:
+    """Two nodes that name one c10d endpoint in two spellings meet in one store: RNK009 once compared the
+    text and blocked them (in `check` and the live preflight); the RDZ checks compare what it resolves to."""
+    base = ["torchrun", "--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d", "--rdzv-id=j7"]
+    files, _ = _probe_nodes(
+        tmp_path, [[*base, f"--rdzv-endpoint={e}", "x.py"] if e else [*base, "x.py"] for e in (a, b)]
+    )
+    rc, report = check(files)
+    assert [f.code for f in report.findings] == codes and rc == (1 if codes else 0)
+
+
+def test_a_static_endpoint_without_a_port_is_an_error(tmp_path: Path) -> None:
+    """torch's static handler raises "Port is absent in endpoint" on every node; the validator once passed it."""
+    argv = ["torchrun", "--nnodes=2", "--nproc-per-node=1", "--rdzv-endpoint=127.0.0.1", "x.py"]
+    files, _ = _probe_nodes(tmp_path, [[*argv[:3], f"--node-rank={n}", *argv[3:]] for n in (0, 1)])
+    rc, report = check(files)
+    assert rc == 1 and [f.code for f in report.findings] == ["RDZ007"]
+    assert "without a port" in report.findings[0].message and "HOST:PORT" in report.findings[0].fix
+
+
+def test_a_malformed_master_name_is_named_without_a_traceback(tmp_path: Path) -> None:
+    """``gpu..a01`` (an empty label) is refused by Python's idna codec before any lookup: the probe once
+    printed a thread's traceback and the facts said the lookup had timed out."""
+    files, errors = _probe_nodes(tmp_path, [["python", "x.py"]], MASTER_ADDR="gpu..a01", MASTER_PORT="29516",
+                                 RANK="0", WORLD_SIZE="2")  # fmt: skip
+    assert "Traceback" not in errors, errors
+    rc, report = check(files)
+    found = [f for f in report.findings if f.code == "RDZ005"]
+    assert rc == 1 and found and "not a valid host name" in found[0].message and "timed out" not in found[0].message

@@ -32,6 +32,15 @@ SECRETS = ("hf_tok_5b1e", "pw_9c33", "k3y_77aa", "urlpass_e1f0", "envtok_aa12")
         (["HF_TOKEN=abc", "torchrun"], [f"HF_TOKEN={REDACTED}", "torchrun"]),
         (["--rdzv-endpoint=https://u:p@ss@etcd:2379/x"], [f"--rdzv-endpoint=https://{REDACTED}@etcd:2379/x"]),
         (["git+ssh://git@github.com/o/r"], [f"git+ssh://{REDACTED}@github.com/o/r"]),
+        # the same words as secret variable names (the env rule): --passphrase, --auth, --cookie, --pass
+        (["--passphrase", "a", "--auth=b", "--pass", "c", "--cookie=d"],
+         ["--passphrase", REDACTED, f"--auth={REDACTED}", "--pass", REDACTED, f"--cookie={REDACTED}"]),
+        # a command given as one word (bash -c '...'): its own words are redacted
+        (["bash", "-c", "cd /w && HF_TOKEN=t1 torchrun x.py --hf_token t2 --db-password=t3"],
+         ["bash", "-c", f"cd /w && HF_TOKEN={REDACTED} torchrun x.py --hf_token {REDACTED} --db-password={REDACTED}"]),
+        # a value that is a secret by its form, whatever its option is called
+        (["--header", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1In0.c2ln", "--x=hf_" + "a" * 34],
+         ["--header", REDACTED, f"--x={REDACTED}"]),
         # harmless options keep their values
         (["--master-port", "29500", "--master_addr=10.0.0.1", "--nproc-per-node", "8", "--rdzv-id", "job"],
          ["--master-port", "29500", "--master_addr=10.0.0.1", "--nproc-per-node", "8", "--rdzv-id", "job"]),
@@ -82,6 +91,19 @@ def test_wrapped_command_line_is_redacted_by_the_agent(tmp_path: Path) -> None:
         and f"--password={REDACTED}" in argv
         and f"--data=s3://{REDACTED}@bucket/x" in argv
     )
+
+
+def test_slurm_jwt_and_a_shell_string_are_redacted_by_the_agent(tmp_path: Path) -> None:
+    """sbatch exports the submitting shell's SLURM_JWT (`scontrol token`) to every task; the README runs
+    srun through `bash -c '...'`: neither the token nor the secrets inside the string reach the facts."""
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdW" + SECRETS[4] + ".c2lnbmF0dXJl"
+    out, facts = _probe(
+        tmp_path, "bash", "-c", f"cd /w && HF_TOKEN={SECRETS[0]} torchrun --nnodes=1 x.py --hf_token {SECRETS[1]}",
+        env={"SLURM_JWT": jwt, "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_JOB_ID": "7"},
+    )  # fmt: skip
+    assert not [s for s in SECRETS if s in out], out
+    env = facts["env"]
+    assert isinstance(env, dict) and "SLURM_JWT" not in env and env.get("SLURM_JOB_ID") == "7"
 
 
 def test_port_owner_command_line_is_redacted_by_the_agent(tmp_path: Path) -> None:

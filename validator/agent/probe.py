@@ -42,8 +42,13 @@ ALLOW_NAMES = {
     "LOCAL_SIZE", "OMP_NUM_THREADS", "USE_LIBUV", "LD_LIBRARY_PATH", "KUBERNETES_SERVICE_HOST",
     "KUBERNETES_SERVICE_PORT", "PYTHONPATH"
 }  # fmt: skip
-SECRET = re.compile(r"TOKEN|SECRET|PASS(WORD|WD)?|KEY|CREDENTIAL|AUTH|PRIVATE|COOKIE", re.I)
-SECRET_OPTION = re.compile(r"^--?[\w.-]*(token|key|secret|password|passwd|credential)[\w.-]*$", re.I)
+SECRET = re.compile(r"TOKEN|SECRET|PASS|KEY|CREDENTIAL|AUTH|PRIVATE|COOKIE|JWT|BEARER", re.I)  # SLURM_JWT
+SECRET_OPTION = re.compile(r"^--?[\w.-]*(" + SECRET.pattern + r")[\w.-]*$", re.I)  # the same words as names
+# values that are secrets whatever they are called: a JWT, and the token formats of common services
+SECRET_VALUE = re.compile(
+    r"eyJ[\w-]{6,}\.[\w-]{6,}\.[\w-]*|\b(?:hf_[A-Za-z0-9]{30,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,}"
+    r"|glpat-[\w-]{20,}|xox[abposr]-[\w-]{10,}|AKIA[0-9A-Z]{16}|sk-[\w-]{20,})"
+)
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # NAME of NAME=VALUE (env HF_TOKEN=x torchrun ...)
 URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")  # scheme://user:pass@
 REDACTED = "<redacted>"
@@ -70,8 +75,11 @@ def filtered_env(environ: dict[str, str]) -> dict[str, str]:
 
 
 def redact(text: str) -> str:
-    """``scheme://user:pass@host`` -> ``scheme://<redacted>@host``, anywhere in ``text``."""
-    return URL_CREDENTIALS.sub(r"\1" + REDACTED + "@", text) if "://" in text else text
+    """``scheme://user:pass@host`` -> ``scheme://<redacted>@host``, and a value that is a secret by
+    its form (SECRET_VALUE: a JWT, ``hf_…``, ``ghp_…``, ``AKIA…``), anywhere in ``text``."""
+    if "://" in text:
+        text = URL_CREDENTIALS.sub(r"\1" + REDACTED + "@", text)
+    return SECRET_VALUE.sub(REDACTED, text)
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -95,6 +103,10 @@ def redact_argv(argv: list[str]) -> list[str]:
         elif eq and ASSIGNMENT.match(name) and SECRET.search(name):
             hide_next = False
             out.append(f"{name}={REDACTED}")
+        elif " " in word.strip():  # a command as one word (bash -c '... --hf_token V'): its words too
+            hide_next = False
+            inner = " ".join(redact_argv(word.split(" ")))
+            out.append(word if inner == word else inner)
         else:
             hide_next = False
             out.append(redact(word))
@@ -224,6 +236,8 @@ def resolve(names: list[str], timeout: float = RESOLVE_TIMEOUT_S) -> dict[str, d
             results[name] = {"addrs": addrs}
         except OSError as e:
             results[name] = {"addrs": [], "error": f"{type(e).__name__}: {e}"}
+        except (UnicodeError, ValueError) as e:  # "gpu..a01", a NUL or a non-UTF-8 byte: no lookup is made
+            results[name] = {"addrs": [], "error": f"not a valid host name ({str(e)[:120]})"}
 
     threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in names]
     for t in threads:

@@ -344,8 +344,9 @@ def world_size_product(job: Job) -> Iterator[Hit]:
 
 
 # must agree, and compared elsewhere: RDZ001/RDZ002 compare the endpoint as resolved (node001 and
-# 10.0.0.1 are one master), and torchrun ignores them under c10d
-ENDPOINT_OPTIONS = ("master_addr", "master_port", "main_process_ip", "main_process_port")
+# 10.0.0.1 are one master; GPU-A01 and gpu-a01:29400 one c10d endpoint), and torchrun ignores
+# --master-addr/--master-port under c10d
+ENDPOINT_OPTIONS = ("master_addr", "master_port", "rdzv_endpoint", "main_process_ip", "main_process_port")
 
 
 def _compared(tool: str, members: list[int], launches: Sequence[Any], envs: Sequence[Any]) -> list[str]:
@@ -363,7 +364,7 @@ def _compared(tool: str, members: list[int], launches: Sequence[Any], envs: Sequ
 @check("RNK009", Severity.ERROR, "Launch options differ across nodes")
 def launch_options(job: Job) -> Iterator[Hit]:
     """Every launch option that must agree across nodes has the same value on every node:
-    torchrun's --nnodes, --nproc-per-node, --rdzv-backend, --rdzv-id, --rdzv-endpoint,
+    torchrun's --nnodes, --nproc-per-node, --rdzv-backend, --rdzv-id,
     --max-restarts and --standalone, deepspeed's and `accelerate launch`'s counterparts and
     accelerate's distribution settings (each option's class: validator/facts/launchopts.py). A node that
     omits an option has its launcher's default (torchrun: its PET_* variable first).

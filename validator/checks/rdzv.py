@@ -290,7 +290,9 @@ def port_range(job: Job) -> Iterator[Hit]:
             members,
             expected="1-65535",
             actual=what,
-            fix="use a port number in 1024-65535",
+            fix="write the endpoint as HOST:PORT (or --master-addr and --master-port)"
+            if "without a port" in what
+            else "use a port number in 1024-65535",
             verify="validator check FACTS... --select RDZ007",
         )
 

@@ -248,6 +248,8 @@ def _from_torchrun(c: Contract, env: dict[str, str], opts: dict[str, str]) -> No
             host, port = split_endpoint(endpoint, None)
             c.set("master_addr", host, esrc)
             c.set("master_port", port, esrc)
+            if port is None:  # torch's static handler: "Port is absent in endpoint", on every node
+                c.invalid[f"{esrc} without a port (the static rendezvous needs one)"] = endpoint[:200]
         else:
             for dest in ("master_addr", "master_port"):
                 v, src = value(dest)
@@ -255,8 +257,8 @@ def _from_torchrun(c: Contract, env: dict[str, str], opts: dict[str, str]) -> No
     else:  # c10d/etcd: node ranks are assigned at rendezvous (torchrun ignores --node-rank)
         c.values.pop("node_rank", None)
         c.sources.pop("node_rank", None)
-        if endpoint:
-            host, port = split_endpoint(endpoint, C10D_DEFAULT_PORT)
+        if endpoint or backend == "c10d":  # torch reads a missing endpoint as localhost:29400 (each node its own)
+            host, port = split_endpoint(endpoint or "", C10D_DEFAULT_PORT)
             c.set("master_addr", host, esrc)
             c.set("master_port", port, esrc)
     if endpoint:

@@ -36,8 +36,8 @@ XFAIL: dict[str, str] = {
     "retrying' alone: every start-up prints it while a peer comes up (up to 20,000 retries in NCCL <= 2.11), so it is "
     "no failure by itself; the excerpt shows nothing after it",
     "zb27-vllm-ascend-grpo-hcclallreduce-ei0006-socket-timeout.log": "Ascend CANN's EI0006 socket timeout ('Remote "
-    "Rank did not send the data in time') after the failing HcclAllreduce's RuntimeError: no rule reads CANN's error "
-    "codes, and the label itself is doubtful (collective or rendezvous timeout)",
+    "Rank did not send the data in time') after the failing HcclAllreduce's RuntimeError, whose exception wins (EI0006 is read as a "
+    "collective timeout since set zv, tests/diagnose/test_zv_sources.py); the label itself is doubtful",
     "zj16-deocclusion-colab-eight-procs-broadcast-invalid-usage-interleaved.log": "NCCL 2.7.8's bare 'invalid usage' "
     "(ncclInvalidUsage) on a broadcast: the label (duplicate GPU) is inferred from the thread, not the lines, which never "
     "print NCCL's duplicate-GPU warning; doubtful in the set's own README",
@@ -64,8 +64,6 @@ XFAIL: dict[str, str] = {
     "Connection timed out' under the MPI operator's kubexec.sh, then ORTE's daemons not started: no rule reads kubectl's "
     "own client errors, and a timeout to the API server is not a refusal by the job's peers (doubtful in the set's "
     "README)",
-    "zr08-llamafactory-ascend-ppo-ei0006-socket-timeout.log": "CANN's EI0006 'Getting socket times out' with no HCCL "
-    "error line, as zb27: no rule reads CANN's error codes",
     "zr09-hat-quoted-nccl278-invalid-usage-eight-procs-four-gpus.log": "NCCL's bare 'invalid usage' at the first "
     "collective, labelled duplicate GPU from the thread (two processes a GPU), as zj16: the lines never print NCCL's "
     "duplicate-GPU warning",

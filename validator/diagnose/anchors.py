@@ -27,6 +27,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"rror",  # Error, error: exceptions (also "Timed out", "mismatch" ones), NCCL/CUDA errors, srun errors, Last error
     b"exits with return code",  # DeepSpeed launcher: a worker died
     b"WARN",  # NCCL WARN
+    b"EI0006",  # Huawei CANN's HCCL socket timeout: "EI0006: ... Getting socket times out" (no other anchor in it)
     b"imeout",  # Watchdog ... timeout, desync "caused this timeout" (Timed out ... lines are exceptions: rror)
     b"fail",  # failed (exitcode), failed to pass monitoredBarrier, connect failed, gloo "enforce fail at",
     # torchrun's "Root Cause (first observed failure)" in an excerpt cut above ChildFailedError

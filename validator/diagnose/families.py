@@ -331,6 +331,10 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # pair of the context with "Application timeout caused pair closure" before it throws "Timed out waiting %dms for
     # recv operation to complete": both are the collective timeout, the pair closure its echo on the other pairs
     ("coll.gloo_timeout", S, "Application timeout caused pair closure", r"Application timeout caused pair closure"),
+    # Huawei CANN's EI0006 (HCCL's socket wait on Ascend, HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT): "EI0006: Getting
+    # socket times out. Reason: Remote Rank did not send the data in time." and the newer "Get_Socket_Timeout(EI0006):
+    # Getting socket times out. Reason: 1. The remote does not initiate a connect request": a rank waited for its peer
+    ("coll.gloo_timeout", S, "EI0006", r"\bEI0006\b.*?Getting socket times out|Get_Socket_Timeout\(EI0006\)"),
     # transport/tcp/helpers.h connectLoop: TimeoutError("timed out connecting: " + what) once the retries run out: a
     # connect to a peer that never listened, as "Connect timeout" is
     ("gloo.connect_refused", S, "timed out connecting", r"timed out connecting: ?(?P<why>.*)"),
@@ -362,6 +366,9 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # Intel oneCCL (src/common/log/log.hpp LOG_ERROR: "|CCL_ERROR| %s:%d %s: %s", file, line, function, message), and its
     # exception as torch-ccl raises it ("oneCCL: %s:%d %s: EXCEPTION: %s"): the collective library's own failure (its
     # workers, its ATL/OFI transport), which Intel's stacks have in NCCL's place
+    # but for Level Zero's own out-of-memory result (ze_api.h ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY) inside it: the
+    # device's memory ran out in the collective, as NCCL's own allocation failing (an oom, not a transport failure)
+    ("cuda.oom", ORG, "OUT_OF_DEVICE_MEMORY", r"\bZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\b"),
     ("ccl.error", S, "|CCL_ERROR|", r"\|CCL_ERROR\| (?P<where>\S+:\d+) (?P<func>\w+): (?P<what>.+)"),
     ("ccl.error", S, "oneCCL: ", r"oneCCL: (?P<where>\S+:\d+) (?P<func>\w+): EXCEPTION: (?P<what>.+)"),
     # PyTorch/XLA's mesh service client (torch_xla xla_client/mesh_service.cc, MeshClient): XLA_CHECK(impl_->channel->
@@ -435,6 +442,10 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     ("hvd.stall", S, "ranks: ", r"(?P<name>[\w./:-]+) \[(?P<which>missing|ready) ranks: (?P<ranks>[\d, ]+)\]"),
     ("hvd.missing_block", S, "Missing ranks:", r"^Missing ranks:\s*$"),
     ("hvd.missing_block", S, "Stalled ranks:", r"^Stalled ranks:\s*$"),  # the same block before Horovod 0.20
+    # horovod/common/operations.cc SHUT_DOWN_ERROR, as TensorFlow raises it (AbortedError, or "OP_REQUIRES failed at
+    # mpi_ops.cc: ... Unknown:"): "Horovod has been shut down. This was caused by an exception on one of the ranks or
+    # an attempt to allreduce ... after one of the ranks finished execution": a survivor's words, the error elsewhere
+    ("hvd.shut_down", S, "Horovod has been shut down", r"Horovod has been shut down"),
     # NCCL RAS status (src/ras/client_support.cc): the section a rank line belongs to is read from the lines above
     # it ("#0-0 (hash) INCOMPLETE" / "MISMATCH") by blocks.ras_section
     # PaddlePaddle's CUDA allocator (paddle/fluid/memory/allocation/cuda_allocator.cc, BadAlloc's ResourceExhaustedError):
@@ -711,6 +722,20 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # read 0 bytes), as TensorFlow raises it (errors_impl.UnavailableError) from a collective or a remote call: a peer
     # gone, as gloo's "Connection closed by peer"
     ("gloo.peer_closed", S, "Socket closed", r"(?:UnavailableError: |\"grpc_message\":\")Socket closed\b"),
+    # TensorPipe (torch.distributed.rpc's transport) reports libuv's errors as "ECONNRESET: connection reset by peer"
+    # and "EPIPE: broken pipe", and a pipe its peer closed as "pipe closed (this error originated at
+    # tensorpipe/core/pipe_impl.cc...)": the peer's end gone, as gloo's "Connection closed by peer"
+    ("gloo.peer_closed", S, "ECONNRESET", r"\bECONNRESET: connection reset by peer\b"),
+    ("gloo.peer_closed", S, "EPIPE", r"\bEPIPE: broken pipe\b"),
+    ("gloo.peer_closed", S, "pipe closed", r"\bpipe closed \(this error originated at tensorpipe/"),
+    # PyTorch/XLA's mesh service (xla_client/mesh_service.cc): "Failed to meet rendezvous '%s': %s (%d)", the gRPC
+    # status's message and code: 14 (UNAVAILABLE) "Socket closed" or a reset is the mesh master's end gone
+    (
+        "gloo.peer_closed",
+        S,
+        "Failed to meet rendezvous",
+        r"Failed to meet rendezvous '[^']*': (?:Socket closed|Connection reset by peer) \(14\)",
+    ),
     # LightGBM's socket network (src/network/linkers_socket.cpp): Log::Fatal("Binding port %d failed", port) after
     # "Trying to bind port %d..." (TcpSocket::Bind refused the port its machine list or local_listen_port names), also
     # inside SynapseML's "Network init call failed in LightGBM with error: ..."

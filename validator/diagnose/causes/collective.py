@@ -257,7 +257,24 @@ def horovod(ev: Evidence) -> list[Cause]:
     events = ev.events
     seen = by_kind(events, "hvd.stall", "hvd.missing_block")
     if not seen:
-        return []
+        down = by_kind(events, "hvd.shut_down")
+        return (
+            [
+                Cause(
+                    code="DGN010",
+                    summary="Horovod was shut down by an exception on another rank (or a rank that finished early); "
+                    "that error is not in these lines",
+                    culprits=[],
+                    confidence="unknown",
+                    reason="Horovod's shutdown error is every surviving rank's report of another rank's failure",
+                    evidence=[quote(e) for e in down[:3]],
+                    strength=S.EXIT_CODE_ONLY,
+                    family="child_failed_other",
+                )
+            ]
+            if down
+            else []
+        )
     sets = {x for e in seen for x in str(e.data.get("sets", "")).split("|") if x}
     missing = {
         int(r) for e in seen if e.kind == "hvd.missing_block" for r in str(e.data.get("ranks", "")).split(",") if r

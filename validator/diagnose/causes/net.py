@@ -162,13 +162,22 @@ def network(ev: Evidence) -> list[Cause]:
         peers = sorted({str(e.data["peer"]) for e in hard if "peer" in e.data})
         extra = f"; peer{'s' if len(peers) > 1 else ''} named: {', '.join(peers[:4])}" if peers else ""
         label = {"nccl_remote_error": "remote peer or network failure", "nccl_system_error": "system/socket failure"}
+        # mpirun's first process to exit is the only one with NCCL errors: its own failure, not an echo
+        first_exit = {str(e.data.get("reporter")) for e in by_kind(events, "agent.child_failed")
+                      if e.data.get("launcher") == "mpirun" and "reporter" in e.data}  # fmt: skip
+        alone = len(ranks) == 1 and first_exit == {str(ranks[0])}
+        if alone:
+            own = {e.ident.host for e in hard if e.ident.host}
+            hosts = hosts or (sorted(own) if len(own) == 1 else [])
         out.append(
             Cause(
                 code="DGN007",
                 summary=f"NCCL {label[family]} on {who(ranks)}: {first.text[:160]}{extra}",
-                culprits=[],
-                confidence="unknown",
-                reason="NCCL errors on many ranks are usually the echo of one peer's failure; none failed first in "
+                culprits=ranks if alone else [],
+                confidence="low" if alone else "unknown",
+                reason="the only rank with NCCL errors, and the process mpirun saw exit first"
+                if alone
+                else "NCCL errors on many ranks are usually the echo of one peer's failure; none failed first in "
                 "these logs",
                 evidence=[quote(first), *[quote(e) for e in hard if e is not first][:2]],
                 hosts=hosts,

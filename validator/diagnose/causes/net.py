@@ -167,8 +167,8 @@ def network(ev: Evidence) -> list[Cause]:
                       if e.data.get("launcher") == "mpirun" and "reporter" in e.data}  # fmt: skip
         alone = len(ranks) == 1 and first_exit == {str(ranks[0])}
         if alone:
-            own = {e.ident.host for e in hard if e.ident.host}
-            hosts = hosts or (sorted(own) if len(own) == 1 else [])
+            printed = {e.ident.host for e in hard if e.ident.host}
+            hosts = hosts or (sorted(printed) if len(printed) == 1 else [])
         out.append(
             Cause(
                 code="DGN007",

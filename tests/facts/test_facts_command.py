@@ -170,3 +170,34 @@ def test_accelerate_launch_options() -> None:
     assert c["options"] == {"multi_gpu": "1", "mixed_precision": "bf16", "num_machines": "2", "machine_rank": "1",
                             "main_process_ip": "n1", "main_process_port": "29600", "num_processes": "16",
                             "debug": "1"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "wrapper",
+    [
+        ["apptainer", "exec", "--nv", "-B", "/data:/data", "--env", "A=1", "img.sif"],
+        ["singularity", "run", "--cleanenv", "img.sif"],
+        ["enroot", "start", "--mount", "/d:/d", "pytorch"],
+        ["numactl", "--cpunodebind=0", "-m", "0"],
+        ["env", "-u", "PYTHONPATH", "NCCL_DEBUG=INFO", "OMP_NUM_THREADS=8"],
+        ["timeout", "-k", "30", "3600", "taskset", "-c", "0-31", "nice", "-n", "5"],
+        ["uv", "run", "--python", "3.11", "--"],
+        ["conda", "run", "-n", "train", "--no-capture-output"],
+        ["/usr/bin/stdbuf", "-oL", "nohup"],
+    ],
+)
+def test_a_launch_is_seen_through_its_wrappers(wrapper: list[str]) -> None:
+    """A container, a CPU binding or an environment runs the launch (common under Slurm): its torchrun options are
+    the job's, checked as a bare torchrun's are (`apptainer exec img.sif torchrun --node-rank=0` on two nodes once
+    passed as an unknown command)."""
+    got = parse_command([*wrapper, "torchrun", "--nnodes=2", "--node-rank", "1", "train.py", "--lr", "3"])
+    assert (got["tool"], got["options"], got["script"]) == ("torchrun", {"nnodes": "2", "node_rank": "1"}, "train.py")
+    assert got["argv"][: len(wrapper)] == wrapper  # what runs is the whole command
+    assert identify([*wrapper, "python", "-m", "torch.distributed.run", "x.py"])[0] == "torchrun"
+
+
+@pytest.mark.parametrize(
+    "argv", [["apptainer", "shell", "img.sif"], ["env"], ["env", "A=1"], ["taskset", "-c", "0-3"], ["uv", "sync"]]
+)
+def test_a_wrapper_without_a_command_is_no_launch(argv: list[str]) -> None:
+    assert parse_command(argv)["tool"] == "other"

@@ -227,3 +227,13 @@ def test_a_malformed_master_name_is_named_without_a_traceback(tmp_path: Path) ->
     rc, report = check(files)
     found = [f for f in report.findings if f.code == "RDZ005"]
     assert rc == 1 and found and "not a valid host name" in found[0].message and "timed out" not in found[0].message
+
+
+def test_a_wrapped_launch_is_checked_as_the_launch(tmp_path: Path) -> None:
+    """`apptainer exec img.sif torchrun --node-rank=0` on both nodes: the wrapper once hid torchrun, and the
+    duplicate node rank passed; the wrapper is seen through and it is named."""
+    argv = ["apptainer", "exec", "--nv", "img.sif", "torchrun", "--nnodes=2", "--nproc-per-node=1", "--node-rank=0",
+            "--master-addr=127.0.0.1", "--master-port=29517", "x.py"]  # fmt: skip
+    files, _ = _probe_nodes(tmp_path, [argv, argv])
+    rc, report = check(files)
+    assert rc == 1 and [f.code for f in report.findings] == ["RNK006", "RNK007"]  # node rank 0 twice, 1 missing

@@ -77,6 +77,21 @@ def test_c10d_with_the_same_node_rank_everywhere_passes_and_runs(tmp_path: Path,
     assert all("RNK006" not in r.err for r in runs)
 
 
+def test_a_launch_under_wrappers_passes_and_runs(tmp_path: Path, port: int) -> None:
+    """`env ... timeout ... torchrun`: the wrappers are seen through (the launch is node mode, two nodes expected)
+    and what execs is the whole command."""
+    wrap = ["env", "VALIDATOR_WRAPPED=1", "timeout", "-k", "5", "100"]
+    runs = preflight(tmp_path, [{}, {}], "--timeout", "30", commands=[[*wrap, *static(n, 2, port)] for n in (0, 1)],
+                     limit=150)  # fmt: skip
+    ran(runs, 2)
+    assert "preflight PASSED: 2/2 nodes" in runs[0].err + runs[1].err
+
+
+def test_a_wrapped_node_rank_repeated_is_named_at_once(tmp_path: Path, port: int) -> None:
+    runs = broken(tmp_path, [["nice", "-n", "1", *static(0, 2, port)]] * 2)
+    assert all(r.rc == 1 for r in runs) and all("RNK006" in codes(r) for r in runs), tails(runs)
+
+
 def test_elastic_range_passes_with_three_of_four_after_the_last_call(tmp_path: Path, port: int) -> None:
     runs = preflight(tmp_path, [{}] * 3, "--timeout", "60", commands=[c10d(None, "2:4", port)] * 3, limit=200)
     ran(runs, 3)

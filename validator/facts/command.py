@@ -29,8 +29,62 @@ PYTHONS = ("python", "python3")
 PYTHON_OPTS_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")  # `python -X dev -m ...`
 
 
+# Commands that run another command (a container, a CPU binding, an environment): name -> (the subcommand it needs,
+# its options that take the next word as their value, the positional words before the command). What follows is
+# the launch; an option this table does not know is read as a flag, so at worst the launch stays unknown ("other").
+WRAPPERS: dict[str, tuple[tuple[str, ...], frozenset[str], int]] = {
+    name: (tuple(sub.split()), frozenset(opts.split()), positional)
+    for name, sub, opts, positional in (
+        ("env", "", "-u --unset -C --chdir", 0),  # and its NAME=VALUE words
+        ("numactl", "", "-C -N -m -i -p -P --physcpubind --cpunodebind --membind --interleave --preferred", 0),
+        ("taskset", "", "", 1),  # its CPU mask or list
+        ("nice", "", "-n --adjustment", 0),
+        ("timeout", "", "-s --signal -k --kill-after", 1),  # its duration
+        ("nohup", "", "", 0),
+        ("stdbuf", "", "-i -o -e", 0),
+        ("apptainer", "exec run", "-B --bind --env --env-file -H --home -o --overlay --pwd -W --workdir --mount "
+         "--security --network --network-args --hostname --dns -S --scratch --app", 1),  # its image
+        ("enroot", "start", "-r --root -m --mount -e --env -c --conf", 1),  # its container
+        ("uv", "run", "--with --python -p --project --directory --env-file --extra --group --package --index "
+         "--with-requirements", 0),
+        ("poetry", "run", "", 0),
+        ("pipenv", "run", "", 0),
+        ("conda", "run", "-n --name -p --prefix --cwd", 0),
+        ("pixi", "run", "-e --environment --manifest-path", 0),
+    )
+}  # fmt: skip
+WRAPPERS["singularity"] = WRAPPERS["apptainer"]
+WRAPPERS["mamba"] = WRAPPERS["micromamba"] = WRAPPERS["conda"]
+
+
+def unwrap(argv: list[str]) -> list[str]:
+    """The command that ``argv``'s wrappers (WRAPPERS, nested up to 8 deep) run: ``apptainer exec --nv img.sif
+    torchrun ...`` is ``torchrun ...``; ``argv`` itself where it is no wrapper or its command cannot be found."""
+    for _ in range(8):
+        spec = WRAPPERS.get(os.path.basename(argv[0])) if argv else None
+        if spec is None:
+            return argv
+        subcommands, takes_value, positional = spec
+        rest = argv[1:]
+        if subcommands:
+            if not rest or rest[0] not in subcommands:
+                return argv
+            rest = rest[1:]
+        while rest and rest[0].startswith("-") and rest[0] != "--":
+            rest = rest[2:] if rest[0] in takes_value else rest[1:]
+        rest = rest[1:] if rest[:1] == ["--"] else rest
+        while os.path.basename(argv[0]) == "env" and rest and "=" in rest[0] and not rest[0].startswith("="):
+            rest = rest[1:]
+        rest = rest[positional:]
+        if not rest:
+            return argv
+        argv = rest
+    return argv
+
+
 def identify(argv: list[str]) -> tuple[str, list[str]]:
-    """Which launcher ``argv`` runs, and its arguments after the launcher itself."""
+    """Which launcher ``argv`` runs (through its wrappers: ``unwrap``), and its arguments after the launcher itself."""
+    argv = unwrap(argv)
     if not argv:
         return "other", []
     prog = os.path.basename(argv[0])

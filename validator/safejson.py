@@ -259,6 +259,8 @@ def _parse(
     except UnicodeDecodeError as e:
         n = raw.count(b"\n", 0, e.start) + (line or 1)
         raise JsonError(f"not valid JSON: byte {e.start} is not UTF-8", at(n), True, n) from None
+    if text.startswith("\ufeff") and not ends:  # a byte order mark (an editor's on Windows): RFC 8259 lets it go
+        text = text[1:]
     decoder = _decoder(raw)
     try:
         pos = _SPACE.match(text).end() if array else 0  # type: ignore[union-attr]  # matches the empty string

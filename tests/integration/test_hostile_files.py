@@ -150,3 +150,29 @@ def test_an_array_of_millions_of_tiny_documents_stops_after_100_bad_ones(tmp_pat
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 101 and lines[-1].endswith("more than 100 bad documents; the rest of the file is not read")
     assert all(line.startswith(f"validator: {path}[") and "schema: missing field" in line for line in lines[:-1])
+
+
+def test_a_facts_file_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """An editor on Windows writes a UTF-8 byte order mark; RFC 8259 lets a parser ignore it (it was refused as
+    "Expecting value (column 1)", naming nothing)."""
+    docs = [json.loads(json.dumps(f)) for f in rank_job(1, 2)]
+    for i, doc in enumerate(docs):
+        (tmp_path / f"r{i}.json").write_bytes(b"\xef\xbb\xbf" * (i == 0) + json.dumps(doc).encode())
+    p = run("check", str(tmp_path / "r0.json"), str(tmp_path / "r1.json"), "-f", "json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["participants"] == 2
+
+
+def test_a_log_truncated_in_place_is_read_past_its_hole(tmp_path: Path) -> None:
+    """logrotate's copytruncate leaves a writer at its old offset: the log starts with a hole of NULs as long as it
+    was (6 MiB here: past a read chunk and the longest line kept). It was skipped as binary, and its first line,
+    after the hole, was lost."""
+    log = tmp_path / "rank1.log"
+    with open(log, "wb") as f:
+        f.truncate(6 << 20)  # a sparse hole, as the truncated file has
+        f.seek(6 << 20)
+        f.write(b"[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    p = run("diagnose", str(log), "-f", "json")
+    assert p.returncode == 1, p.stderr
+    found = json.loads(p.stdout)["findings"]
+    assert found and found[0]["code"] == "DGN008" and found[0]["ranks"] == "1", found

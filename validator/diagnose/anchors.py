@@ -209,7 +209,7 @@ def anchored(
     """Lines holding an anchor, in file order, with line numbers. A consumer may ``defer()`` a hit
     to see it again once more of the file is buffered. ``head``: bytes already read from the
     stream. Of a line longer than MAX_LINE only its first MAX_LINE bytes are looked at."""
-    carry = head
+    carry = head.replace(b"\0", b"")  # NULs are dropped (below)
     first_line = 1  # of carry's first line, once the newlines in ``uncounted`` are added
     uncounted: tuple[bytes, int, int] | None = None  # (buffer, from, to): counted when a later hit needs it
     eof = skipping = False
@@ -220,6 +220,8 @@ def anchored(
         except (OSError, EOFError) as e:  # a truncated .gz: read what came before, then tell
             data, error = b"", e
         eof = not data
+        if b"\0" in data:  # NULs say nothing: a log truncated in place (logrotate's copytruncate) starts with a hole
+            data = data.replace(b"\0", b"")  # of them as long as the log was, else one over-long first line
         if skipping:  # inside an over-long line: drop everything up to its newline
             nl = data.find(b"\n")
             if nl == -1 and not eof:

@@ -216,7 +216,7 @@ def sniff(path: str) -> str:
             return "fr-json"
         if b'"message"' in head and (b'"extraInfo"' in head or b"py_callstack" in head):
             return "errorfile"
-    if b"\x00" in head:
+    if b"\x00" in head.lstrip(b"\x00"):  # a log truncated in place (logrotate's copytruncate) starts with NULs only
         return "binary"
     return "log"
 

@@ -134,7 +134,7 @@ def test_a_leader_cannot_speak_for_another_node_or_sign_for_its_ranks(port: int)
     assert unsigned["type"] == "reject" and refusals.AUTH in unsigned["reason"], unsigned
     assert too_many["type"] == "reject" and "local world size is 2" in too_many["reason"], too_many
     assert over_limit["type"] == "closed", "over LOCAL_MAX ranks: dropped as malformed"
-    assert twice["type"] == "reject" and "same pid" in twice["reason"], twice
+    assert twice["type"] == "reject" and "one rank twice" in twice["reason"], twice
     assert honest["type"] == "ack", honest
     assert sorted(a.facts["launch"]["rank"] for a in live.c.arrivals.values()) == [0, *range(8, 16)]
     assert live.c.links() == (1, 0), "eight ranks over one connection"

@@ -26,6 +26,12 @@ BODY_RATE = 1 << 20  # bytes/s a facts body must at least arrive at, after the h
 READING = ("header", "body", "probing", "resolving", "proposed")  # states that expect a frame
 
 
+def ident(facts: Facts, token: str) -> Any:
+    """Who a participant is: its process's token (drawn once, sent in every header). Its host and pid are not
+    enough: ranks in containers of their own (each pid 1) share them, as do two hosts of one name."""
+    return token or (facts["host"], facts["pid"])  # no token: the coordinator's own facts, a door's late node
+
+
 @dataclass(slots=True)
 class Arrival:  # one per rank: 100,000 of them at scale
     facts: Facts
@@ -212,9 +218,12 @@ class Connection(asyncio.Protocol):
         if why:
             self.refuse(rf.INVALID, detail=why)
             return
-        olds = [c.arrivals.get((f["host"], f["pid"])) for f, _, _ in parts]
+        if len({token for _, token, _ in parts}) != len(parts):
+            self.refuse(rf.INVALID, detail="two ranks with one token in a node leader's frame")
+            return
+        olds = [c.arrivals.get(ident(f, token)) for f, token, _ in parts]
         for (facts, token, _), old in zip(parts, olds, strict=True):
-            if old is not None and (not token or old.token != token):
+            if (old is not None and not token) or c.impostor(facts, token):
                 self.refuse(rf.IMPOSTOR, detail=f"host {wire.short(facts['host'])} pid {facts['pid']}")
                 return
         grew = sum(size - (old.size if old else 0) for (_, _, size), old in zip(parts, olds, strict=True))

@@ -25,7 +25,7 @@ from validator.model import Facts
 from validator.preflight import protocol as wire
 from validator.preflight import refusals as rf
 from validator.preflight import sections
-from validator.preflight.connection import Arrival, Connection
+from validator.preflight.connection import Arrival, Connection, ident
 from validator.preflight.ports import bind as bind  # where callers have always found them
 from validator.preflight.ports import bind_first as bind_first
 
@@ -135,8 +135,8 @@ class Coordinator:
         self.secret = secret
         self.deadline = time.monotonic() + timeout
         self.net_check = net_check
-        self.own_id = (own["host"], own["pid"])
-        self.arrivals: dict[tuple[str, int], Arrival] = {}
+        self.arrivals: dict[Any, Arrival] = {}  # by ident: a token, or the (host, pid) of one without
+        self.by_process: dict[tuple[str, int], Any] = {}  # (host, pid) -> the ident last registered with them
         self.present: dict[Any, int] = {}  # key -> participants holding it (duplicates count twice)
         self.waiting = set(expect.keys or ())  # expected keys nobody holds yet (keyed)
         self.rejected = rf.Refusals()
@@ -182,20 +182,47 @@ class Coordinator:
         more = old is None and len(self.arrivals) > self.max_connections  # ours, and one per connection
         return not more and self.accepted + size - (old.size if old else 0) <= budget
 
+    def held(self, a: Arrival) -> Any:
+        """What ``a`` holds of the expected: its rank or node rank (keyed), else itself (its token)."""
+        k = self.key(a.facts)
+        return k if self.expect.keys is not None else (k, a.token)
+
+    def impostor(self, facts: Facts, token: str) -> bool:
+        """Another token for the host, pid and rank of a registered participant whose connection is open: a forged
+        or replayed frame, never a rank (a process restarted in place finds its predecessor's connection closed;
+        ranks each pid 1 in containers of their own differ in their rank)."""
+        a = self.arrivals.get(self.by_process.get((facts["host"], facts["pid"])))
+        return (a is not None and a.token != token and self.key(a.facts) == self.key(facts)
+                and a.conn is not None and a.conn.state in LIVE)  # fmt: skip
+
+    def unregister(self, who: Any) -> None:
+        old = self.arrivals.pop(who)
+        if self.by_process.get(process := (old.facts["host"], old.facts["pid"])) == who:
+            del self.by_process[process]
+        self.accepted -= old.size
+        k = self.held(old)
+        self.present[k] -= 1
+        if not self.present[k]:
+            del self.present[k]
+            if self.expect.keys is not None and k in self.expect.keys:
+                self.waiting.add(k)
+
     def register(self, arrival: Arrival) -> None:
-        """Count an arrival in O(1); the same process (host, pid) reconnecting replaces itself."""
-        ident = (arrival.facts["host"], arrival.facts["pid"])
-        old = self.arrivals.get(ident)
-        self.accepted += arrival.size - (old.size if old else 0)
-        if old is not None:
-            k = self.key(old.facts)
-            self.present[k] -= 1
-            if not self.present[k]:
-                del self.present[k]
-                if self.expect.keys is not None and k in self.expect.keys:
-                    self.waiting.add(k)
-        self.arrivals[ident] = arrival
-        k = self.key(arrival.facts)
+        """Count an arrival in O(1); the same process (its token) reconnecting replaces itself, and a process
+        restarted in place (a new token, the same rank on the same host) replaces one whose connection closed."""
+        who = ident(arrival.facts, arrival.token)
+        if who in self.arrivals:
+            self.unregister(who)
+        elif self.held(arrival) in self.present and self.expect.keys is not None:
+            host, k = arrival.facts["host"], self.key(arrival.facts)
+            gone = [w for w, a in self.arrivals.items() if a.conn is not None and a.conn.state == "closed"
+                    and a.facts["host"] == host and self.key(a.facts) == k]  # fmt: skip
+            for w in gone:  # a rare collision: the scan is over the arrivals once
+                self.unregister(w)
+        self.accepted += arrival.size
+        self.arrivals[who] = arrival
+        self.by_process[(arrival.facts["host"], arrival.facts["pid"])] = who
+        k = self.held(arrival)
         self.present[k] = self.present.get(k, 0) + 1
         self.waiting.discard(k)
         self.last_arrival = time.monotonic()

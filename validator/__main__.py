@@ -7,11 +7,15 @@ and go straight to their own parsers.
 
 from __future__ import annotations
 
+import os
 import sys
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    for name in ("stdout", "stderr"):  # started with it closed (a daemon's wrapper: >&-): Python gives None
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 - the process's stream, for its lifetime
     if args[:1] == ["preflight"]:
         from validator.preflight.main import main as preflight
 

@@ -1,7 +1,8 @@
 """Who a participant is: its process's token, not its host and pid. Ranks in containers of their own share a host
 name and are each pid 1 (one container per GPU on the host's network, `hostNetwork` pods); a rank restarted in place
 after it died has the rank of the dead one. Each was refused as an impostor or counted twice, blocking a healthy job
-(docs/preflight.md, "Identity"). Real processes in real pid namespaces (`unshare -p`), on loopback."""
+(docs/preflight.md, "Identity"). And a rank whose output is closed acts on the verdict as the others do. Real
+processes in real pid namespaces (`unshare -p`), on loopback."""
 
 from __future__ import annotations
 
@@ -62,3 +63,20 @@ def test_a_rank_killed_after_its_facts_and_restarted_passes(tmp_path: Path, port
     runs = collect([first[0], again, _run(tmp_path, envs[2], 2)], 90)
     assert [r.rc for r in runs] == [0, 0, 0], [r.err[-1500:] for r in runs]
     assert runs[0].report is not None and runs[0].report["participants"] == 3
+
+
+@pytest.mark.parametrize("closed", [">&-", "2>&-", "2>&1 | true"])  # stdout, stderr closed; a reader gone (EPIPE)
+def test_a_rank_with_its_output_closed_execs_as_the_others_do(tmp_path: Path, port: int, closed: str) -> None:
+    """A supervisor or a daemon's wrapper starts rank 1 with its output closed: it confirmed the pass, then crashed
+    printing the verdict, never exec'd, while rank 0 started the job (the split the two phases exist to prevent)."""
+    envs = ranks(2, port)
+    procs = []
+    for n, env in enumerate(envs):
+        ran = tmp_path / f"ran{n}"
+        argv = [*VALIDATOR, "preflight", "--timeout", "30", "--", "sh", "-c", f"echo > {ran}"]
+        if n == 1:
+            argv = ["sh", "-c", f'"$@" {closed}', "sh", *argv]
+        procs.append((start(argv, base_env(**env), None), None, time.monotonic()))
+    runs = collect(procs, 90)
+    assert [r.rc for r in runs] == [0, 0], [r.err[-1500:] for r in runs]
+    assert (tmp_path / "ran0").exists() and (tmp_path / "ran1").exists()

@@ -128,6 +128,18 @@ def groups_here(
     return (f"PRE011 process group rehearsal failed: {failed}" if failed else None), lines
 
 
+def say(text: str) -> None:
+    """To stderr, come what may: after this participant confirmed a pass, a stderr or stdout that is closed or
+    whose reader has gone (EPIPE) must not stop it before its exec, while the others start the job."""
+    for stream, what in ((sys.stderr, text), (sys.stdout, "")):
+        try:
+            if what:
+                stream.write(what)
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # AttributeError: a stream Python found closed (None)
+            pass
+
+
 def emit(opts: Options, doc: dict[str, Any], text: str, show_full: bool, code: int) -> None:
     """The report: JSON to --output (and to stdout with --format json, only without a command:
     the job's own stdout follows); the table, or only the verdict line, to stderr. A report file
@@ -141,7 +153,7 @@ def emit(opts: Options, doc: dict[str, Any], text: str, show_full: bool, code: i
             try:
                 write_report(as_json, opts.output)
             except UserError as e:
-                print(f"validator: warning: {e}", file=sys.stderr)
+                say(f"validator: warning: {e}\n")
         if opts.fmt == "json":
             write_report(as_json, None)
     if opts.termination_log:
@@ -153,9 +165,8 @@ def emit(opts: Options, doc: dict[str, Any], text: str, show_full: bool, code: i
     if opts.quiet:
         show_full = False
     if text:
-        sys.stderr.write(text if show_full else text.rstrip("\n").rsplit("\n", 1)[-1] + "\n")
-    sys.stdout.flush()
-    sys.stderr.flush()
+        say(text if show_full else text.rstrip("\n").rsplit("\n", 1)[-1] + "\n")
+    say("")
 
 
 def finish_local(opts: Options, report: Report) -> int:
@@ -175,16 +186,16 @@ def act(opts: Options, code: int, then: AfterPass | None = None) -> int:
     if code == 0 and then is not None:
         err, lines = then()
         if err:
-            print(f"validator: {err}", file=sys.stderr)
+            say(f"validator: {err}\n")
             return 1
         for line in lines:
             if not opts.quiet or line.startswith("PRE"):
-                print(f"validator: {line}", file=sys.stderr)
+                say(f"validator: {line}\n")
         warned = any(line.startswith("PRE012") for line in lines)
         if warned and opts.fail_on is not None and opts.fail_on <= Severity.WARNING:
             return 1
     if code == 0 and opts.command:
-        sys.stdout.flush()
+        say("")
         if (pairs := sys.modules.get("validator.netcheck.pairrun")) is not None:
             pairs.stop()  # an all_reduce child whose partner never joined (--net-check) does not outlive us
         try:

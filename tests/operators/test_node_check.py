@@ -104,7 +104,12 @@ def test_drain_reason_stays_short() -> None:
 
 @pytest.mark.parametrize("mode", ["slurm-prolog", "slurm-healthcheck"])
 def test_slurm_modes_never_fail_for_their_own_errors(tmp_path: Path, mode: str) -> None:
-    for args in (["--profile", str(tmp_path / "missing.yaml")], ["--bogus-option"], ["--budget", "0"]):
+    for args in (
+        ["--profile", str(tmp_path / "missing.yaml")],
+        ["--bogus-option"],
+        ["--budget", "1e-9"],
+        ["--budget", "-1"],
+    ):
         p = run("--mode", mode, *args)
         assert p.returncode == 0, (args, p.stderr)
         assert "validator node-check: error:" in p.stderr and "Traceback" not in p.stderr
@@ -142,8 +147,8 @@ def test_npd_plugin_exit_code_and_first_line(tmp_path: Path, text: str, code: in
 
 
 def test_npd_budget_exceeded_is_unknown() -> None:
-    p = run("--mode", "npd", "--budget", "0")
-    assert (p.returncode, p.stdout) == (2, "UNKNOWN: --budget 0: facts not collected within the time budget\n")
+    p = run("--mode", "npd", "--budget", "1e-9")
+    assert (p.returncode, p.stdout) == (2, "UNKNOWN: --budget 1e-09: facts not collected within the time budget\n")
 
 
 @pytest.mark.parametrize(
@@ -152,11 +157,13 @@ def test_npd_budget_exceeded_is_unknown() -> None:
         (["--bogus-option"], 2, "--bogus-option: unrecognized argument (see --help)"),
         (["--mode", "bogus"], 2, "--mode: invalid choice: 'bogus' (choose from 'report', 'slurm-prolog', "
                                  "'slurm-healthcheck', 'npd')"),
-        (["--budget", "abc"], 2, "--budget: invalid float value: 'abc'"),
+        (["--budget", "abc"], 2, "--budget: a number of seconds above 0 is needed, not 'abc'"),
+        (["--budget", "-1"], 2, "--budget: a number of seconds above 0 is needed, not '-1'"),
+        (["--budget", "nan"], 2, "--budget: a number of seconds above 0 is needed, not 'nan'"),
         (["--budget"], 2, "--budget: expected one argument"),
         (["--profile", "{tmp}/missing.yaml"], 2, "{tmp}/missing.yaml: cannot read profile: No such file or directory"),
         (["--profile", "{tmp}/bad.yaml"], 2, "{tmp}/bad.yaml:1: unknown key 'gpus_per_nod' (did you mean 'gpus_per_node'?)"),
-        (["--budget", "0"], 3, "--budget 0: facts not collected within the time budget"),
+        (["--budget", "1e-9"], 3, "--budget 1e-09: facts not collected within the time budget"),
     ],
 )  # fmt: skip
 def test_every_own_error_is_one_line_in_one_style(tmp_path: Path, args: list[str], code: int, line: str) -> None:

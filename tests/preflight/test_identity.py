@@ -80,3 +80,14 @@ def test_a_rank_with_its_output_closed_execs_as_the_others_do(tmp_path: Path, po
     runs = collect(procs, 90)
     assert [r.rc for r in runs] == [0, 0], [r.err[-1500:] for r in runs]
     assert (tmp_path / "ran0").exists() and (tmp_path / "ran1").exists()
+
+
+def test_a_rank_of_another_job_on_the_port_is_told_so(tmp_path: Path, port: int) -> None:
+    """Two jobs configured with one MASTER_PORT: the other job's rank is refused, and told that another job's
+    preflight may hold the port (it was told only to give every participant the same job id)."""
+    envs = ranks(2, port)
+    procs = [(start([*VALIDATOR, "preflight", "--timeout", "8", "--job-id", job, "--", "true"], base_env(**env), None),
+              None, time.monotonic()) for job, env in zip(("job-a", "job-b"), envs, strict=True)]  # fmt: skip
+    runs = collect(procs, 60)
+    assert runs[1].rc == 1 and "PRE003" in runs[1].err, runs[1].err[-1500:]
+    assert "another job's preflight holds this port" in runs[1].err, runs[1].err[-1500:]

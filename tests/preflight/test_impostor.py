@@ -220,3 +220,54 @@ def test_any_verdict_is_judged_without_raising_and_a_well_formed_one_can_be_read
         assert 0 <= code <= 255 and isinstance(verdict["text"], str)
         facts: Any = {"host": "h", "launch": {"rank": 1}}
         assert is_named(verdict, facts) in (True, False)
+
+
+class Squatter(Impostor):
+    """An Impostor that says a valid hello claiming a deadline an hour away, takes the facts, then ``mode``:
+    "silent" (says nothing more), "acks" (an unsealed keepalive every second), "close" (closes the connection).
+    Bounded: at most 60 s, every connection closed on close()."""
+
+    def __init__(self, port: int, mode: str) -> None:
+        self.mode = mode  # before the thread starts
+        super().__init__(port, None, limit=1000)
+
+    def serve(self) -> None:
+        until = time.monotonic() + 60
+        while not self.stop.is_set() and time.monotonic() < until:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                continue
+            with c:
+                self.served += 1
+                c.settimeout(5)
+                try:
+                    c.sendall(wire.hello("job", wire.new_nonce(), 3600.0))
+                    header = wire.recv_msg(c, wire.MAX_FACTS_HEADER)
+                    wire.recv_exact(c, wire.LEN.size + int(header["size"]))
+                    while self.mode != "close" and not self.stop.wait(1.0) and time.monotonic() < until:
+                        if self.mode == "acks":
+                            c.sendall(wire.encode({"type": "ack"}))
+                except (OSError, wire.ProtocolError, KeyError, ValueError):
+                    pass
+
+
+@pytest.mark.parametrize("mode", ["silent", "acks", "close"])
+def test_a_squatter_that_claims_an_hour_holds_a_rank_no_longer_than_its_timeout(
+    tmp_path: Path, port: int, mode: str
+) -> None:
+    """Something on the job's port (a stalled coordinator of an earlier run, a squatter) says a valid hello with a
+    deadline an hour away: the rank waited that hour (each keepalive restarted the wait, with a secret too). It
+    gives up at its own --timeout and the coordinator's grace for its checks (30 s), and says what it met."""
+    squatter = Squatter(port, mode)
+    t0 = time.monotonic()
+    try:
+        (run,) = preflight(tmp_path, ranks(2, port, VALIDATOR_SECRET=SECRET)[1:], "--timeout", "3", "--job-id", "job",
+                           command=["true"], limit=90)  # fmt: skip
+    finally:
+        squatter.close()
+    took = time.monotonic() - t0
+    assert squatter.served >= 1 and run.rc == 1 and "Traceback" not in run.err, run.err[-2000:]
+    assert took < 3 + 30 + 15, took  # its --timeout and the grace, not the squatter's hour
+    said = "closed the connection before any verdict" if mode == "close" else "stopped answering"
+    assert "PRE001" in run.err and said in run.err, run.err[-2000:]

@@ -388,3 +388,21 @@ def test_with_a_secret_the_names_round_and_the_net_check_are_sealed_and_run(
     line = errs[0].strip().splitlines()[-1]  # the coordinator's verdict line
     assert "preflight PASSED" in line and "net check: 3 links, all within 3x" in line, errs[0][-2000:]
     assert "names: 3 hosts resolved their peers in" in line, line
+
+
+def test_the_coordinators_clock_alone_off_names_the_coordinator() -> None:
+    """Only the coordinator's clock is 30 s ahead: every other node's header reads 30 s behind it. They agree on
+    another time, so the coordinator's node is named, not all of them (it named every healthy node)."""
+    from validator.preflight.connection import Arrival
+
+    own = fx.facts("n0", node=0, gpus=0, hostname="n0")
+    others = [fx.facts(f"n{i}", node=i, gpus=0, hostname=f"n{i}") for i in (1, 2, 3)]
+    arrivals = [Arrival(own, None), *(Arrival(f, object(), clock=(-30.0, 0.002)) for f in others)]  # type: ignore[arg-type]
+    (pre,) = peers.clock_findings(arrivals, "n0")
+    assert pre.hosts == ["n0"] and pre.actual == "+30.0 s" and "other nodes' median" in pre.message
+    # one node off while the others agree with the coordinator: that node
+    arrivals[1] = Arrival(others[0], object(), clock=(12.0, 0.002))  # type: ignore[arg-type]
+    arrivals[2] = Arrival(others[1], object(), clock=(0.1, 0.002))  # type: ignore[arg-type]
+    arrivals[3] = Arrival(others[2], object(), clock=(0.0, 0.002))  # type: ignore[arg-type]
+    (pre,) = peers.clock_findings(arrivals, "n0")
+    assert pre.hosts == ["n1"] and pre.actual == "+12.0 s" and "coordinator's (n0)" in pre.message

@@ -35,7 +35,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--drain", action="store_true", help="slurm modes: drain this node (scontrol) when it fails")
     ap.add_argument("--resume", action="store_true", help="slurm modes: resume this node when it passes and only "
                     "a drain of ours (reason 'validator: ...') holds it")  # fmt: skip
-    ap.add_argument("--budget", type=float, default=5.0, metavar="SECONDS", help="hard time budget (default 5)")
+    ap.add_argument("--budget", type=_seconds, default=5.0, metavar="SECONDS", help="hard time budget (default 5)")
     ap.add_argument("--format", "-f", dest="fmt", choices=o.LEAN_FORMATS, default="table", metavar=o.FORMAT_METAVAR,
                     help=o.format_help(o.LEAN_FORMATS) + " (report mode; default table)")  # fmt: skip
     ap.add_argument("--fail-on", default="error", type=str.lower, choices=o.FAIL_LEVELS, metavar=o.LEVEL_METAVAR,
@@ -79,6 +79,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
     """The options; a bad one is a UserError naming it (``--mode: invalid choice: ...``), not
     argparse's usage block and second error line."""
     return o.parse_lean(parser(), argv)
+
+
+def _seconds(text: str) -> float:
+    """A time budget: a finite number of seconds above zero, else a usage error (exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 1e6:  # nan compares false too
+        raise argparse.ArgumentTypeError(f"a number of seconds above 0 is needed, not {text[:40]!r}")
+    return value
 
 
 def main(argv: list[str]) -> int:

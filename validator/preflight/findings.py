@@ -197,7 +197,9 @@ clock_skew = code(
     "Clock differs from the coordinator's",
     """Each node's wall clock is within a second of the coordinator's, measured from the
     participant's clock in its facts header against the coordinator's clock on receipt, corrected
-    by half the hello-to-header round trip (only offsets beyond that uncertainty count).
+    by half the hello-to-header round trip (only offsets beyond that uncertainty count). When two
+    or more other nodes agree on another time than the coordinator's, their median is the
+    reference and the coordinator's own node is the one named.
 
     Timestamps of different nodes' logs cannot be lined up across a skew: `validator diagnose`
     orders events across ranks, and people read timelines of a hang. Skewed clocks also break

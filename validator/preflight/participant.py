@@ -65,6 +65,7 @@ class Attempts:
         self.refused = 0  # connections refused: nothing listens there (yet)
         self.silent = 0  # connections accepted without a hello: our coordinator stalled, or another program
         self.stalled = False  # the coordinator took our facts, then went silent until the deadline
+        self.gone = False  # the coordinator took our facts, then closed the connection before any verdict
 
     def note(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -139,7 +140,12 @@ def _exchange(
     _send_facts(s, hello, parts, job_id, secret, fields, token, group)
     nonce = str(hello.get("nonce", ""))
     deadline_in = hello.get("deadline_in")
-    s.settimeout(min(3600.0, max(0.0, deadline_in if isinstance(deadline_in, (int, float)) else 0.0)) + VERDICT_GRACE_S)
+    claim = min(3600.0, max(0.0, deadline_in if isinstance(deadline_in, (int, float)) else 0.0))
+    # the gather: until the coordinator's deadline (it decides then), but never past our own --timeout, whatever
+    # a listener on the port claims or however many keepalives it sends; once it acts (a probe, a verdict),
+    # each frame gets the coordinator's time again
+    gather_until = time.monotonic() + min(claim, max(0.0, deadline - time.monotonic())) + VERDICT_GRACE_S
+    gathering = True
     pending: dict[str, Any] | None = None  # a pass proposed: it counts only with the go (two phases)
     # ack (a coordinator that ignores "quiet"), probe rounds (the first, then at most 3 alone in each of
     # the net check's 2 confirmations: netcheck/rounds.py), node probes (--probes: 3 rounds of each of
@@ -148,6 +154,8 @@ def _exchange(
     # all_reduce of what the net check named (two requests a pair: netcheck/collective.py); the
     # coordinator's keepalives while it measures (protocol.KEEPALIVES)
     for _ in range(32 + 128 + ALLREDUCES_MAX + wire.KEEPALIVES):
+        if gathering:
+            s.settimeout(max(0.05, gather_until - time.monotonic()))
         try:
             body = wire.recv_frame(s, wire.MAX_VERDICT)
         except (OSError, wire.ProtocolError) as e:
@@ -155,9 +163,14 @@ def _exchange(
                 return f"{LOST}proposed a pass, then stopped answering before the go ({e})"
             if isinstance(e, TimeoutError):
                 return f"STALLED: the coordinator took our facts, then stopped answering ({e})"
+            if isinstance(e, ConnectionError) or str(e) == "connection closed":
+                return f"GONE: the coordinator took our facts, then closed the connection ({e})"
             raise
         msg = wire.decode(body)
         kind = msg.get("type")
+        if gathering and kind != "ack":
+            gathering = False
+            s.settimeout(claim + VERDICT_GRACE_S)
         if kind == "reject":
             return _rejected(msg)
         if kind in ACTED_ON and sealed and secret:
@@ -390,6 +403,8 @@ def _attempt(
         att.silent += 1
     elif outcome.startswith("STALLED"):
         att.stalled = True
+    elif outcome.startswith("GONE"):
+        att.gone = True
     elif outcome.startswith(("REJECTED", "BUSY")):
         att.rejected = f"{where}: {outcome.split(': ', 1)[1]}"
     att.note(f"{where}: {outcome}")

@@ -17,6 +17,7 @@ import asyncio
 import math
 import random
 import socket
+import statistics
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -303,18 +304,29 @@ def offset(clock: object, sent_at: float, now: float, wall: float) -> tuple[floa
 
 
 def clock_findings(arrivals: list[Arrival], coordinator: str) -> list[Finding]:
-    """One PRE008 naming every node whose clock is off by more than SKEW_S beyond half its round trip."""
-    off: dict[str, tuple[float, float]] = {}
+    """One PRE008 naming every node whose clock is off by more than SKEW_S beyond half its round trip. The
+    reference is the coordinator's clock, unless two or more other nodes agree on another time: then it is their
+    median, and the coordinator's own node, off alone, is the one named."""
+    clocks: dict[str, tuple[float, float]] = {}
     for a in arrivals:
-        if a.clock is not None and abs(a.clock[0]) - a.clock[1] / 2 > SKEW_S:
-            off.setdefault(a.facts["host"], a.clock)
+        if a.clock is not None:
+            clocks.setdefault(a.facts["host"], a.clock)
+    own = next((a.facts["host"] for a in arrivals if a.conn is None), None)  # conn None: the coordinator's facts
+    others = [o for h, (o, _) in clocks.items() if h != own]
+    mid = statistics.median(others) if len(others) >= 2 else 0.0
+    if abs(mid) > SKEW_S and own is not None:
+        clocks.setdefault(own, (0.0, 0.0))
+    else:
+        mid = 0.0
+    off = {h: (o - mid, r) for h, (o, r) in clocks.items() if abs(o - mid) - r / 2 > SKEW_S}
     if not off:
         return []
     worst = sorted(off.items(), key=lambda kv: -abs(kv[1][0]))
     shown = ", ".join(f"{h} {o:+.1f} s (round trip {r * 1000:.0f} ms)" for h, (o, r) in worst[:5])
     more = f" and {len(worst) - 5} more" if len(worst) > 5 else ""
     return [pre.clock_skew.finding(
-        f"clock offset from the coordinator's ({coordinator}) beyond {SKEW_S:.0f} s: {shown}{more}",
+        f"clock offset beyond {SKEW_S:.0f} s from the "
+        + ("other nodes' median" if mid else f"coordinator's ({coordinator})") + f": {shown}{more}",
         hosts=[h for h, _ in worst], expected=f"within {SKEW_S:.0f} s", actual=f"{worst[0][1][0]:+.1f} s",
         fix=pre.clock_skew.fix, verify="chronyc tracking   # or: timedatectl; on each named node")]  # fmt: skip
 

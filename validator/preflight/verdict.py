@@ -88,7 +88,18 @@ def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, ex
         if att.foreign:
             findings.append(pre.foreign.finding(f"{att.foreign}; the real job's rank 0 cannot bind it", hosts=[p.host]))
         elif att.rejected:
-            findings.append(pre.rejected.finding(f"coordinator {att.rejected}", hosts=[host], ranks=ranks))
+            from validator.preflight.refusals import OTHER_JOB  # here only: a participant loads no dataclasses
+
+            other = OTHER_JOB in att.rejected  # two jobs on one port, or one job's ranks with two ids
+            fix = (
+                (
+                    "another job's preflight holds this port, or this job's ranks have different job ids: move one job "
+                    "to another MASTER_PORT, or give every rank the same --job-id (SLURM_JOB_ID)"
+                )
+                if other
+                else ""
+            )
+            findings.append(pre.rejected.finding(f"coordinator {att.rejected}", hosts=[host], ranks=ranks, fix=fix))
         else:
             launch = facts["launch"]
             me = launch["rank"] if p.mode == "rank" else launch["node_rank"]
@@ -96,6 +107,9 @@ def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, ex
             hint = " (this is rank 0, but the endpoint is not an address of this node)" if rank0 else ""
             if att.stalled:
                 hint += ": the coordinator took our facts, then stopped answering (stopped, stalled or overloaded)"
+            elif att.gone:
+                hint += (": the coordinator took our facts, then closed the connection before any verdict (it exited, "
+                         "crashed or was killed: its own output says why)")  # fmt: skip
             elif att.refused and not att.silent and att.tries > 1:
                 hint += (f": nothing listened on {p.host}:{p.port} for {opts.timeout:.0f} s: the master's preflight did "
                          "not start, or it waits on another port or address (--master-port, MASTER_PORT or "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.factories import check, facts, fires, master, node_job, only, rank_job, tweak
 from validator.model import Facts, Severity
 
@@ -177,3 +179,28 @@ def test_rank_zero_elsewhere_in_per_rank_mode() -> None:
     job = on_node(job, "node002", network={"master": master(local=True)})
     f = only(check(job, "RDZ010"))
     assert "rank 0 runs on node001, but MASTER_ADDR node001 is an address of node002 (rank 2)" in f.message
+
+
+@fires("RDZ011")
+def test_a_backend_torch_does_not_register_is_a_warning() -> None:
+    """torchrun looks the backend up case-sensitively: C10D stops every node at once (a plugin could register it)."""
+    job = [tweak([f], 0, launch={"rdzv_backend": "C10D"})[0] for f in node_job(2, 8)]
+    f = only(check(job, "RDZ011"))
+    assert f.severity == Severity.WARNING and f.fix == "write --rdzv-backend=c10d" and "'C10D'" in f.message
+    plugin = [tweak([f], 0, launch={"rdzv_backend": "my-store"})[0] for f in node_job(2, 8)]
+    assert "install the package" in only(check(plugin, "RDZ011")).fix
+
+
+def test_the_backends_torch_registers_pass() -> None:
+    for backend in ("static", "c10d", "etcd", "etcd-v2", None):
+        job = [tweak([f], 0, launch={"rdzv_backend": backend})[0] for f in node_job(2, 8)]
+        assert check(job, "RDZ011") == []
+
+
+def test_the_backends_are_those_torch_registers() -> None:
+    pytest.importorskip("torch.distributed.elastic.rendezvous.registry")
+    from torch.distributed.elastic.rendezvous import api, registry  # noqa: F401 - importing it registers them
+
+    from validator.checks.rdzv import TORCH_BACKENDS
+
+    assert set(api.rendezvous_handler_registry._registry) == set(TORCH_BACKENDS)

@@ -383,6 +383,45 @@ def master_elsewhere(job: Job) -> Iterator[Hit]:
     )
 
 
+# torch/distributed/elastic/rendezvous/registry.py: the backends torch registers itself (names are case-sensitive);
+# a package may register more (the "torchrun.handlers" entry points), so another name is a warning only
+TORCH_BACKENDS = ("static", "c10d", "etcd", "etcd-v2")
+
+
+@check("RDZ011", Severity.WARNING, "Rendezvous backend torch does not register")
+def unknown_backend(job: Job) -> Iterator[Hit]:
+    """The rendezvous backend (--rdzv-backend, PET_RDZV_BACKEND, accelerate's rdzv_backend) is one torch registers:
+    static, c10d, etcd or etcd-v2.
+
+    torchrun looks the name up case-sensitively and stops at once on every node with `The rendezvous backend
+    'C10D' is not registered. Did you import the module that registers it?`, unless an installed package
+    registers that name (the `torchrun.handlers` entry points): a warning, not an error.
+
+    Write the backend in lower case (`--rdzv-backend=c10d`), or install the package that registers it on every
+    node.
+    """
+    groups: dict[str, list[int]] = {}
+    for i, launch in enumerate(job.launches):
+        backend = launch["rdzv_backend"]
+        if isinstance(backend, str) and backend not in TORCH_BACKENDS:
+            groups.setdefault(backend, []).append(i)
+    for backend, members in groups.items():
+        known = backend.strip().lower() if backend.strip().lower() in TORCH_BACKENDS else None
+        yield Hit(
+            f"rendezvous backend {backend!r} ({job.launch(members[0])['sources'].get('rdzv_backend', 'launch')}): "
+            f"torch registers {', '.join(TORCH_BACKENDS)}, case-sensitively; torchrun stops at once unless an "
+            "installed package registers this name",
+            members,
+            expected=" or ".join(TORCH_BACKENDS),
+            actual=backend[:80],
+            fix=f"write --rdzv-backend={known}"
+            if known
+            else "use --rdzv-backend=c10d (or static), or install the "
+            "package that registers this backend on every node",
+            verify="validator check FACTS... --select RDZ011",
+        )
+
+
 CODES: dict[str, Check] = table(
     master_addr,
     master_port,
@@ -393,4 +432,5 @@ CODES: dict[str, Check] = table(
     port_range,
     missing_rendezvous,
     master_elsewhere,
+    unknown_backend,
 )

@@ -135,6 +135,7 @@ class Coordinator:
         self.secret = secret
         self.deadline = time.monotonic() + timeout
         self.net_check = net_check
+        self.own_id = ident(own, "")  # the coordinator's own registration: it has no token
         self.arrivals: dict[Any, Arrival] = {}  # by ident: a token, or the (host, pid) of one without
         self.by_process: dict[tuple[str, int], Any] = {}  # (host, pid) -> the ident last registered with them
         self.present: dict[Any, int] = {}  # key -> participants holding it (duplicates count twice)

@@ -46,6 +46,7 @@ T = TypeVar("T")
 CLOSED = object()  # Coordinator.ask: the participant's connection had closed
 
 
+RESCANS = 16  # processes restarted in place that may take a dead one's rank (each look is over all arrivals)
 LIVE = ("registered", "probing", "resolving", "proposed", "ready")  # a participant's connection, still open
 
 
@@ -138,6 +139,7 @@ class Coordinator:
         self.own_id = ident(own, "")  # the coordinator's own registration: it has no token
         self.arrivals: dict[Any, Arrival] = {}  # by ident: a token, or the (host, pid) of one without
         self.by_process: dict[tuple[str, int], Any] = {}  # (host, pid) -> the ident last registered with them
+        self.rescans = RESCANS  # looks, over all arrivals, for a dead holder of a rank a new process claims
         self.present: dict[Any, int] = {}  # key -> participants holding it (duplicates count twice)
         self.waiting = set(expect.keys or ())  # expected keys nobody holds yet (keyed)
         self.rejected = rf.Refusals()
@@ -214,11 +216,12 @@ class Coordinator:
         who = ident(arrival.facts, arrival.token)
         if who in self.arrivals:
             self.unregister(who)
-        elif self.held(arrival) in self.present and self.expect.keys is not None:
-            host, k = arrival.facts["host"], self.key(arrival.facts)
+        elif self.expect.keys is not None and self.present.get(k := self.key(arrival.facts), 0) == 1 and self.rescans:
+            self.rescans -= 1  # a restart is rare; a job whose every rank says RANK=0 must not make this quadratic
+            host = arrival.facts["host"]
             gone = [w for w, a in self.arrivals.items() if a.conn is not None and a.conn.state == "closed"
                     and a.facts["host"] == host and self.key(a.facts) == k]  # fmt: skip
-            for w in gone:  # a rare collision: the scan is over the arrivals once
+            for w in gone:
                 self.unregister(w)
         self.accepted += arrival.size
         self.arrivals[who] = arrival

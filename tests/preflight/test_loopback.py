@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import VALIDATOR
 from tests.harness import hostile
 from tests.preflight.conftest import base_env, codes, collect, finding, preflight, ranks, start, tails
@@ -279,3 +281,24 @@ def test_usage_error_exit_2(tmp_path: Path) -> None:
     runs = preflight(tmp_path, [{"RANK": "0", "WORLD_SIZE": "2"}], "--timeout", "1")
     assert runs[0].rc == 2
     assert "no rendezvous address" in runs[0].err and "Traceback" not in runs[0].err
+
+
+@pytest.mark.parametrize(
+    ("env", "command", "said"),
+    [
+        ({}, ["torchrun", "--nnodes=1", "--rdzv-endpoint=127.0.0.1", "train.py"],
+         "invalid rendezvous port torchrun:--rdzv-endpoint without a port (the static rendezvous needs one)="
+         "'127.0.0.1': write the endpoint as HOST:PORT"),
+        ({"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29x"}, [],
+         "invalid rendezvous port env:MASTER_PORT='29x': use a port number in 1024-65535"),
+    ],
+)  # fmt: skip
+def test_an_invalid_port_is_named_not_called_missing(
+    tmp_path: Path, env: dict[str, str], command: list[str], said: str
+) -> None:
+    """A static endpoint without a port, or a MASTER_PORT that is no number: torch refuses both on
+    every node. The one line says which value and how to write it (as RDZ007 in `check`), not that
+    no rendezvous address was set."""
+    runs = preflight(tmp_path, [env], "--timeout", "1", command=command)
+    assert runs[0].rc == 2, runs[0].err
+    assert runs[0].err.strip() == f"validator preflight: error: {said}", runs[0].err

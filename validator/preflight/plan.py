@@ -119,6 +119,10 @@ def endpoint(opts: Options, facts: Facts) -> tuple[str, list[int]]:
             raise UserError(f"--coordinator must be HOST:PORT, got {opts.coordinator!r}")
         return text_host.strip("[]"), [int(text_port)]
     host, port = launch["master_addr"], launch["master_port"]
+    bad = [f"{k}={v!r}" for k, v in launch["invalid"].items() if "port" in k.lower()]  # as RDZ007 names it
+    if bad:
+        fix = "write the endpoint as HOST:PORT" if "without a port" in bad[0] else "use a port number in 1024-65535"
+        raise UserError(f"invalid rendezvous port {bad[0]}: {fix}")
     if not host or port is None:
         raise UserError(
             "no rendezvous address: set MASTER_ADDR and MASTER_PORT, wrap a torchrun command, "

@@ -346,3 +346,36 @@ def test_healthy_or_unknown_gpus_make_no_finding() -> None:
     assert [f.code for f in run_checks(job, codes=HEALTH_CODES)] == []
     cpu = cpu_job()
     assert [f.code for f in run_checks(cpu, codes=HEALTH_CODES)] == []
+
+
+H200 = HEALTH.parent / "h200"  # captured on a real H200 (gpu-capture/probes.sh; its README.md)
+
+
+def test_a_real_healthy_h200_reads_alike_by_nvml_and_nvidia_smi_and_fires_nothing() -> None:
+    """The agent's raw output on a real, idle, healthy H200 (driver 580.159.04), read through NVML
+    and through the nvidia-smi health query: the same health, and no health finding (idle is a clock
+    reason, not a fault; Gen5 x16 of Gen5 x16). The older spelling of the query
+    (clocks_throttle_reasons.active, no remapped rows) is answered by the same driver, and read."""
+    views = {src: parse(json.loads((H200 / f"raw-{src}-health.json").read_text()))["gpus"]
+             for src in ("nvml", "nvidia-smi")}  # fmt: skip
+    healths = {src: by_index(g)[0] for src, g in views.items()}
+    for src, h in healths.items():
+        assert (h["ecc_uncorrected_volatile"], h["ecc_corrected_aggregate"], h["remap_pending"]) == (0, 0, False), src
+        assert (h["pcie_gen"], h["pcie_gen_max"], h["pcie_width"], h["pcie_width_max"]) == (5, 5, 16, 16), src
+        assert h["clock_reasons"] == ["gpu_idle"], src
+        health = views[src]["health"]
+        assert health is not None and (health["xid"], health["xid_source"], health["xid_error"]) == (
+            [],
+            "/dev/kmsg",
+            None,
+        )
+    keys = ("ecc_uncorrected_volatile", "ecc_corrected_volatile", "remap_pending", "remap_failure", "clock_reasons")
+    assert {k: healths["nvml"][k] for k in keys} == {k: healths["nvidia-smi"][k] for k in keys}
+    for src in views:
+        job = with_health(node_job(2), 0, views[src])
+        assert [f.code for f in run_checks(job, codes=HEALTH_CODES)] == [], src
+    older = smi("../h200/smi-health-throttle-spelling.csv", probe.SMI_HEALTH_QUERIES[2])
+    assert by_index(older)[0]["clock_reasons"] == ["gpu_idle"] and by_index(older)[0]["remap_pending"] is None
+    assert (
+        H200 / "smi-health.csv"
+    ).read_text().strip() == "0, 0, 0, 0, 0, [N/A], 5, 5, 16, 16, No, No, 0x0000000000000001"

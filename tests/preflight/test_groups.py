@@ -49,7 +49,29 @@ def test_a_rank_that_never_joins_its_pp_group_blocks_everyone(tmp_path: Path, po
     runs = preflight(tmp_path, envs, *LAYOUT, command=["sh", "-c", f"echo x >> {marker}"], limit=180)
     assert all(r.rc != 0 for r in runs), [r.rc for r in runs]
     assert not marker.exists(), "nobody starts the job"
-    assert "PRE011" in runs[0].err and "pp group [" in runs[0].err and "rank 6" in runs[0].err, runs[0].err[-800:]
+    line = next((x for x in runs[0].err.splitlines() if "PRE011" in x), "")
+    assert "failed: rank 6 (node2): never reported, stopped in pp group [2,6] (held up by it: " in line, runs[0].err[
+        -800:
+    ]
+    assert ": rank 2 (node1)" not in line.split("(held up by it:")[0], "its peers are not culprits"
+    for r in runs[:6] + runs[7:]:  # one decision, the same on every rank: none gave up waiting for it
+        assert "failed: rank 6 (node2): never reported" in r.err, r.err[-800:]
+
+
+@pytest.mark.parametrize("held", [0, 2])
+def test_a_rank_held_in_a_group_for_good_is_named_and_every_rank_ends(tmp_path: Path, port: int, held: int) -> None:
+    """NCCL's init waits forever for a peer that stopped (seen on a GPU: tests/fixtures/gpu/h200/
+    groups-nccl8-*.jsonl). Here one rank is held in its TP group for good (the fault hook sleeps an
+    hour): rank 0, which hosts the store, decides beside its own groups (held itself, it still
+    does); the held rank's child prints that decision and ends (rank 2: after it read it, since
+    rank 0 and its store are gone by then); every rank names the held one, well before the hour."""
+    envs = eight(port)
+    envs[held]["CV_FAULT_GROUPS"] = "hang:tp"
+    runs = preflight(tmp_path, envs, *LAYOUT, command=["sh", "-c", "echo RAN"], limit=240)
+    assert all(r.rc == 1 and "RAN" not in r.out for r in runs), tails(runs)
+    said = f"failed: rank {held} (node1): never reported, stopped in tp group [{held}-{held + 1}] (held up by it:"
+    for r in runs:
+        assert said in r.err, r.err[-800:]
 
 
 def test_decide_names_a_silent_rank_and_a_failed_group() -> None:
@@ -58,17 +80,41 @@ def test_decide_names_a_silent_rank_and_a_failed_group() -> None:
     reports = {0: {"host": "a", "groups": {"tp": ok, "dp": {"error": "Timeout"}}},
                1: {"host": "a", "groups": {"tp": ok, "dp": ok}},
                2: {"host": "b", "groups": {"tp": ok, "dp": {"error": "Timeout"}}}}  # fmt: skip
-    got = decide(reports, groups, 4)
-    assert got["error"] == "dp group [0,2]: rank 0 (a): Timeout; rank 2 (b): Timeout; dp group [1,3]: rank 3: " \
-        "never reported; tp group [2-3]: rank 3: never reported"  # fmt: skip
+    got = decide(reports, {}, groups, 4)
+    assert got["error"] == "rank 3: never reported, never reached the groups; dp group [0,2]: rank 0 (a): Timeout, " \
+        "rank 2 (b): Timeout"  # fmt: skip
     assert (got["ranks"], got["hosts"]) == ([0, 2, 3], ["a", "b"])  # failed or never reported (rank 3: no host known)
     healthy = {r: {"host": "h", "groups": {"tp": ok, "dp": ok}} for r in range(4)}
-    assert decide(healthy, groups, 4) == {
+    assert decide(healthy, {}, groups, 4) == {
         "error": None,
         "lines": ["groups: 4 groups (dp x2, tp x2) rehearsed on 4 ranks"],
         "ranks": [],
         "hosts": [],
     }
+
+
+def test_decide_names_the_rank_that_stopped_not_the_ranks_it_held_up() -> None:
+    """As seen with NCCL on a GPU (tests/fixtures/gpu/h200/groups-nccl8-gone.jsonl): TP2 x PP2 x DP2,
+    rank 3 stops as it enters its PP group. Rank 2, next in TP with it, hangs in NCCL's init and
+    never reports either; rank 7, its PP peer, reports a store timeout. Only rank 3 is the culprit."""
+    groups = {"tp": [[0, 1], [2, 3], [4, 5], [6, 7]], "dp": [[0, 2], [1, 3], [4, 6], [5, 7]],
+              "pp": [[0, 4], [1, 5], [2, 6], [3, 7]]}  # fmt: skip
+    ok = {"late": 0.001, "s": 0.002}
+    reports = {r: {"host": f"node{r // 4}", "groups": {"tp": ok, "dp": ok, "pp": ok}} for r in (0, 1, 4, 5, 6, 7)}
+    reports[7]["groups"]["pp"] = {"error": "DistBackendError: store->get('0') got error: wait timeout"}
+    at = {3: {"kind": "pp", "members": [3, 7], "host": "node0"}, 2: {"kind": "tp", "members": [2, 3], "host": "node0"}}
+    got = decide(reports, at, groups, 8)
+    assert (got["ranks"], got["hosts"]) == ([3], ["node0"]), got
+    assert got["error"] == "rank 3 (node0): never reported, stopped in pp group [3,7] (held up by it: rank 2 (node0) " \
+        "waiting in tp group [2-3] for rank 3; pp group [3,7] without rank 3: rank 7 (node1): DistBackendError: " \
+        "store->get('0') got error: wait timeout)"  # fmt: skip
+    both = decide(reports, {**at, 2: {"kind": "tp", "members": [2, 3], "host": "node0"},
+                            3: {"kind": "tp", "members": [2, 3], "host": "node0"}}, groups, 8)  # fmt: skip
+    assert both["ranks"] == [2, 3], "two ranks stopped in one group: neither waits for the other, both named"
+    assert decide({0: {"host": "h", "groups": {}}}, {}, {}, 1)["lines"] == [
+        "groups: none of more than one rank in this layout on 1 ranks: nothing to rehearse"]  # fmt: skip
+    silent = decide(reports, {}, groups, 8)
+    assert silent["ranks"] == [2, 3], "nothing says where they stopped: both named, as before"
 
 
 def accelerate_node(tmp_path: Path, port: int, machine_rank: int) -> list[str]:

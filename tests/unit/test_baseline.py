@@ -307,3 +307,35 @@ def test_record_on_this_machine_writes_output_and_leaves_the_profile_as_it_was(t
         "compute": {"cpu python"},
         "memory": {"host copy"},
     }
+
+
+H200 = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "h200"  # a real H200: gpu-capture/probes.sh
+
+
+def test_real_h200_answers_are_read_held_to_their_own_baseline_and_a_halved_gpu_is_named() -> None:
+    """The compute and memory probes' answers on a real H200 (torch 2.11 CUDA), and the baseline
+    `validator baseline record --local` wrote there. Their keys meet; four nodes that each gave one
+    of the GPU's own five samples (568-609 TFLOP/s: its real spread) pass, against the peers and
+    the baseline; one at half of that (a power brake, a GPU at a low clock) is named on both."""
+    compute = json.loads((H200 / "probe-compute.json").read_text())
+    memory = json.loads((H200 / "probe-memory.json").read_text())
+    got = rounds.figures("compute", compute)
+    assert got == {"cuda:0 torch-cuda-fp16": 594924.1233}
+    assert set(rounds.figures("memory", memory)) == {"host copy", "cuda:0 device-copy", "cuda:0 host-to-device"}
+    assert rounds.hardware_of(compute) == rounds.hardware_of(memory) == "NVIDIA H200"
+    base = load_profile(H200 / "baseline.yaml").baselines
+    assert set(base["NVIDIA H200"]["compute"]) == set(got)
+    assert set(base["NVIDIA H200"]["memory"]) == set(rounds.figures("memory", memory))
+    samples = compute["devices"][0]["samples"]
+
+    def run(rates: dict[str, float]) -> rounds.Probed:
+        async def probe_round(kind: rounds.Kind, nodes: list[str]) -> rounds.Answers:
+            return {h: {**compute, "devices": [{**compute["devices"][0], "gflops": rates[h]}]} for h in nodes}
+
+        return asyncio.run(rounds.run(list(rates), probe_round, ("compute",), base))
+
+    healthy = {f"gpu{i}": samples[i] for i in range(4)}
+    assert run(healthy).findings == []
+    out = run({**healthy, "gpu3": samples[3] / 2})
+    assert [(f.code, f.hosts) for f in out.findings] == [("PRB001", ["gpu3"])]
+    assert "below the baseline for NVIDIA H200 and slower than its peers" in out.findings[0].message

@@ -83,14 +83,14 @@ def after_pass(
         elif opts.groups and err is None and isinstance(rank, int):
             from validator.facts.gpu import visible_count
             from validator.facts.layout import group_map
-            from validator.preflight.groups import rehearse
+            from validator.preflight.groups import on_node
 
             # FSDP1 HYBRID_SHARD shards over torch.cuda.device_count() ranks: this rank's count, as torch's
             groups = (group_map(launch["layout"], p.expected, visible_count(facts["gpus"]) or None)
                       if launch["layout"] else None) or {}  # fmt: skip
-            gpu = launch["local_rank"] if facts["gpus"]["devices"] else None
             name = str(facts["host"] or facts["hostname"])
-            failed, more = rehearse(p.host, port, rank, p.expected, groups, name, gpu)
+            failed, more = on_node(p.host, port, rank, 1, p.expected, groups, name, gpus=bool(facts["gpus"]["devices"]),
+                                   master=rank == 0, local0=launch["local_rank"] or 0)  # fmt: skip
             err = f"PRE011 process group rehearsal failed: {failed}" if failed else None
             lines += more if speaks(facts, p) else [x for x in more if f"rank {rank} (" in x]
         return err, lines

@@ -8,18 +8,22 @@ Every rank writes what it saw to the rehearsal's store; rank 0 reads every rank'
 writes one decision that every rank reads, so all ranks act alike: a group whose collective failed
 or hung names its kind, its ranks and the rank and host that failed or never reported (PRE011, an
 error: nobody execs), a rank FACTOR times slower than the median of its role and FLOOR_MS above it
-is named (PRE012, a warning). In node mode (one wrapper a node) the wrapper starts its node's ranks
-as torchrun will number them (``on_node``: one child process a rank, ``python -m
-validator.preflight.groups``), once its node rank is known: given (static) or predicted (c10d,
-placement.py); the coordinator's node hosts the store, on the endpoint's host.
+is named (PRE012, a warning). Each rank rehearses in a child process (``on_node``: ``python -m
+validator.preflight.groups``), stopped by its pid at a deadline: per rank, the participant starts
+its own; in node mode (one wrapper a node) the wrapper starts its node's ranks as torchrun will
+number them, once its node rank is known: given (static) or predicted (c10d, placement.py); the
+coordinator's node hosts the store, on the endpoint's host. A rank that stops or hangs in a group
+never reports; the group each rank last entered tells a culprit from the ranks it holds up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
 import statistics
+import threading
 import time
 from typing import Any
 
@@ -29,14 +33,7 @@ FACTOR, FLOOR_MS = 3.0, 50.0  # a group's collective this much slower than its k
 LATE_MS = 250.0  # a rank this much later than its peers to a collective (CPU ranks share cores: noise)
 KEY = "validator/groups/"
 AT_ENV = "VALIDATOR_GROUPS_AT"  # `validator rehearse`: a directory where each rank leaves the group it is entering
-FAULT = "CV_FAULT_GROUPS"  # tests only (not a VALIDATOR_ name: the agent would collect it as a fact): "delay:KIND:SECONDS" or "exit:KIND" on this rank (with "@R": on rank R alone, for launchers that give every rank one environment)
-
-
-def rehearse(host: str, port: int, rank: int, world: int, groups: dict[str, list[list[int]]], name: str,
-             gpu: int | None = None, timeout: float = 30.0) -> tuple[str | None, list[str]]:  # fmt: skip
-    """(what failed, the lines to print) for this rank; every rank gets the same answer."""
-    got = decision(host, port, rank, world, groups, name, gpu, timeout)
-    return got["error"], list(got["lines"])
+FAULT = "CV_FAULT_GROUPS"  # tests only (not a VALIDATOR_ name: the agent would collect it as a fact): "delay:KIND:SECONDS", "exit:KIND" or "hang:KIND" on this rank (with "@R": on rank R alone, for launchers that give every rank one environment)
 
 
 def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list[list[int]]], name: str,
@@ -56,7 +53,8 @@ def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list
     if backend == "nccl":
         torch.cuda.set_device(gpu)
     limit = datetime.timedelta(seconds=timeout)
-    if store is None:
+    own = store is None
+    if own:
         store = dist.TCPStore(host, port, world, rank == 0 if master is None else master, timeout=limit,
                               wait_for_workers=False)  # fmt: skip
     try:
@@ -69,11 +67,22 @@ def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list
                 g = dist.new_group(members, timeout=datetime.timedelta(seconds=GROUP_S))
                 if rank in members:
                     mine.append((kind, members, g))
-        seen = {kind: _try(dist, torch, device, kind, members, g) for kind, members, g in mine}
+        work = 2 * GROUP_S * len(groups)  # every rank's collectives, two a group kind, GROUP_S apiece
+        if rank == 0:  # decides beside its own groups: held in one (NCCL's init waits forever), it still decides;
+            # on a connection of its own where it can (a client waiting holds its connection)
+            mine_too = dist.TCPStore(host, port, world, False, timeout=limit) if own else store
+            threading.Thread(target=_decide, args=(mine_too, world, groups, timeout, work), daemon=True).start()
+        seen = {}
+        for kind, members, g in mine:  # where this rank is: should it stop here, the others say which group
+            store.set(f"{KEY}at/{rank}", json.dumps({"kind": kind, "members": members, "host": name}))
+            seen[kind] = _try(dist, torch, device, kind, members, g)
         store.set(f"{KEY}{rank}", json.dumps({"host": name, "groups": seen}))
-        if rank == 0:
-            store.set(f"{KEY}decision", json.dumps(decide(_collect(store, world, timeout), groups, world)))
-        store.wait([f"{KEY}decision"], limit)
+        store.add(f"{KEY}reported", 1)
+        until = time.monotonic() + timeout + work + 5
+        while not store.check([f"{KEY}decision"]):  # polled: a wait would hold the connection rank 0 decides on
+            if time.monotonic() > until:
+                raise TimeoutError(f"no decision within {timeout + work + 5:g} s of this rank's report")
+            time.sleep(0.05)
         decided: dict[str, Any] = json.loads(store.get(f"{KEY}decision"))
         dist.destroy_process_group()
     except Exception as e:  # noqa: BLE001 - a failure of the stack is the rehearsal's finding
@@ -84,23 +93,27 @@ def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list
 
 
 CHILD_S = 180.0  # a node's rehearsal ranks, together: past this they are stopped (each stage has its deadline)
+HELD_S = 5.0  # once one has the decision, the rest are held by the culprit it names (NCCL's init never returns)
 REPLY_MAX = 1 << 20  # what a rehearsal rank prints: its decision
 
 
 def on_node(host: str, port: int, node_rank: int, lws: int, world: int, groups: dict[str, list[list[int]]],
-            name: str, gpus: bool = False, master: bool = False) -> tuple[str | None, list[str]]:  # fmt: skip
-    """Node mode: this node's ``lws`` ranks (node_rank x lws + local rank, torchrun's numbering),
-    one process each, rehearse ``groups`` (``decision``); the first of them hosts the store when
-    ``master``. (what failed, the lines to print): the decision, or a rank's own failure."""
+            name: str, gpus: bool = False, master: bool = False, local0: int = 0) -> tuple[str | None, list[str]]:  # fmt: skip
+    """This node's ``lws`` ranks (node_rank x lws + local rank, torchrun's numbering), one process
+    each, rehearse ``groups`` (``decision``); the first of them hosts the store when ``master``. A
+    child process, never this one: NCCL stays out of the process that execs the job, and a rank held
+    in a group forever (NCCL's init has no deadline) is stopped by its pid. Per-rank mode is one
+    rank (``lws`` 1) whose local rank is ``local0``. (what failed, the lines to print): the
+    decision, or a rank's own failure."""
     import subprocess
     import sys
     import tempfile
 
     procs = []
-    for local in range(lws):
-        rank = node_rank * lws + local
+    for i in range(lws):
+        rank, local = node_rank * lws + i, local0 + i
         spec = {"host": host, "port": port, "rank": rank, "world": world, "groups": groups, "name": name,
-                "gpu": local if gpus else None, "master": master and local == 0}  # fmt: skip
+                "gpu": local if gpus else None, "master": master and i == 0}  # fmt: skip
         env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(local)}  # the fault hook (FAULT) reads RANK
         out = tempfile.TemporaryFile()  # noqa: SIM115 - read after the process ends, closed below
         p = subprocess.Popen([sys.executable, "-m", "validator.preflight.groups"], stdin=subprocess.PIPE,
@@ -110,22 +123,26 @@ def on_node(host: str, port: int, node_rank: int, lws: int, world: int, groups: 
         p.stdin.close()
         procs.append((rank, p, out))
     until = time.monotonic() + CHILD_S
-    got: list[dict[str, Any]] = []
+    got: dict[int, dict[str, Any]] = {}
+    while len(got) < len(procs) and time.monotonic() < until:
+        for rank, p, out in procs:
+            if rank not in got and p.poll() is not None:
+                out.seek(0)
+                got[rank] = _reply(out.read(REPLY_MAX), rank, name, p.returncode)
+                if not got[rank].get("own"):  # the decision: whoever is still running is held
+                    until = min(until, time.monotonic() + HELD_S)
+        time.sleep(0.05)
+    decided = any(not g.get("own") for g in got.values())
     for rank, p, out in procs:
-        try:
-            p.wait(timeout=max(0.1, until - time.monotonic()))
-        except subprocess.TimeoutExpired:
+        if p.poll() is None:
             p.kill()  # by its pid: ours
             p.wait()
-            got.append(_own(f"rank {rank} ({name}) did not finish its rehearsal within {CHILD_S:g} s"))
-            continue
-        finally:
-            out.seek(0)
-            text = out.read(REPLY_MAX)
-            out.close()
-        got.append(_reply(text, rank, name, p.returncode))
-    failed = next((g for g in got if g["error"]), None)
-    answer = failed or got[0]
+            if not decided:
+                got[rank] = _own(f"rank {rank} ({name}) did not finish its rehearsal within {CHILD_S:g} s")
+        out.close()
+    answers = [got[r] for r, _, _ in procs if r in got]
+    failed = next((g for g in answers if g["error"] and not g.get("own")), None)
+    answer = failed or next((g for g in answers if g["error"]), None) or answers[0]
     return answer["error"], list(answer["lines"])
 
 
@@ -137,7 +154,8 @@ def _reply(text: bytes, rank: int, name: str, code: int) -> dict[str, Any]:
         doc = None
     if not isinstance(doc, dict) or not isinstance(doc.get("lines"), list) or "error" not in doc:
         return _own(f"rank {rank} ({name}) ended (exit {code}) without a rehearsal decision")
-    return {"error": str(doc["error"])[:2000] if doc["error"] else None, "lines": [str(x) for x in doc["lines"]][:64]}
+    return {"error": str(doc["error"])[:2000] if doc["error"] else None, "lines": [str(x) for x in doc["lines"]][:64],
+            **({"own": True} if doc.get("own") else {})}  # fmt: skip
 
 
 def main() -> int:
@@ -145,14 +163,41 @@ def main() -> int:
     import sys
 
     spec = json.loads(sys.stdin.buffer.read())
+    with contextlib.suppress(ImportError):  # before the thread: a thread importing torch while this one does
+        import torch.distributed  # noqa: F401 - sees it half made, and gives up
+    done = threading.Event()
+    threading.Thread(target=_held, args=(spec["host"], spec["port"], spec["world"], done), daemon=True).start()
     got = decision(spec["host"], spec["port"], spec["rank"], spec["world"], spec["groups"], spec["name"],
                    spec["gpu"], master=spec["master"])  # fmt: skip
+    done.set()
     sys.stdout.write(json.dumps(got) + "\n")
     return 0
 
 
+def _held(host: str, port: int, world: int, done: threading.Event) -> None:
+    """A rank held in a group (NCCL's init waits forever for a member that stopped) still answers:
+    once the decision is out and this rank has not finished HELD_S later, it prints the decision
+    (which names who held it) and ends, from this thread."""
+    import sys
+
+    try:
+        import torch.distributed as dist
+
+        client = dist.TCPStore(host, port, world, False, timeout=datetime.timedelta(seconds=CHILD_S))  # type: ignore[attr-defined]
+        client.wait([f"{KEY}decision"])
+        decided = client.get(f"{KEY}decision")  # now: rank 0, which holds the store, ends once it has it
+    except Exception:  # noqa: BLE001 - no store, no decision: the rank's own answer, or its deadline, stands
+        return
+    if done.wait(HELD_S):
+        return
+    sys.stdout.write(decided.decode() + "\n")
+    sys.stdout.flush()
+    os._exit(0)
+
+
 def _own(error: str) -> dict[str, Any]:
-    return {"error": error, "lines": [], "ranks": [], "hosts": []}
+    """This rank's own failure: no decision reached it (not what every rank acts on)."""
+    return {"error": error, "lines": [], "ranks": [], "hosts": [], "own": True}
 
 
 def _try(dist: Any, torch: Any, device: str, kind: str, members: list[int], g: Any) -> dict[str, Any]:
@@ -165,6 +210,8 @@ def _try(dist: Any, torch: Any, device: str, kind: str, members: list[int], g: A
     fault = spec.split(":") if only in ("", os.environ.get("RANK")) else []
     if fault[:2] == ["exit", kind]:
         os._exit(1)  # tests: a rank that never joins this group's collective
+    if fault[:2] == ["hang", kind]:
+        time.sleep(3600)  # tests: a rank held here for good, as NCCL's init holds one whose peer stopped
     try:
         t = torch.ones(1, device=device)
         dist.all_reduce(t, group=g)
@@ -197,42 +244,86 @@ def _at(directory: str, kind: str, members: list[int]) -> None:
         pass  # the trace directory went away: the rehearsal itself goes on
 
 
-def _collect(store: Any, world: int, timeout: float) -> dict[int, dict[str, Any]]:
-    """Every rank's report that arrives within ``timeout`` (a rank that died never writes one)."""
-    keys = [f"{KEY}{r}" for r in range(world)]
-    until = time.monotonic() + timeout
-    while time.monotonic() < until and not store.check(keys):
+def _decide(store: Any, world: int, groups: dict[str, list[list[int]]], quiet: float, work: float) -> None:
+    """Rank 0, in a thread: the decision, once every rank has reported, or ``quiet`` seconds after
+    the last report came (a rank that died or hangs never writes one), or at the latest ``work`` +
+    ``quiet`` seconds after the groups began."""
+    with contextlib.suppress(Exception):  # the store is gone: every rank's own wait says so
+        store.set(f"{KEY}decision", json.dumps(decide(*_collect(store, world, quiet, work), groups, world)))
+
+
+def _collect(store: Any, world: int, quiet: float, work: float) -> tuple[dict[int, dict[str, Any]], dict[int, Any]]:
+    """Every rank's report (see ``_decide``), and for each rank without one the group it last entered,
+    where it said so."""
+    now = time.monotonic()
+    until, last, seen = now + work + quiet, now, 0
+    while (n := store.add(f"{KEY}reported", 0)) < world and time.monotonic() < min(
+        until, last + quiet + work * (n == 0)
+    ):
+        if n != seen:
+            seen, last = n, time.monotonic()
         time.sleep(0.05)
-    out = {}
-    for r, k in enumerate(keys):
-        if store.check([k]):
+    out, at = {}, {}
+    for r in range(world):
+        if store.check([k := f"{KEY}{r}"]):
             out[r] = json.loads(store.get(k))
-    return out
+        elif store.check([f"{KEY}at/{r}"]):
+            at[r] = json.loads(store.get(f"{KEY}at/{r}"))
+    return out, at
 
 
-def decide(reports: dict[int, dict[str, Any]], groups: dict[str, list[list[int]]], world: int) -> dict[str, Any]:
+def decide(reports: dict[int, dict[str, Any]], at: dict[int, Any], groups: dict[str, list[list[int]]],
+           world: int) -> dict[str, Any]:  # fmt: skip
     """What every rank acts on: {"error": text or None, "lines": [...], "ranks": [...], "hosts":
-    [...]} from every rank's report (ranks and hosts: those that failed or never reported)."""
+    [...]} from every rank's report and, for a rank without one, the group it last entered (``at``).
+    ranks and hosts: the culprits. A rank that never reported is one, unless it is held in a group
+    that a member never reached (that member is the culprit; this one waits for it); a group's
+    error is its reporter's, unless a member of that group never reported (the error is the
+    absence's echo: a reset connection, a timeout)."""
     host = {r: str(rep.get("host", "?")) for r, rep in reports.items()}
-    failed, lines, named = [], [], set()
     gone = [r for r in range(world) if r not in reports]
+    where: dict[int, tuple[str, list[int]]] = {}
+    for r in gone:
+        a = at.get(r)
+        if isinstance(a, dict) and isinstance(a.get("members"), list):
+            where[r] = (str(a.get("kind")), [m for m in a["members"] if isinstance(m, int)])
+            host[r] = str(a.get("host", "?"))[:100]
+    waits = {r: m for r in where for m in where[r][1] if m != r and m in gone and where.get(m) != where[r]}
+    held = set(waits) if len(waits) < len(gone) else set()  # all waiting on each other: all named
+    failed, echoes, named, lines = [], [], set(), []
+    for r in gone:
+        if r in held:
+            kind, members = where[r]
+            echoes.append(f"rank {r} ({host[r]}) waiting in {kind} group {_ranks(members)} for rank {waits[r]}")
+        else:
+            named.add(r)
+            place = (f"stopped in {where[r][0]} group {_ranks(where[r][1])}" if r in where
+                     else "never reached the groups")  # fmt: skip
+            failed.append(f"rank {r}{f' ({host[r]})' if r in host else ''}: never reported, {place}")
     for kind in sorted(groups):
         for members in groups[kind]:
-            bad = [(r, reports[r]["groups"].get(kind, {}).get("error")) for r in members if r in reports]
-            bad = [(r, e) for r, e in bad if e]
-            absent = [r for r in members if r in gone]
-            named.update([r for r, _ in bad] + absent)
-            if bad or absent:
-                who = "; ".join([f"rank {r} ({host[r]}): {e}" for r, e in bad[:4]]
-                                + [f"rank {r}: never reported" for r in absent[:4]])  # fmt: skip
+            bad = [(r, e) for r in members if r in reports and (e := reports[r]["groups"].get(kind, {}).get("error"))]
+            if not bad:
+                continue
+            absent = [m for m in members if m in gone]
+            who = ", ".join(f"rank {r} ({host[r]}): {e}" for r, e in bad[:4])
+            if absent:
+                echoes.append(f"{kind} group {_ranks(members)} without rank {_ranks(absent)[1:-1]}: {who}")
+            else:
+                named.update(r for r, _ in bad)
                 failed.append(f"{kind} group {_ranks(members)}: {who}")
         slow = _slow(reports, groups, kind, host)
         lines += [f"PRE012 slow in its {kind} groups: {s}" for s in slow]
     done = sum(len(v) for v in groups.values())
-    if not failed:
+    if not failed and not done:
+        lines.insert(0, f"groups: none of more than one rank in this layout on {world} ranks: nothing to rehearse")
+    elif not failed:
         lines.insert(0, f"groups: {done} groups ({', '.join(f'{k} x{len(v)}' for k, v in sorted(groups.items()))}) "
                         f"rehearsed on {world} ranks")  # fmt: skip
     error = "; ".join(failed[:8]) + (f"; and {len(failed) - 8} more" if len(failed) > 8 else "") if failed else None
+    if error and echoes:
+        more = f"; and {len(echoes) - 4} more" if len(echoes) > 4 else ""
+        error += f" (held up by it: {'; '.join(echoes[:4])}{more})"
     culprits = sorted(named)
     return {
         "error": error,

@@ -99,9 +99,11 @@ def devices(samples: int, window: float, mib: int) -> list[dict[str, Any]]:
         def sync(d: Any = dev) -> None:
             torch.cuda.synchronize(d)
 
-        out.append(row(f"cuda:{i}", "device-copy", size, timed(functools.partial(b.copy_, a), samples, window, sync)))
-        out.append(row(f"cuda:{i}", "host-to-device", size,
-                       timed(functools.partial(a.copy_, pinned, non_blocking=True), samples, window, sync)))  # fmt: skip
+        name = str(torch.cuda.get_device_name(i))[:100]  # the hardware type, as compute.py gives it
+        copy = row(f"cuda:{i}", "device-copy", size, timed(functools.partial(b.copy_, a), samples, window, sync))
+        upload = row(f"cuda:{i}", "host-to-device", size,
+                     timed(functools.partial(a.copy_, pinned, non_blocking=True), samples, window, sync))  # fmt: skip
+        out += [{**copy, "name": name}, {**upload, "name": name}]
     return out
 
 

@@ -32,6 +32,11 @@ SECRETS = ("hf_tok_5b1e", "pw_9c33", "k3y_77aa", "urlpass_e1f0", "envtok_aa12")
         (["HF_TOKEN=abc", "torchrun"], [f"HF_TOKEN={REDACTED}", "torchrun"]),
         (["--rdzv-endpoint=https://u:p@ss@etcd:2379/x"], [f"--rdzv-endpoint=https://{REDACTED}@etcd:2379/x"]),
         (["git+ssh://git@github.com/o/r"], [f"git+ssh://{REDACTED}@github.com/o/r"]),
+        # user:pass@host without a scheme (pip --proxy, *_proxy values); a password may hold an @
+        (["pip", "--proxy", "me:s3cr3t@proxy:3128", "--proxy=me:p@ss@proxy.corp:8080", "x:y@[fd00::1]:80"],
+         ["pip", "--proxy", f"{REDACTED}@proxy:3128", f"--proxy={REDACTED}@proxy.corp:8080", f"{REDACTED}@[fd00::1]:80"]),
+        (["ssh", "me@host", "-p", "22", "host:29500", "fe80::1%eth0", "[::1]:29500"],
+         ["ssh", "me@host", "-p", "22", "host:29500", "fe80::1%eth0", "[::1]:29500"]),  # no password: kept
         # the same words as secret variable names (the env rule): --passphrase, --auth, --cookie, --pass
         (["--passphrase", "a", "--auth=b", "--pass", "c", "--cookie=d"],
          ["--passphrase", REDACTED, f"--auth={REDACTED}", "--pass", REDACTED, f"--cookie={REDACTED}"]),

@@ -51,6 +51,9 @@ SECRET_VALUE = re.compile(
 )
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # NAME of NAME=VALUE (env HF_TOKEN=x torchrun ...)
 URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")  # scheme://user:pass@
+# user:pass@host without a scheme, as pip's --proxy and the *_proxy variables take it: user, colon, then the
+# password up to the last @ before the host (a password may hold an @ too)
+BARE_CREDENTIALS = re.compile(r"(?<![\w.%+/:@-])[\w.%+-]+:[^\s/]*@(?=[\w\[])")
 REDACTED = "<redacted>"
 MASTER_ENV = ("MASTER_ADDR", "PET_MASTER_ADDR", "LWS_LEADER_ADDRESS")
 MASTER_OPTS = ("--master-addr", "--master_addr", "--rdzv-endpoint", "--rdzv_endpoint")
@@ -75,10 +78,13 @@ def filtered_env(environ: dict[str, str]) -> dict[str, str]:
 
 
 def redact(text: str) -> str:
-    """``scheme://user:pass@host`` -> ``scheme://<redacted>@host``, and a value that is a secret by
+    """``scheme://user:pass@host`` -> ``scheme://<redacted>@host`` (``user:pass@host`` without a
+    scheme -> ``<redacted>@host``), and a value that is a secret by
     its form (SECRET_VALUE: a JWT, ``hf_…``, ``ghp_…``, ``AKIA…``), anywhere in ``text``."""
     if "://" in text:
         text = URL_CREDENTIALS.sub(r"\1" + REDACTED + "@", text)
+    if "@" in text:
+        text = BARE_CREDENTIALS.sub(REDACTED + "@", text)
     return SECRET_VALUE.sub(REDACTED, text)
 
 

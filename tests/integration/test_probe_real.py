@@ -237,3 +237,24 @@ def test_a_wrapped_launch_is_checked_as_the_launch(tmp_path: Path) -> None:
     files, _ = _probe_nodes(tmp_path, [argv, argv])
     rc, report = check(files)
     assert rc == 1 and [f.code for f in report.findings] == ["RNK006", "RNK007"]  # node rank 0 twice, 1 missing
+
+
+def test_the_commands_env_words_are_the_jobs_environment(tmp_path: Path) -> None:
+    """`env NCCL_SOCKET_IFNAME=lo HF_TOKEN=… torchrun …` (as `srun env … torchrun` sets a job's variables):
+    the job's NCCL reads lo, whatever the shell exported (here an interface no node has). The facts
+    carry the job's value, the check is of it, and the secret name is not collected."""
+    secret = "hf_" + "q" * 34
+
+    def argv(n: int) -> list[str]:
+        return ["env", "NCCL_SOCKET_IFNAME=lo", f"HF_TOKEN={secret}", "-u", "GLOO_SOCKET_IFNAME", "torchrun",
+                "--nnodes=2", "--nproc-per-node=1", f"--node-rank={n}", "--master-addr=127.0.0.1",
+                "--master-port=29517", "x.py", "env", "NCCL_SOCKET_IFNAME=eth9"]  # fmt: skip
+
+    files, errors = _probe_nodes(tmp_path, [argv(0), argv(1)], NCCL_SOCKET_IFNAME="nosuch0", GLOO_SOCKET_IFNAME="x")
+    docs = [json.loads(f.read_text()) for f in files]
+    assert [(d["env"].get("NCCL_SOCKET_IFNAME"), d["env"].get("GLOO_SOCKET_IFNAME")) for d in docs] == [
+        ("lo", None)
+    ] * 2
+    assert not any(secret in f.read_text() for f in files) and secret not in errors
+    _, report = check(files)  # the two "nodes" are one host: other findings say so
+    assert not [f for f in report.findings if "nosuch0" in f.message or "eth9" in f.message], report.findings

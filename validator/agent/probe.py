@@ -77,6 +77,35 @@ def filtered_env(environ: dict[str, str]) -> dict[str, str]:
     }
 
 
+def launch_env(argv: list[str], environ: dict[str, str]) -> dict[str, str]:
+    """The environment the launched command gets: an ``env`` word in ``argv`` (``srun env
+    NCCL_SOCKET_IFNAME=ib0 torchrun …``, or under another wrapper) changes it by its ``-i``, ``-u
+    NAME`` and ``NAME=VALUE`` words, up to the command it runs. A form not read here (``-S``) ends it."""
+    env, words = dict(environ), iter(argv)
+    for word in words:
+        if word.endswith(".py") or word == "-m":
+            break  # the script's own arguments: an "env" there is not the command
+        if os.path.basename(word) != "env":
+            continue
+        for a in words:
+            name, eq, value = a.partition("=")
+            if a in ("-i", "--ignore-environment", "-"):
+                env = {}
+            elif a in ("-u", "--unset"):
+                env.pop(next(words, ""), None)
+            elif name == "--unset" and eq:
+                env.pop(value, None)
+            elif a in ("-C", "--chdir"):
+                next(words, None)
+            elif a.startswith("-") and not a.startswith(("-S", "--split-string")):
+                continue  # -0, -v, --debug, -C=DIR
+            elif eq and ASSIGNMENT.match(name):
+                env[name] = value
+            else:
+                break  # the command env runs (or -S, not read)
+    return env
+
+
 def redact(text: str) -> str:
     """``scheme://user:pass@host`` -> ``scheme://<redacted>@host`` (``user:pass@host`` without a
     scheme -> ``<redacted>@host``), and a value that is a secret by
@@ -972,8 +1001,8 @@ def collect(
     """Raw facts of this node. ``port``: the master port to test when this node is the master
     (default: from MASTER_PORT or the command line)."""
     t0 = time.monotonic()
-    env = dict(os.environ if environ is None else environ)
     argv = list(argv or [])
+    env = launch_env(argv, dict(os.environ if environ is None else environ))
     errors: dict[str, str] = {}
     doc: dict[str, Any] = {
         "kind": "raw",

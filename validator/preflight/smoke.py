@@ -11,6 +11,7 @@ show what is local to a node (a late or slow rank); a slow link is the net check
 from __future__ import annotations
 
 import datetime
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ FACTOR = 3.0  # the net check's factor (validator.netcheck.verdict.FACTOR)
 FLOOR_MS = 5.0
 
 
+FAULT = "CV_FAULT_SMOKE"  # tests only: "hang" holds this participant's all_reduce for good ("hang@R": rank R alone)
 RANK_KEY = "validator/smoke/rank"  # under c10d: the nodes other than the coordinator's count themselves 1, 2, ...
 
 
@@ -73,7 +75,63 @@ def report(rows: list[tuple[str, float, float]]) -> list[str]:
     return lines
 
 
+CHILD_S = 15.0  # beyond the smoke's own timeout and timed part: past this its child is stopped
+ANSWER_MAX = 1 << 20
+
+
 def smoke(
+    facts: Facts, host: str, port: int, rank: int | None, world: int, timeout: float = 30.0, hosts: bool = False
+) -> Smoke:
+    """``run`` in a child process, never in this one (it execs the job): NCCL's communicator init
+    has no deadline, and a participant whose peer stopped would wait there for good. The child is
+    stopped by its pid past ``timeout`` + TIMED_S + CHILD_S; what it printed besides its answer (NCCL's
+    own lines, with NCCL_DEBUG) goes to stderr."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    spec = {"facts": facts, "host": host, "port": port, "rank": rank, "world": world, "timeout": timeout,
+            "hosts": hosts}  # fmt: skip
+    limit = timeout + TIMED_S + CHILD_S
+    with tempfile.TemporaryFile() as out:
+        child = subprocess.Popen([sys.executable, "-m", "validator.preflight.smoke"], stdin=subprocess.PIPE, stdout=out)
+        assert child.stdin is not None
+        child.stdin.write(json.dumps(spec).encode())
+        child.stdin.close()
+        try:
+            child.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            child.kill()  # ours, by its pid
+            child.wait()
+            return Smoke(f"the all_reduce did not finish within {limit:g} s: a participant stopped, or hangs")
+        out.seek(0)
+        lines = out.read(ANSWER_MAX).splitlines()
+    try:
+        doc = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        doc = None
+    if lines[:-1]:
+        sys.stderr.write(b"\n".join(lines[:-1]).decode(errors="replace")[-(64 << 10) :] + "\n")
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+        return Smoke(f"the smoke test ended (exit {child.returncode}) without an answer")
+    rows = [(str(r[0]), float(r[1]), float(r[2])) for r in doc["rows"][:4096] if isinstance(r, list) and len(r) == 3]
+    return Smoke(str(doc["error"])[:2000] if doc.get("error") else None, rows,
+                 doc["rank"] if isinstance(doc.get("rank"), int) else None)  # fmt: skip
+
+
+def main() -> int:
+    """The smoke test's child (``smoke``): its spec on stdin, its answer on stdout, one JSON line."""
+    import json
+    import sys
+
+    spec = json.loads(sys.stdin.buffer.read())
+    got = run(spec["facts"], spec["host"], spec["port"], spec["rank"], spec["world"], spec["timeout"], spec["hosts"])
+    sys.stdout.write(json.dumps({"error": got.error, "rows": got.rows, "rank": got.rank}) + "\n")
+    return 0
+
+
+def run(
     facts: Facts, host: str, port: int, rank: int | None, world: int, timeout: float = 30.0, hosts: bool = False
 ) -> Smoke:
     """Smoke(error=None, rows) when the sum is right; otherwise what went wrong. ``rank`` None (a
@@ -103,6 +161,9 @@ def smoke(
         else:
             init = {"init_method": f"tcp://{addr}:{port}"}
         dist.init_process_group("nccl" if use_nccl else "gloo", rank=rank, world_size=world, timeout=limit, **init)
+        spec, _, only = os.environ.get(FAULT, "").partition("@")
+        if spec == "hang" and only in ("", str(rank)):
+            time.sleep(3600)  # tests: held for good, as NCCL's init holds a participant whose peer stopped
         t = torch.ones(1, device=device)
         dist.all_reduce(t)
         got = float(t.item())
@@ -139,3 +200,7 @@ def _timed(dist: object, torch: object, device: str, name: str, world: int) -> l
     rows: list[object] = [None] * world
     d.all_gather_object(rows, (name, mine, bus_gbps(mine, world)))  # type: ignore[attr-defined]
     return [(str(r[0]), float(r[1]), float(r[2])) for r in rows if isinstance(r, tuple) and len(r) == 3]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -7,11 +7,14 @@ torch, gloo and the sockets are real."""
 from __future__ import annotations
 
 import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.preflight.conftest import preflight, ranks, tails
+from tests.conftest import VALIDATOR
+from tests.preflight.conftest import base_env, collect, preflight, ranks, start, tails
 from validator.preflight.groups import decide
 
 pytestmark = pytest.mark.slow
@@ -72,6 +75,76 @@ def test_a_rank_held_in_a_group_for_good_is_named_and_every_rank_ends(tmp_path: 
     said = f"failed: rank {held} (node1): never reported, stopped in tp group [{held}-{held + 1}] (held up by it:"
     for r in runs:
         assert said in r.err, r.err[-800:]
+
+
+def test_a_rank_slow_to_read_the_decision_still_gets_it_and_every_rank_runs(tmp_path: Path, port: int) -> None:
+    """Rank 0's child hosts the store and used to end as soon as it had the decision itself: a rank
+    that had reported but not yet read it (a busy node, here 1 s) lost the store and failed while
+    the others ran the job. The store now stays until every rank that reported has read it."""
+    marker = tmp_path / "ran"
+    envs = ranks(4, port, LOCAL_WORLD_SIZE="2")
+    for r, e in enumerate(envs):
+        e.update(LOCAL_RANK=str(r % 2), SLURMD_NODENAME=f"node{r // 2 + 1}")
+    envs[3]["CV_FAULT_GROUPS"] = "late:1"
+    runs = preflight(tmp_path, envs, "--groups", "--layout", "tp=2,pp=2", "--timeout", "60",
+                     command=["sh", "-c", f"echo x >> {marker}"], limit=180)  # fmt: skip
+    assert [r.rc for r in runs] == [0] * 4, tails(runs)
+    assert marker.read_text().count("x") == 4
+
+
+def test_fail_on_warning_blocks_every_rank_on_a_slow_one_not_only_those_that_print_it(
+    tmp_path: Path, port: int
+) -> None:
+    """Per rank, only local rank 0 and the rank named print the PRE012 line; with --fail-on warning
+    every rank must still act on it, or the ranks that do not print it run the job alone."""
+    marker = tmp_path / "ran"
+    envs = ranks(4, port, LOCAL_WORLD_SIZE="2")
+    for r, e in enumerate(envs):
+        e.update(LOCAL_RANK=str(r % 2), SLURMD_NODENAME=f"node{r // 2 + 1}")
+    envs[3]["CV_FAULT_GROUPS"] = "delay:tp:2"
+    runs = preflight(tmp_path, envs, "--groups", "--layout", "tp=2,pp=2", "--timeout", "60", "--fail-on", "warning",
+                     command=["sh", "-c", f"echo x >> {marker}"], limit=180)  # fmt: skip
+    assert [r.rc for r in runs] == [1] * 4, tails(runs)
+    assert not marker.exists(), "nobody runs the job"
+    assert all("PRE012 slow in its tp groups: rank 3 (node2)" in r.err for r in runs), tails(runs)
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [
+            int(c)
+            for t in os.listdir(f"/proc/{pid}/task")
+            for c in Path(f"/proc/{pid}/task/{t}/children").read_text().split()
+        ]
+    except OSError:
+        return []
+
+
+def test_a_participant_terminated_during_the_rehearsal_takes_its_child_with_it(tmp_path: Path, port: int) -> None:
+    """SIGTERM to rank 0's participant alone (its default action: no cleanup) while its rehearsal child
+    runs. The child hosts the store; left behind, it decided a pass and the three others ran the job
+    without rank 0. It now ends once its participant is gone (its pid is in the child's spec: it may be
+    gone before the child looks), and nobody runs the job."""
+    marker = tmp_path / "ran"
+    procs = []
+    for r, env in enumerate(ranks(4, port, LOCAL_WORLD_SIZE="2")):
+        env.update(LOCAL_RANK=str(r % 2), SLURMD_NODENAME=f"node{r // 2 + 1}")
+        argv = [*VALIDATOR, "preflight", "--groups", "--layout", "tp=2,pp=2", "--timeout", "60", "--",
+                "sh", "-c", f"echo x >> {marker}"]  # fmt: skip
+        procs.append((start(argv, base_env(**env), None), None, time.monotonic()))
+    first, until = procs[0][0], time.monotonic() + 120
+    while time.monotonic() < until and not children(first.pid) and first.poll() is None:
+        time.sleep(0.01)
+    kids = children(first.pid)
+    assert kids, "rank 0 started no rehearsal child"
+    first.send_signal(signal.SIGTERM)
+    runs = collect(procs, 240)
+    assert runs[0].rc == -signal.SIGTERM and [r.rc for r in runs[1:]] == [1, 1, 1], tails(runs)
+    assert not marker.exists(), "nobody runs the job without rank 0"
+    assert all("PRE011" in r.err and "Traceback" not in r.err for r in runs[1:]), tails(runs)
+    for k in kids:  # gone, or a zombie waiting for an init that does not reap
+        state = Path(f"/proc/{k}/stat").read_text().split()[2] if Path(f"/proc/{k}/stat").exists() else "gone"
+        assert state in ("gone", "Z"), f"rank 0's child {k} outlived it: {state}"
 
 
 def test_decide_names_a_silent_rank_and_a_failed_group() -> None:

@@ -134,6 +134,7 @@ async def serve(sock: socket.socket, opts: Options, p: Plan, admitted: list[Fact
     from validator import pipeline
     from validator.preflight import coordinator as coord
     from validator.preflight.connection import Arrival
+    from validator.preflight.finish import stages
     from validator.preflight.gate import Gate
     from validator.preflight.plan import key, rdzv_job
     from validator.preflight.protocol import load_secret
@@ -175,7 +176,7 @@ async def serve(sock: socket.socket, opts: Options, p: Plan, admitted: list[Fact
         doc = report.to_json()
         hosts = ", ".join(sorted({str(a.facts["host"]) for a in late}))
         if code == 0:
-            lost = await c.confirm(*verdicts(report, doc, code, text, p.port, pending=True))
+            lost = await c.confirm(*verdicts(report, doc, code, text, p.port, pending=True, stages=stages(opts)))
             if not lost:
                 await c.go()
                 admitted += [a.facts for a in late]

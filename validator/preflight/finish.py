@@ -42,6 +42,25 @@ def brief(opts: Options) -> bool:
     return not (opts.verbose or opts.output or opts.fmt == "json" or opts.termination_log or opts.prom_file)
 
 
+def stages(opts: Options) -> dict[str, Any]:
+    """What runs after a pass (--smoke, --groups) and whether its warnings block (--fail-on), as the
+    coordinator sends it with a pass: every participant acts on the coordinator's, so that one given
+    other options cannot run the job while the rest stop, or wait alone in a stage the rest skip."""
+    return {"smoke": opts.smoke, "groups": opts.groups, "fail_on": None if opts.fail_on is None else int(opts.fail_on)}
+
+
+def adopt(opts: Options, verdict: dict[str, Any]) -> Options:
+    """``opts`` with the verdict's stages (``stages``), where it carries well-formed ones."""
+    got = verdict.get("stages")
+    if not isinstance(got, dict) or type(got.get("smoke")) is not bool or type(got.get("groups")) is not bool:
+        return opts
+    level = got.get("fail_on")
+    if level is not None and (type(level) is not int or level not in {int(s) for s in Severity}):
+        return opts
+    return Options(**{**opts._asdict(), "smoke": got["smoke"], "groups": got["groups"],
+                      "fail_on": None if level is None else Severity(level)})  # fmt: skip
+
+
 def speaks(facts: Facts, p: Plan) -> bool:
     """One verdict line per node: in per-rank mode only local rank 0 prints it (unless named)."""
     return p.mode != "rank" or facts["launch"]["local_rank"] in (0, None)
@@ -93,6 +112,11 @@ def after_pass(
                                    master=rank == 0, local0=launch["local_rank"] or 0)  # fmt: skip
             err = f"PRE011 process group rehearsal failed: {failed}" if failed else None
             lines += more if speaks(facts, p) else [x for x in more if f"rank {rank} (" in x]
+        else:
+            more = lines
+        slow = [x for x in more if x.startswith("PRE012")]  # all the lines: not only those this rank prints
+        if err is None and slow and opts.fail_on is not None and opts.fail_on <= Severity.WARNING:
+            err = f"{slow[0]} (a warning, and --fail-on {opts.fail_on.name.lower()})"
         return err, lines
 
     return run
@@ -191,9 +215,6 @@ def act(opts: Options, code: int, then: AfterPass | None = None) -> int:
         for line in lines:
             if not opts.quiet or line.startswith("PRE"):
                 say(f"validator: {line}\n")
-        warned = any(line.startswith("PRE012") for line in lines)
-        if warned and opts.fail_on is not None and opts.fail_on <= Severity.WARNING:
-            return 1
     if code == 0 and opts.command:
         say("")
         if (pairs := sys.modules.get("validator.netcheck.pairrun")) is not None:

@@ -33,7 +33,7 @@ FACTOR, FLOOR_MS = 3.0, 50.0  # a group's collective this much slower than its k
 LATE_MS = 250.0  # a rank this much later than its peers to a collective (CPU ranks share cores: noise)
 KEY = "validator/groups/"
 AT_ENV = "VALIDATOR_GROUPS_AT"  # `validator rehearse`: a directory where each rank leaves the group it is entering
-FAULT = "CV_FAULT_GROUPS"  # tests only (not a VALIDATOR_ name: the agent would collect it as a fact): "delay:KIND:SECONDS", "exit:KIND" or "hang:KIND" on this rank (with "@R": on rank R alone, for launchers that give every rank one environment)
+FAULT = "CV_FAULT_GROUPS"  # tests only (not a VALIDATOR_ name: the agent would collect it as a fact): "delay:KIND:SECONDS", "exit:KIND", "hang:KIND" or "late:SECONDS" (before it reads the decision) on this rank (with "@R": on rank R alone, for launchers that give every rank one environment)
 
 
 def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list[list[int]]], name: str,
@@ -53,11 +53,15 @@ def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list
     if backend == "nccl":
         torch.cuda.set_device(gpu)
     limit = datetime.timedelta(seconds=timeout)
-    own = store is None
-    if own:
-        store = dist.TCPStore(host, port, world, rank == 0 if master is None else master, timeout=limit,
-                              wait_for_workers=False)  # fmt: skip
+    own, hosting = store is None, (rank == 0 if master is None else master) and store is None
     try:
+        if own:
+            try:
+                store = dist.TCPStore(host, port, world, hosting, timeout=limit, wait_for_workers=False)
+            except Exception as e:  # noqa: BLE001 - the job's port taken, or no store there: said in one line
+                where = f"{'[' + host + ']' if ':' in host else host}:{port}"
+                what = "cannot open the rehearsal's store on" if hosting else "no rehearsal store reached at"
+                return _own(f"{what} {where} (the job's port): {type(e).__name__}: {str(e).splitlines()[0][:200]}")
         dist.init_process_group(
             backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world, timeout=limit
         )
@@ -78,17 +82,25 @@ def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list
             seen[kind] = _try(dist, torch, device, kind, members, g)
         store.set(f"{KEY}{rank}", json.dumps({"host": name, "groups": seen}))
         store.add(f"{KEY}reported", 1)
+        spec, _, only = os.environ.get(FAULT, "").partition("@")
+        if spec.startswith("late:") and only in ("", str(rank)):
+            time.sleep(float(spec[5:]))  # tests: a rank slow to read the decision (a busy node)
         until = time.monotonic() + timeout + work + 5
         while not store.check([f"{KEY}decision"]):  # polled: a wait would hold the connection rank 0 decides on
             if time.monotonic() > until:
                 raise TimeoutError(f"no decision within {timeout + work + 5:g} s of this rank's report")
             time.sleep(0.05)
         decided: dict[str, Any] = json.loads(store.get(f"{KEY}decision"))
+        store.add(f"{KEY}read", 1)
+        if hosting:  # the store goes with this process: it stays until every rank that reported has the decision
+            until = time.monotonic() + timeout
+            while store.add(f"{KEY}read", 0) < store.add(f"{KEY}reported", 0) and time.monotonic() < until:
+                time.sleep(0.05)
         dist.destroy_process_group()
     except Exception as e:  # noqa: BLE001 - a failure of the stack is the rehearsal's finding
         return _own(f"{backend} process groups over {world} ranks failed: {type(e).__name__}: {str(e)[:300]}")
     finally:
-        del store  # the job's port: released before the job starts
+        store = None  # the job's port: released before the job starts
     return decided
 
 
@@ -113,7 +125,7 @@ def on_node(host: str, port: int, node_rank: int, lws: int, world: int, groups: 
     for i in range(lws):
         rank, local = node_rank * lws + i, local0 + i
         spec = {"host": host, "port": port, "rank": rank, "world": world, "groups": groups, "name": name,
-                "gpu": local if gpus else None, "master": master and i == 0}  # fmt: skip
+                "gpu": local if gpus else None, "master": master and i == 0, "parent": os.getpid()}  # fmt: skip
         env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(local)}  # the fault hook (FAULT) reads RANK
         out = tempfile.TemporaryFile()  # noqa: SIM115 - read after the process ends, closed below
         p = subprocess.Popen([sys.executable, "-m", "validator.preflight.groups"], stdin=subprocess.PIPE,
@@ -141,8 +153,8 @@ def on_node(host: str, port: int, node_rank: int, lws: int, world: int, groups: 
                 got[rank] = _own(f"rank {rank} ({name}) did not finish its rehearsal within {CHILD_S:g} s")
         out.close()
     answers = [got[r] for r, _, _ in procs if r in got]
-    failed = next((g for g in answers if g["error"] and not g.get("own")), None)
-    answer = failed or next((g for g in answers if g["error"]), None) or answers[0]
+    decisions = [g for g in answers if not g.get("own")]  # the same on every rank: what the node acts on
+    answer = (decisions or [g for g in answers if g["error"]] or answers)[0]
     return answer["error"], list(answer["lines"])
 
 
@@ -163,10 +175,12 @@ def main() -> int:
     import sys
 
     spec = json.loads(sys.stdin.buffer.read())
+    orphaned(int(spec["parent"]))
     with contextlib.suppress(ImportError):  # before the thread: a thread importing torch while this one does
         import torch.distributed  # noqa: F401 - sees it half made, and gives up
     done = threading.Event()
-    threading.Thread(target=_held, args=(spec["host"], spec["port"], spec["world"], done), daemon=True).start()
+    threading.Thread(target=_held, args=(spec["host"], spec["port"], spec["world"], done, bool(spec["master"])),
+                     daemon=True).start()  # fmt: skip
     got = decision(spec["host"], spec["port"], spec["rank"], spec["world"], spec["groups"], spec["name"],
                    spec["gpu"], master=spec["master"])  # fmt: skip
     done.set()
@@ -174,7 +188,20 @@ def main() -> int:
     return 0
 
 
-def _held(host: str, port: int, world: int, done: threading.Event) -> None:
+def orphaned(parent: int, every: float = 0.5) -> None:
+    """A stage's child ends when ``parent``, the participant that started it (its pid in the spec: it
+    may be gone before the child runs), is gone: killed, or SIGTERM's default action. A rehearsal left
+    behind would go on hosting the store and deciding for the others."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _held(host: str, port: int, world: int, done: threading.Event, hosting: bool = False) -> None:
     """A rank held in a group (NCCL's init waits forever for a member that stopped) still answers:
     once the decision is out and this rank has not finished HELD_S later, it prints the decision
     (which names who held it) and ends, from this thread."""
@@ -190,6 +217,11 @@ def _held(host: str, port: int, world: int, done: threading.Event) -> None:
         return
     if done.wait(HELD_S):
         return
+    until = time.monotonic() + HELD_S * 6
+    with contextlib.suppress(Exception):  # the store goes with this process: the others read the decision first
+        client.add(f"{KEY}read", 1)
+        while hosting and client.add(f"{KEY}read", 0) < client.add(f"{KEY}reported", 0) and time.monotonic() < until:
+            time.sleep(0.05)
     sys.stdout.write(decided.decode() + "\n")
     sys.stdout.flush()
     os._exit(0)

@@ -17,7 +17,7 @@ from validator.agent.probe import held_by, port_owner
 from validator.errors import UserError
 from validator.preflight import placement
 from validator.preflight import protocol as wire
-from validator.preflight.finish import act, after_pass, emit, finish_local, named, speaks
+from validator.preflight.finish import act, adopt, after_pass, emit, finish_local, named, speaks, stages
 from validator.preflight.plan import (
     Options,
     Plan,
@@ -131,7 +131,8 @@ def coordinate(
         doc = report.to_json()  # once: every participant gets it, and it is printed here
         if exit_code == 0:  # two phases: nobody acts on a pass until everyone counted confirms it
             lost = await c.confirm(*verdicts(report, doc, exit_code, text, c.port, pending=True,
-                                             placement=seat if opts.groups and seat else None))  # fmt: skip
+                                             placement=seat if opts.groups and seat else None,
+                                             stages=stages(opts)))  # fmt: skip
             if not lost:
                 emit(opts, doc, text, True, exit_code)
                 await c.go()
@@ -336,6 +337,7 @@ def rendezvous(
         text = str(v["text"]) if full or speaks(facts, p) else ""
         emit(opts, v.get("report") or {}, text, full, int(v["exit_code"]))  # participant.well_formed
         port = v["port"] if isinstance(v.get("port"), int) else p.port
+        opts = adopt(opts, v)  # the coordinator's stages after a pass: every participant alike
         return act(opts, int(v["exit_code"]), after_pass(opts, p, facts, port, v.get("placement")))
     if result.attempts.foreign and is_candidate(facts, p):
         facts = mark_busy(facts, p.port, port_owner(p.port))

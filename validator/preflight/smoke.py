@@ -92,7 +92,7 @@ def smoke(
     import tempfile
 
     spec = {"facts": facts, "host": host, "port": port, "rank": rank, "world": world, "timeout": timeout,
-            "hosts": hosts}  # fmt: skip
+            "hosts": hosts, "parent": os.getpid()}  # fmt: skip
     limit = timeout + TIMED_S + CHILD_S
     with tempfile.TemporaryFile() as out:
         child = subprocess.Popen([sys.executable, "-m", "validator.preflight.smoke"], stdin=subprocess.PIPE, stdout=out)
@@ -125,7 +125,10 @@ def main() -> int:
     import json
     import sys
 
+    from validator.preflight.groups import orphaned
+
     spec = json.loads(sys.stdin.buffer.read())
+    orphaned(int(spec["parent"]))
     got = run(spec["facts"], spec["host"], spec["port"], spec["rank"], spec["world"], spec["timeout"], spec["hosts"])
     sys.stdout.write(json.dumps({"error": got.error, "rows": got.rows, "rank": got.rank}) + "\n")
     return 0

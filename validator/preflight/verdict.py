@@ -166,13 +166,16 @@ def verdicts(
     port: int,
     pending: bool = False,
     placement: dict[str, Any] | None = None,
+    stages: dict[str, Any] | None = None,
 ) -> tuple[bytes, bytes, Callable[[Facts], bool]]:
     """What the coordinator sends (coordinator.deliver): the verdict whole; its line alone, for a
     participant that prints or writes no more (finish.brief); and whether the report names a
     participant's host or rank, which then gets it whole. The whole verdict's "named" says the
     same to each participant (finish.named), without its parsing the report (expanding hostlists
     costs start-up time on every rank). ``placement``: with --groups under c10d, every node's
-    predicted node rank (placement.wire_doc), in both: each node needs its own to rehearse."""
+    predicted node rank (placement.wire_doc), in both: each node needs its own to rehearse.
+    ``stages``: on a pass, the coordinator's --smoke, --groups and --fail-on (``stages``), in both:
+    every participant runs the stages after a pass as the coordinator does (finish.adopt)."""
     from validator.targets import fold_ranks
 
     hosts = {h for f in report.findings for h in f.hosts}
@@ -185,6 +188,8 @@ def verdicts(
         verdict["placement"] = brief["placement"] = placement
     if pending:  # a proposed pass: acted on only after the go (coordinator.confirm)
         verdict["pending"] = brief["pending"] = True
+    if stages is not None:
+        verdict["stages"] = brief["stages"] = stages
     return (
         wire.encode(verdict),
         wire.encode(brief),

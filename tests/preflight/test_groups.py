@@ -110,12 +110,11 @@ def test_fail_on_warning_blocks_every_rank_on_a_slow_one_not_only_those_that_pri
 
 
 def children(pid: int) -> list[int]:
+    """``pid``'s rehearsal children (not the commands the agent runs, such as ``ip``)."""
     try:
-        return [
-            int(c)
-            for t in os.listdir(f"/proc/{pid}/task")
-            for c in Path(f"/proc/{pid}/task/{t}/children").read_text().split()
-        ]
+        kids = [int(c) for t in os.listdir(f"/proc/{pid}/task")
+                for c in Path(f"/proc/{pid}/task/{t}/children").read_text().split()]  # fmt: skip
+        return [k for k in kids if b"validator.preflight.groups" in Path(f"/proc/{k}/cmdline").read_bytes()]
     except OSError:
         return []
 
@@ -145,6 +144,26 @@ def test_a_participant_terminated_during_the_rehearsal_takes_its_child_with_it(t
     for k in kids:  # gone, or a zombie waiting for an init that does not reap
         state = Path(f"/proc/{k}/stat").read_text().split()[2] if Path(f"/proc/{k}/stat").exists() else "gone"
         assert state in ("gone", "Z"), f"rank 0's child {k} outlived it: {state}"
+
+
+def test_a_rank_that_never_joins_the_rehearsal_is_named_by_every_rank(tmp_path: Path, port: int) -> None:
+    """Rank 2's torch does not import (a package on its PYTHONPATH shadows it): it never joins, the others
+    time out in init_process_group. Each used to print only torch's `wait timeout ... keys: /pg/0//cpu//0/2`;
+    each now names rank 2 (every rank that joined leaves its mark in the store), and nobody runs the job."""
+    shadow = tmp_path / "shadow" / "torch"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text('raise ImportError("planted: no torch on this node")\n')
+    marker = tmp_path / "ran"
+    envs = ranks(4, port, LOCAL_WORLD_SIZE="2")
+    for r, e in enumerate(envs):
+        e.update(LOCAL_RANK=str(r % 2), SLURMD_NODENAME=f"node{r // 2 + 1}")
+    envs[2]["PYTHONPATH"] = f"{shadow.parent}:{os.environ.get('PYTHONPATH', '')}"
+    runs = preflight(tmp_path, envs, "--groups", "--layout", "tp=2,pp=2", "--timeout", "60",
+                     command=["sh", "-c", f"echo x >> {marker}"], limit=180)  # fmt: skip
+    assert [r.rc for r in runs] == [1] * 4 and not marker.exists(), tails(runs)
+    assert "torch is not importable here" in runs[2].err, runs[2].err[-800:]
+    for r in (0, 1, 3):
+        assert "PRE011 process group rehearsal failed: rank 2 never joined the rehearsal" in runs[r].err, tails(runs)
 
 
 def test_decide_names_a_silent_rank_and_a_failed_group() -> None:

@@ -348,7 +348,7 @@ def port_owner(port: int, budget_s: float = 1.0, listening: bool = True) -> str 
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 if os.readlink(f"/proc/{pid}/fd/{fd}") in targets:
                     cmd = " ".join(redact_argv(read(f"/proc/{pid}/cmdline").rstrip("\0").split("\0")))
-                    return f"pid {pid} ({' '.join(cmd.split())[:300]})"
+                    return f"pid {pid} ({' '.join(cmd.split())[:200]})"  # with held_by's words: within 300
         except OSError:
             continue
     return "another user's process (not readable)"

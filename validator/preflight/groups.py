@@ -27,6 +27,7 @@ import threading
 import time
 from typing import Any
 
+JOINED_MAX = 4096  # ranks looked up one by one for the "never joined" line, at most
 GROUP_S = 10.0  # each group's collectives: longer is a hang
 BYTES = 1 << 20  # the timed all_reduce
 FACTOR, FLOOR_MS = 3.0, 50.0  # a group's collective this much slower than its kind's median group
@@ -62,6 +63,8 @@ def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list
                 where = f"{'[' + host + ']' if ':' in host else host}:{port}"
                 what = "cannot open the rehearsal's store on" if hosting else "no rehearsal store reached at"
                 return _own(f"{what} {where} (the job's port): {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+        store.set(f"{KEY}joined/{rank}", name)  # a rank that never says so stopped before the rehearsal
+        store.add(f"{KEY}joined", 1)
         dist.init_process_group(
             backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world, timeout=limit
         )
@@ -91,14 +94,17 @@ def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list
                 raise TimeoutError(f"no decision within {timeout + work + 5:g} s of this rank's report")
             time.sleep(0.05)
         decided: dict[str, Any] = json.loads(store.get(f"{KEY}decision"))
-        store.add(f"{KEY}read", 1)
-        if hosting:  # the store goes with this process: it stays until every rank that reported has the decision
-            until = time.monotonic() + timeout
-            while store.add(f"{KEY}read", 0) < store.add(f"{KEY}reported", 0) and time.monotonic() < until:
-                time.sleep(0.05)
+        _leave(store, hosting, timeout)
         dist.destroy_process_group()
     except Exception as e:  # noqa: BLE001 - a failure of the stack is the rehearsal's finding
-        return _own(f"{backend} process groups over {world} ranks failed: {type(e).__name__}: {str(e)[:300]}")
+        why = f"{backend} process groups over {world} ranks failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        absent = []
+        with contextlib.suppress(Exception):  # the store may be gone with rank 0
+            absent = [r for r in range(min(world, JOINED_MAX)) if not store.check([f"{KEY}joined/{r}"])]
+        if absent:  # every rank sees the same: it names them alike
+            why = f"rank {_ranks(absent)[1:-1]} never joined the rehearsal (it stopped, or has no torch): {why}"
+        _leave(store, hosting, timeout)
+        return _own(why)
     finally:
         store = None  # the job's port: released before the job starts
     return decided
@@ -188,6 +194,17 @@ def main() -> int:
     return 0
 
 
+def _leave(store: Any, hosting: bool, timeout: float) -> None:
+    """This rank is done with the store. The store goes with the process that hosts it: that one
+    keeps it until every rank that joined is done (read the decision, or looked up who never
+    joined), at most ``timeout`` s."""
+    with contextlib.suppress(Exception):  # the store is gone: nothing to wait for
+        store.add(f"{KEY}done", 1)
+        until = time.monotonic() + timeout
+        while hosting and store.add(f"{KEY}done", 0) < store.add(f"{KEY}joined", 0) and time.monotonic() < until:
+            time.sleep(0.05)
+
+
 def orphaned(parent: int, every: float = 0.5) -> None:
     """A stage's child ends when ``parent``, the participant that started it (its pid in the spec: it
     may be gone before the child runs), is gone: killed, or SIGTERM's default action. A rehearsal left
@@ -217,11 +234,7 @@ def _held(host: str, port: int, world: int, done: threading.Event, hosting: bool
         return
     if done.wait(HELD_S):
         return
-    until = time.monotonic() + HELD_S * 6
-    with contextlib.suppress(Exception):  # the store goes with this process: the others read the decision first
-        client.add(f"{KEY}read", 1)
-        while hosting and client.add(f"{KEY}read", 0) < client.add(f"{KEY}reported", 0) and time.monotonic() < until:
-            time.sleep(0.05)
+    _leave(client, hosting, HELD_S * 6)
     sys.stdout.write(decided.decode() + "\n")
     sys.stdout.flush()
     os._exit(0)

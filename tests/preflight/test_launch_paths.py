@@ -195,7 +195,7 @@ def test_backend_drift_is_named(tmp_path: Path, port: int) -> None:
     runs = broken(tmp_path, [static(0, 2, port), c10d(None, 2, port)])
     assert [r.rc for r in runs] == [1, 1], tails(runs)
     messages = [f["message"] for f in runs[0].report["findings"] if f["code"] == "RNK009"]  # type: ignore[index]
-    assert any("--rdzv-backend=" in m for m in messages), messages
+    assert any("--rdzv-backend=" in m for m in messages), tails(runs)  # once flaky in CI: say what it saw
 
 
 def test_backend_drift_with_a_rendezvous_id_is_named_at_once(tmp_path: Path, port: int) -> None:

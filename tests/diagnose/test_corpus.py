@@ -60,15 +60,6 @@ XFAIL: dict[str, str] = {
     "zq29-gpustack-mindie-310p-hccl-comm-init-rootinfo-failed.log": "MindIE's 'HcclCommInitRootInfo fail' on Ascend "
     "with no HCCL error code: labelled an NCCL-style system error by analogy (doubtful in the set's own README); no rule "
     "reads MindIE's runner lines",
-    "zr07-mpioperator-caffe-kubectl-exec-timeout-orte-daemons.log": "kubectl's 'Unable to connect to the server: "
-    "Connection timed out' under the MPI operator's kubexec.sh, then ORTE's daemons not started: no rule reads kubectl's "
-    "own client errors, and a timeout to the API server is not a refusal by the job's peers (doubtful in the set's "
-    "README)",
-    "zr09-hat-quoted-nccl278-invalid-usage-eight-procs-four-gpus.log": "NCCL's bare 'invalid usage' at the first "
-    "collective, labelled duplicate GPU from the thread (two processes a GPU), as zj16: the lines never print NCCL's "
-    "duplicate-GPU warning",
-    "zr10-mmaction2-interleaved-broadcast-invalid-usage.log": "as zr09: 'invalid usage' at DDP's first broadcast, the "
-    "duplicate GPU inferred, not printed",
     "zr11-deepep-internode-nvshmem-ibrc-cq-failed-segv.log": "NVSHMEM's IB RC transport ('cq creation failed', "
     "'ep_create failed') and then segfault reports: no rule reads NVSHMEM's own lines, and the crash reports are read "
     "as the origin (doubtful in the set's README)",
@@ -79,16 +70,10 @@ XFAIL: dict[str, str] = {
     "TCP connection' inside ssh -vvv debug lines: no rule reads ORTE's TCP help text",
     "zs11-horovod-mpich-custom-ports-nccl-connect-refused-retrying.log": "NCCL's 'Call to connect returned Connection "
     "refused, retrying' alone, as zd11 and zj27",
-    "zs21-nccl-example-mpi-ranks-same-device-mps-invalid-usage.log": "NCCL's bare 'invalid usage', the duplicate GPU "
-    "inferred from the code, not printed (as zj16)",
     "zs24-paddle-eccl-brpc-fail-to-listen-port.log": "Baidu brpc's 'Fail to listen' under Paddle's ECCL: no rule reads "
     "brpc's server errors (doubtful in the set's README)",
     "zs25-pytorch-two-docker-containers-tcp-init-unhandled-system-error.log": "'unhanled system error' as pasted: no "
     "source found spells it so, and a rule for a typo would fit one case",
-    "zt13-two-gpu-pc-mp-process-allreduce-invalid-usage-278.log": "NCCL 2.7.8's bare 'invalid usage', the duplicate "
-    "GPU inferred from the user's script, not printed (as zj16)",
-    "zt14-trl-vllm-serve-dp-enginecore-pynccl-invalid-usage.log": "PyNccl's bare 'invalid usage' at init, the duplicate "
-    "GPU not printed (as zj16; doubtful in the set's README)",
     "zk19-nccl1-mpi-test-srun-two-nodes-rank12-device-buffer.log": "NCCL 1.x's 'rank 12 failed to allocate device "
     "buffer' names its communicator's rank, which is the job's only where the communicator spans the world (here "
     "mpi_test's, by the thread, not by the lines): the class is read, the rank is not named",

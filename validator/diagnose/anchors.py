@@ -77,6 +77,11 @@ ANCHORS: tuple[bytes, ...] = (
     b"connect returned",  # NCCL <= 2.11 include/socket.h: INFO "Call to connect returned %s, retrying"
     b" Ring ",  # NCCL 2.4-2.6 transport lines "Ring 00 : 4[4] -> 5[5] via P2P/IPC": the printing process's rank
     # (not 2.7+'s "Channel 00/0 : ..." lines: dozens a rank at every init, and 2.7+ prints "comm %p rank %d" anyway)
+    b"lready in use",  # EADDRINUSE in words where no "error" is on the line (ZeroMQ's "Reached max retry for bind")
+    b"access fault",  # ROCr's "Memory access fault by GPU node-N"
+    b"Permission denied (",  # OpenSSH's failed login: "user@host: Permission denied (publickey)."
+    b"reliably start",  # Open MPI: "ORTE was unable to reliably start one or more daemons."
+    b"memory space",  # XLA's TPU compiler: "Ran out of memory in memory space hbm."
     b"unexpectedly disconnected",  # Open MPI's btl/tcp [peer hung up]: a peer process of the job died
     b"That was not possible",  # the TPU allocator's refusal behind "Resource exhausted: Attempting to allocate %s."
     b"ssh: connect to host",

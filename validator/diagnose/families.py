@@ -519,6 +519,22 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "ssh: connect to host",
         r"(?P<ssh>ssh): connect to host (?P<peer>\S+) port (?P<port>\d+): (?P<what>.+)",
     ),
+    # OpenSSH sshconnect2.c: fatal("%s@%s: Permission denied (%s).", user, host, methods) when every authentication
+    # method failed: the launcher's ssh (mpirun's rsh agent, pdsh) cannot log in to the node, so nothing starts there
+    (
+        "net.conn_refused",
+        S,
+        "Permission denied (",
+        r"(?P<ssh>)[\w.-]+@(?P<peer>[\w.-]+): Permission denied \((?P<what>[\w,-]+)\)\.",
+    ),
+    # Open MPI plm base (help-plm-base.txt [daemon-failed]) / PRRTE: "ORTE was unable to reliably start one or more
+    # daemons." when the launcher's ssh (or kubectl exec) to a node failed or its daemon did not call back
+    (
+        "net.conn_refused",
+        S,
+        "unable to reliably start one or more daemons",
+        r"(?P<ssh>)\b(?:ORTE|PRTE) was unable to reliably (?P<what>start one or more daemons)",
+    ),
     ("net.conn_refused", S, "was not reachable via ssh", r"host=(?P<peer>\S+) was not reachable via (?P<ssh>ssh)"),
     # OpenSSH ssh.c: fatal("%s: Could not resolve hostname %.100s: %s", __progname, host, ssh_gai_strerror(r)): the
     # launcher's ssh cannot even name the node (a pod's headless-service record not there yet, a typo in a hostfile)
@@ -824,6 +840,10 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # Attempting to reserve %s at the bottom of memory. That was not possible. There are %s free, ...": the device's
     # HBM is out of memory, as CUDA's out of memory is on a GPU
     ("cuda.oom", ORG, "RESOURCE_EXHAUSTED", r"RESOURCE_EXHAUSTED: Attempting to reserve \S+ at the bottom of memory"),
+    # XLA's TPU compiler when the program's buffers do not fit (its memory-space assignment): "RESOURCE_EXHAUSTED: XLA:TPU
+    # compile permanent error. Ran out of memory in memory space hbm. Used %s of %s hbm. Exceeded hbm capacity by %s."
+    # (then its allocation report): out of device memory, found at compile time before any step ran
+    ("cuda.oom", ORG, "Ran out of memory in memory space", r"Ran out of memory in memory space (?P<space>\w+)\."),
     # the TPU allocator's other refusal, "Attempting to allocate %s. That was not possible. There are %s free.", behind
     # XLA's status code (PJRT: "RESOURCE_EXHAUSTED: Error allocating device buffer: ...") or XRT/TF 1.x's status text
     # ("(1) Resource exhausted: ..."): the device's HBM is full
@@ -879,6 +899,24 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "NCCL failure",
         r"NCCL failure(?: \S+:\d+ '|: )(?P<what>unhandled (?:system|cuda) error|internal error|"
         r"invalid (?:argument|usage)|remote process exited or there was a network error)",
+    ),
+    # NCCL's documentation examples' NCCLCHECK (docs/examples): printf("Failed, NCCL error %s:%d '%s'\n", __FILE__,
+    # __LINE__, ncclGetErrorString(r)), copied into many programs
+    (
+        "nccl.error",
+        S,
+        "NCCL error ",
+        r"Failed, NCCL error \S+:\d+ '(?P<what>unhandled (?:system|cuda) error|internal error|invalid (?:argument|usage)|"
+        r"remote process exited or there was a network error)'",
+    ),
+    # ROCr (ROCR-Runtime core/runtime/runtime.cpp, its memory fault handler): "Memory access fault by GPU node-%u (Agent
+    # handle: %p) on address %p%s. Reason: %s." then abort: the HIP counterpart of CUDA's illegal memory access (the
+    # node is an HSA agent's number, the CPU being node 0: neither a rank nor a host)
+    (
+        "cuda.error",
+        ORG,
+        "Memory access fault by GPU",
+        r"(?P<what>Memory access fault) by GPU node-\d+ \(Agent handle: \w+\) on address \w+",
     ),
     # nccl-tests' CUDACHECK: printf("%s: Test CUDA failure %s:%d '%s'\n", hostname, __FILE__, __LINE__,
     # cudaGetErrorString(err))
@@ -1011,10 +1049,10 @@ NCCL_CLASS: tuple[tuple[str, str], ...] = (
     ("work queue catastrophic error", "system"),
     ("invalid usage", "usage"),  # ncclInvalidUsage
     ("ncclInvalidUsage", "usage"),
-    ("invalid argument", "usage"),
-    ("ncclInvalidArgument", "usage"),
+    ("invalid argument", "argument"),
+    ("ncclInvalidArgument", "argument"),
 )
-RETCODE = {2: "system", 3: "internal", 4: "usage", 5: "usage", 6: "remote"}
+RETCODE = {2: "system", 3: "internal", 4: "argument", 5: "usage", 6: "remote"}
 KIND_CLASS = {
     "nccl.peer_closed": "remote",
     "nccl.peer_io": "remote",
@@ -1023,8 +1061,10 @@ KIND_CLASS = {
     "nccl.connect_failed": "system",
     "nccl.syscall_failed": "system",
 }
+# ncclInvalidUsage where nothing more specific is said: what NCCL returns after its duplicate-GPU check (init.cc), two
+# ranks of one communicator on one device (more processes than visible GPUs), by far its most common cause at init
 NCCL_VOCAB = {"remote": "nccl_remote_error", "system": "nccl_system_error", "internal": "nccl_system_error",
-         "usage": "nccl_system_error"}  # fmt: skip
+         "argument": "nccl_system_error", "usage": "nccl_init_duplicate_gpu"}  # fmt: skip
 LOOPBACK = re.compile(r"^(?:127\.\d+\.\d+\.\d+|::1|localhost|0\.0\.0\.0)$")
 
 

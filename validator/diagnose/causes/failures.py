@@ -87,14 +87,16 @@ def origins(ev: Evidence) -> list[Cause]:
     stack = first.stack
     conf: Confidence
     if len(per) <= 1:
-        culprits = sorted(per)
+        culprits = sorted(per) or _first_exit(events, seen)
         # victims: ranks that only timed out or lost a peer, or that torchrun stopped (SIGTERM) after it
         stopped = [e.data.get("rank") for e in by_kind(events, "summary.failure") if e.data.get("signal") == "SIGTERM"]
-        others = [r for r in [*ev.symptoms, *stopped] if isinstance(r, int) and r not in per]
+        others = [r for r in [*ev.symptoms, *stopped] if isinstance(r, int) and r not in per and r not in culprits]
         # alone in the log, it is only the first visible failure: nothing shows the others waited for it
-        conf = "high" if culprits and others else "low"
+        conf = "high" if per and others else "low"
         reason = (
-            "the only rank that failed on its own; the others only report timeouts or lost peers, or were stopped"
+            "the only process with an error of its own, and the one mpirun saw exit first"
+            if culprits and not per
+            else "the only rank that failed on its own; the others only report timeouts or lost peers, or were stopped"
             if others
             else "the only rank with an error of its own in these lines; no other rank shows it waited for this one"
         )
@@ -139,3 +141,22 @@ def origins(ev: Evidence) -> list[Cause]:
             strength=S.EXCEPTION[conf],
         )
     ]
+
+
+def _first_exit(events: list[Event], seen: list[Event]) -> list[int]:
+    """mpirun's "The first process to do so was: [[job,1],R]" where the errors of one's own in the log carry no rank
+    and all come from one process (one host and pid, or one line): that process is the one mpirun saw exit first."""
+    exits = [
+        e for e in by_kind(events, "agent.child_failed") if e.data.get("launcher") == "mpirun" and "reporter" in e.data
+    ]
+    first = {str(e.data["reporter"]) for e in exits}
+    procs = {(e.ident.host, e.ident.pid) for e in seen}
+    one = len(seen) == 1 or (len(procs) == 1 and None not in next(iter(procs)))
+    if len(first) != 1 or not one or not (rank := first.pop()).isdecimal():
+        return []
+    (host, pid), said = next(iter(procs)), exits[0].data  # where mpirun names the process, it must be this one
+    if (pid is not None and "pid" in said and str(said["pid"]) != str(pid)) or (
+        host and "node" in said and str(said["node"]) != host
+    ):
+        return []
+    return [int(rank)]

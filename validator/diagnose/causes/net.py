@@ -157,11 +157,14 @@ def network(ev: Evidence) -> list[Cause]:
             family, hosts = own
         elif family == "nccl_remote_error" and _never_connected(nccl):
             family = "nccl_system_error"
+        elif family == "nccl_init_duplicate_gpu" and len({str(e.data["gpu"]) for e in hard if "gpu" in e.data}) > 1:
+            family = "nccl_system_error"  # the processes print their GPUs, and they differ: not two on one
         first = sorted(hard, key=lambda e: (nccl_class(e.kind, e.data, e.text) is None, e.time or 0.0))[0]
         ranks = sorted({e.rank for e in hard if e.rank is not None})
         peers = sorted({str(e.data["peer"]) for e in hard if "peer" in e.data})
         extra = f"; peer{'s' if len(peers) > 1 else ''} named: {', '.join(peers[:4])}" if peers else ""
-        label = {"nccl_remote_error": "remote peer or network failure", "nccl_system_error": "system/socket failure"}
+        label = {"nccl_remote_error": "remote peer or network failure", "nccl_system_error": "system/socket failure",
+                 "nccl_init_duplicate_gpu": "invalid usage (two ranks on one GPU, most often)"}  # fmt: skip
         # mpirun's first process to exit is the only one with NCCL errors: its own failure, not an echo
         first_exit = {str(e.data.get("reporter")) for e in by_kind(events, "agent.child_failed")
                       if e.data.get("launcher") == "mpirun" and "reporter" in e.data}  # fmt: skip
@@ -171,7 +174,7 @@ def network(ev: Evidence) -> list[Cause]:
             hosts = hosts or (sorted(printed) if len(printed) == 1 else [])
         out.append(
             Cause(
-                code="DGN007",
+                code="DGN004" if family == "nccl_init_duplicate_gpu" else "DGN007",
                 summary=f"NCCL {label[family]} on {who(ranks)}: {first.text[:160]}{extra}",
                 culprits=ranks if alone else [],
                 confidence="low" if alone else "unknown",

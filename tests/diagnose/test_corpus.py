@@ -77,6 +77,9 @@ XFAIL: dict[str, str] = {
     "zk19-nccl1-mpi-test-srun-two-nodes-rank12-device-buffer.log": "NCCL 1.x's 'rank 12 failed to allocate device "
     "buffer' names its communicator's rank, which is the job's only where the communicator spans the world (here "
     "mpi_test's, by the thread, not by the lines): the class is read, the rank is not named",
+    "zx17-sglang-a100-service-thread-connection-closed-by-peer.log": "NCCL's INFO '[Service thread] Connection closed "
+    "by localRank 7' alone (the segfault is in the thread's title, not the lines): NCCL's proxy prints it for every "
+    "peer at a clean exit too, so it is no failure by itself",
     "zj27-transformers-ci-stdout-prefixed-nccl-connect-refused-retrying.log": "NCCL's 'Call to connect returned "
     "Connection refused, retrying' alone, as zd11: start-up chatter until something fails after it",
 }

@@ -77,6 +77,10 @@ ANCHORS: tuple[bytes, ...] = (
     b"connect returned",  # NCCL <= 2.11 include/socket.h: INFO "Call to connect returned %s, retrying"
     b" Ring ",  # NCCL 2.4-2.6 transport lines "Ring 00 : 4[4] -> 5[5] via P2P/IPC": the printing process's rank
     # (not 2.7+'s "Channel 00/0 : ..." lines: dozens a rank at every init, and 2.7+ prints "comm %p rank %d" anyway)
+    b" out of memory. Tried",  # torch_npu / XPU allocators: "NPU out of memory. Tried to allocate"
+    b"Killing subprocess",  # DeepSpeed's launcher tearing down its local processes
+    b"recv_msglen",  # PSM3's length assertion
+    b"with syndrome",  # NVSHMEM IBGDA's rdma-core call failures
     b"lready in use",  # EADDRINUSE in words where no "error" is on the line (ZeroMQ's "Reached max retry for bind")
     b"access fault",  # ROCr's "Memory access fault by GPU node-N"
     b"Permission denied (",  # OpenSSH's failed login: "user@host: Permission denied (publickey)."

@@ -476,6 +476,9 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # enough memory"); ROCm builds print "HIP out of memory" / "HIP error: %s" where CUDA builds print "CUDA ..."
     ("host.oom", ORG, "DefaultCPUAllocator", r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)"),
     ("cuda.oom", ORG, "HIP out of memory", r"HIP out of memory"),
+    # torch_npu's and torch's XPU caching allocators, CUDA's message under their device's name: "NPU out of memory.
+    # Tried to allocate %s (NPU %d; %s total capacity; ...)", "XPU out of memory. Tried to allocate %s (GPU %d; ...)"
+    ("cuda.oom", ORG, " out of memory. Tried to allocate", r"\b(?:NPU|XPU) out of memory\. Tried to allocate"),
     ("cuda.error", ORG, "HIP error", r"HIP error: (?P<what>[^.\n]+)"),
     # RCCL src/include/checks.h CUDACHECK/CUCHECK: WARN("HIP failure '%s'", hipGetErrorString(err)) (returns
     # ncclUnhandledCudaError), also "HIP failure: '%s'" from HIP's own check macros
@@ -836,6 +839,15 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "task timeout occurred",
         r"\bhccl (?:fftsplus )?task timeout occurred during task execution",
     ),
+    # SGLang's scheduler watchdog (python/sglang/srt/managers/scheduler.py watchdog_thread): f"Scheduler watchdog timeout
+    # ({self.watchdog_timeout=}, {self.soft=})", older f"Watchdog timeout ({self.watchdog_timeout=})": the forward batch
+    # made no progress for that long (every tensor-parallel scheduler runs the same collectives), then it kills the server
+    (
+        "coll.watchdog_timeout",
+        S,
+        "atchdog timeout (self.watchdog_timeout=",
+        r"\b[Ww]atchdog timeout \(self\.watchdog_timeout=(?P<timeout>[\d.]+)",
+    ),
     # XLA on TPU (the TPU runtime via tpu_execute_op.cc, and XRT's xla_util.cc relaying it): "RESOURCE_EXHAUSTED:
     # Attempting to reserve %s at the bottom of memory. That was not possible. There are %s free, ...": the device's
     # HBM is out of memory, as CUDA's out of memory is on a GPU
@@ -899,6 +911,35 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         "NCCL failure",
         r"NCCL failure(?: \S+:\d+ '|: )(?P<what>unhandled (?:system|cuda) error|internal error|"
         r"invalid (?:argument|usage)|remote process exited or there was a network error)",
+    ),
+    # NCCL src/init.cc ncclCommInitRank: WARN("Invalid rank requested : %d/%d", myrank, nranks), then ncclInvalidArgument:
+    # a process asked for a rank outside the communicator's size (more processes started than the world size said)
+    ("nccl.error", S, "Invalid rank requested", r"Invalid rank requested : (?P<asked>\d+)/(?P<nranks>\d+)"),
+    # NVSHMEM's IBGDA transport (src/modules/transport/ibgda/ibgda.cpp): NVSHMEMI_ERROR_PRINT("Error in
+    # mlx5dv_devx_obj_modify for INIT2RTR_QP with syndrome %x\n", ...): an rdma-core call that moves a queue pair to
+    # its next state failed, as NCCL's IB transport's system errors (DeepEP's internode kernels run over it)
+    (
+        "nccl.syscall_failed",
+        S,
+        "with syndrome",
+        r"Error in (?P<call>mlx5dv_\w+) for (?P<err>\w+) with syndrome",
+    ),
+    # PSM3 / PSM2 (the Intel/Cornelis fabric layer under Intel MPI and oneCCL's OFI transport), ptl_am/ptl.c:
+    # psmi_assert_always(nbytes == req->req_data.recv_msglen): a message arrived with another length than the receive
+    # posted for it, the two ends disagree on the collective
+    (
+        "nccl.size_mismatch",
+        ORG,
+        "recv_msglen",
+        r"Assertion failure at \S*psm\d?/\S+: nbytes == req->req_data\.recv_msglen",
+    ),
+    # DeepSpeed's per-node launcher (deepspeed/launcher/launch.py sigkill_handler): logger.info(f"Killing subprocess
+    # {process.pid}") for every local process, after one of them exited with an error (or the launcher was signalled)
+    (
+        "agent.child_failed",
+        Role.SUMMARY,
+        "Killing subprocess",
+        r"(?P<deepspeed>sigkill_handler)\] Killing subprocess \d+",
     ),
     # NCCL's documentation examples' NCCLCHECK (docs/examples): printf("Failed, NCCL error %s:%d '%s'\n", __FILE__,
     # __LINE__, ncclGetErrorString(r)), copied into many programs
@@ -1119,6 +1160,10 @@ def enrich(kind: str, text: str, data: dict[str, object]) -> None:
         data["launcher"], data["each"] = "horovodrun", "1"
     if kind == "agent.child_failed" and "trainer process with rank=" in text:  # Paddle's launcher: exit codes not given
         data["exit"], data["launcher"], data["nonzero"] = "1", "paddle", "1"
+    if kind == "agent.child_failed" and "deepspeed" in data:  # DeepSpeed's launcher killing its processes: none named
+        data["exit"], data["launcher"], data["nonzero"] = "1", "deepspeed", "1"
+    if kind == "nccl.error" and "nranks" in data:  # "Invalid rank requested": ncclInvalidArgument
+        data["retcode"] = "4"
     if kind == "agent.child_failed" and "ray" in data:  # Ray's raylet: a worker died, its exit code not given
         data["exit"], data["launcher"], data["nonzero"] = "1", "ray", "1"
     if kind == "agent.child_failed" and "exit" not in data:  # mpirun: a signal's number, or "non-zero" alone

@@ -36,7 +36,10 @@ HOST_TAG = (
 )
 # docker compose logs: "worker-1  | ", "1469.worker.1  | " (the container, padded to the longest name;
 # it ends with the replica's number, so a loguru "ERROR    | " is no container)
-COMPOSE_TAG = r"((?:\d+\.)?[A-Za-z][\w.\-]{0,62}?[_.\-]\d{1,4}) {1,32}\| "
+# or a container_name of the user's choosing, lower case with a separator, before compose's padding (two spaces at least)
+COMPOSE_TAG = (
+    r"((?:\d+\.)?[A-Za-z][\w.\-]{0,62}?[_.\-]\d{1,4}|[a-z][a-z0-9]*(?:[_.\-][a-z0-9]+){1,8}(?= {2})) {1,32}\| "
+)
 
 
 @dataclass(frozen=True, slots=True)

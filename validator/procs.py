@@ -22,7 +22,7 @@ import secrets
 import signal
 import time
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 PR_SET_CHILD_SUBREAPER = 36
 ENV = "CLUSTER_VALIDATOR_RUN"  # not a VALIDATOR_ name: the agent collects those as facts
@@ -167,3 +167,77 @@ def first_line(fd: int, deadline: float, limit: int = 1 << 20) -> bytes | None:
                 break
             got += chunk
     return got.split(b"\n", 1)[0] if got else None
+
+
+class Child:
+    """``python -m MODULE`` with ``spec`` (and this process's pid, ``parent``) as one JSON object on its
+    stdin and its stdout kept in a temporary file; stopped by its pid (``stop``). Its answer is its
+    last line, one JSON object; the module reads its spec with ``spec_in``. torch's C++ log lines (with
+    their stack frames) stay out of the user's stderr unless TORCH_CPP_LOG_LEVEL says otherwise: what
+    failed reaches the user in the answer, in one line; NCCL's own lines (NCCL_DEBUG) are its stdout."""
+
+    def __init__(self, module: str, spec: Mapping[str, object], env: Mapping[str, str] | None = None) -> None:
+        import json
+        import subprocess
+        import sys
+        import tempfile
+
+        self.out = tempfile.TemporaryFile()  # noqa: SIM115 - read once the child ends (``answer``), closed there
+        env = {"TORCH_CPP_LOG_LEVEL": "FATAL", **(os.environ if env is None else env)}
+        self.proc = subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.PIPE, stdout=self.out, env=env)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({**spec, "parent": os.getpid()}).encode())
+        self.proc.stdin.close()
+
+    def ended(self, timeout: float = 0.0) -> bool:
+        """Whether it has ended, waiting up to ``timeout`` seconds for it."""
+        import subprocess
+
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()  # ours, by its pid
+            self.proc.wait()
+
+    def answer(self, limit: int = 1 << 20) -> tuple[dict[str, Any] | None, bytes]:
+        """(its last line when that is a JSON object, what it printed before it); at most ``limit`` bytes read."""
+        import json
+
+        self.out.seek(0)
+        text = self.out.read(limit)
+        self.out.close()
+        head, _, last = text.rstrip().rpartition(b"\n")
+        try:
+            doc = json.loads(last)
+        except ValueError:
+            doc = None
+        return (doc if isinstance(doc, dict) else None), head
+
+
+def spec_in() -> dict[str, Any]:
+    """In a ``Child``: its spec. It ends (exit 1) once the process that started it is gone."""
+    import json
+    import sys
+
+    spec = json.loads(sys.stdin.buffer.read())
+    orphaned(int(spec["parent"]))
+    return dict(spec)
+
+
+def orphaned(parent: int, every: float = 0.5) -> None:
+    """End this process once ``parent``, the one that started it (its pid in the spec: it may be gone
+    before this runs), is gone: killed, or SIGTERM's default action. A stage left behind would go
+    on hosting a store and deciding for the others."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()

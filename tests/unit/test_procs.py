@@ -131,3 +131,48 @@ def test_an_orphan_that_hides_every_way_is_adopted(tmp_path: Path) -> None:
             p.wait()
         for line in leftovers(mark):
             os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
+def test_a_child_answers_with_its_last_line_and_is_stopped_by_its_pid() -> None:
+    from validator.procs import Child
+
+    child = Child("tests.unit.child_echo", {"echo": [1, "two"]})
+    assert child.ended(30)
+    doc, before = child.answer()
+    assert doc == {"echo": [1, "two"], "parent": os.getpid()}
+    assert before == b"chatter before the answer"
+    slow = Child("tests.unit.child_echo", {"sleep": 60})
+    assert not slow.ended(0.5)
+    slow.stop()
+    assert slow.proc.returncode == -signal.SIGKILL
+    assert slow.answer() == (None, b"")  # stopped before its answer: none, its chatter kept out of the answer
+
+
+def test_a_child_ends_when_the_process_that_started_it_is_gone(tmp_path: Path) -> None:
+    starter = (
+        "import os, sys; from validator.procs import Child\n"
+        "c = Child('tests.unit.child_echo', {'sleep': 120})\n"
+        "print(c.proc.pid, flush=True); os._exit(0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", starter], capture_output=True, timeout=30, check=True)
+    pid = int(out.stdout.split()[0])
+    for _ in range(100):  # bounded: 10 s (it looks every 0.5 s)
+        if row(pid) is None:
+            break
+        time.sleep(0.1)
+    assert row(pid) is None, "the child outlived the process that started it"
+
+
+def test_torchs_cpp_warnings_stay_out_of_the_users_stderr(capfd) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    from validator.procs import Child
+
+    with socket.socket() as s:  # a port nobody listens on: the store client's refusal warns
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    child = Child("tests.unit.child_echo", {"warn": port})
+    assert child.ended(60)
+    assert child.answer()[0] is not None
+    err = capfd.readouterr().err
+    assert "socket.cpp" not in err and "Exception raised from" not in err, err[-2000:]

@@ -123,54 +123,40 @@ def on_node(host: str, port: int, node_rank: int, lws: int, world: int, groups: 
     in a group forever (NCCL's init has no deadline) is stopped by its pid. Per-rank mode is one
     rank (``lws`` 1) whose local rank is ``local0``. (what failed, the lines to print): the
     decision, or a rank's own failure."""
-    import subprocess
-    import sys
-    import tempfile
+    from validator.procs import Child
 
     procs = []
     for i in range(lws):
         rank, local = node_rank * lws + i, local0 + i
         spec = {"host": host, "port": port, "rank": rank, "world": world, "groups": groups, "name": name,
-                "gpu": local if gpus else None, "master": master and i == 0, "parent": os.getpid()}  # fmt: skip
+                "gpu": local if gpus else None, "master": master and i == 0}  # fmt: skip
         env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(local)}  # the fault hook (FAULT) reads RANK
-        out = tempfile.TemporaryFile()  # noqa: SIM115 - read after the process ends, closed below
-        p = subprocess.Popen([sys.executable, "-m", "validator.preflight.groups"], stdin=subprocess.PIPE,
-                             stdout=out, env=env)  # fmt: skip
-        assert p.stdin is not None
-        p.stdin.write(json.dumps(spec).encode())
-        p.stdin.close()
-        procs.append((rank, p, out))
+        procs.append((rank, Child("validator.preflight.groups", spec, env)))
     until = time.monotonic() + CHILD_S
     got: dict[int, dict[str, Any]] = {}
     while len(got) < len(procs) and time.monotonic() < until:
-        for rank, p, out in procs:
-            if rank not in got and p.poll() is not None:
-                out.seek(0)
-                got[rank] = _reply(out.read(REPLY_MAX), rank, name, p.returncode)
+        for rank, child in procs:
+            if rank not in got and child.ended():
+                got[rank] = _reply(child.answer(REPLY_MAX)[0], rank, name, child.proc.returncode)
                 if not got[rank].get("own"):  # the decision: whoever is still running is held
                     until = min(until, time.monotonic() + HELD_S)
         time.sleep(0.05)
     decided = any(not g.get("own") for g in got.values())
-    for rank, p, out in procs:
-        if p.poll() is None:
-            p.kill()  # by its pid: ours
-            p.wait()
+    for rank, child in procs:
+        if rank not in got:
+            child.stop()
+            child.answer()
             if not decided:
                 got[rank] = _own(f"rank {rank} ({name}) did not finish its rehearsal within {CHILD_S:g} s")
-        out.close()
-    answers = [got[r] for r, _, _ in procs if r in got]
+    answers = [got[r] for r, _ in procs if r in got]
     decisions = [g for g in answers if not g.get("own")]  # the same on every rank: what the node acts on
     answer = (decisions or [g for g in answers if g["error"]] or answers)[0]
     return answer["error"], list(answer["lines"])
 
 
-def _reply(text: bytes, rank: int, name: str, code: int) -> dict[str, Any]:
+def _reply(doc: dict[str, Any] | None, rank: int, name: str, code: int) -> dict[str, Any]:
     """A rehearsal rank's decision, from its last line of output (its own process: still bounded)."""
-    try:
-        doc = json.loads(text.strip().rsplit(b"\n", 1)[-1])
-    except ValueError:
-        doc = None
-    if not isinstance(doc, dict) or not isinstance(doc.get("lines"), list) or "error" not in doc:
+    if doc is None or not isinstance(doc.get("lines"), list) or "error" not in doc:
         return _own(f"rank {rank} ({name}) ended (exit {code}) without a rehearsal decision")
     return {"error": str(doc["error"])[:2000] if doc["error"] else None, "lines": [str(x) for x in doc["lines"]][:64],
             **({"own": True} if doc.get("own") else {})}  # fmt: skip
@@ -180,8 +166,9 @@ def main() -> int:
     """One rank of a node-mode rehearsal (``on_node``): its spec on stdin, its decision on stdout."""
     import sys
 
-    spec = json.loads(sys.stdin.buffer.read())
-    orphaned(int(spec["parent"]))
+    from validator.procs import spec_in
+
+    spec: dict[str, Any] = spec_in()
     with contextlib.suppress(ImportError):  # before the thread: a thread importing torch while this one does
         import torch.distributed  # noqa: F401 - sees it half made, and gives up
     done = threading.Event()
@@ -203,19 +190,6 @@ def _leave(store: Any, hosting: bool, timeout: float) -> None:
         until = time.monotonic() + timeout
         while hosting and store.add(f"{KEY}done", 0) < store.add(f"{KEY}joined", 0) and time.monotonic() < until:
             time.sleep(0.05)
-
-
-def orphaned(parent: int, every: float = 0.5) -> None:
-    """A stage's child ends when ``parent``, the participant that started it (its pid in the spec: it
-    may be gone before the child runs), is gone: killed, or SIGTERM's default action. A rehearsal left
-    behind would go on hosting the store and deciding for the others."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(every)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True).start()
 
 
 def _held(host: str, port: int, world: int, done: threading.Event, hosting: bool = False) -> None:

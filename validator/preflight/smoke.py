@@ -86,38 +86,26 @@ def smoke(
     has no deadline, and a participant whose peer stopped would wait there for good. The child is
     stopped by its pid past ``timeout`` + TIMED_S + CHILD_S; what it printed besides its answer (NCCL's
     own lines, with NCCL_DEBUG) goes to stderr."""
-    import json
-    import subprocess
     import sys
-    import tempfile
+
+    from validator.procs import Child
 
     spec = {"facts": facts, "host": host, "port": port, "rank": rank, "world": world, "timeout": timeout,
-            "hosts": hosts, "parent": os.getpid()}  # fmt: skip
+            "hosts": hosts}  # fmt: skip
     limit = timeout + TIMED_S + CHILD_S
-    with tempfile.TemporaryFile() as out:
-        child = subprocess.Popen([sys.executable, "-m", "validator.preflight.smoke"], stdin=subprocess.PIPE, stdout=out)
-        assert child.stdin is not None
-        child.stdin.write(json.dumps(spec).encode())
-        child.stdin.close()
-        try:
-            child.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            child.kill()  # ours, by its pid
-            child.wait()
-            return Smoke(f"the all_reduce did not finish within {limit:g} s: a participant stopped, or hangs")
-        out.seek(0)
-        lines = out.read(ANSWER_MAX).splitlines()
-    try:
-        doc = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        doc = None
-    if lines[:-1]:
-        sys.stderr.write(b"\n".join(lines[:-1]).decode(errors="replace")[-(64 << 10) :] + "\n")
-    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
-        return Smoke(f"the smoke test ended (exit {child.returncode}) without an answer")
+    child = Child("validator.preflight.smoke", spec)
+    if not child.ended(limit):
+        child.stop()
+        child.answer()
+        return Smoke(f"the all_reduce did not finish within {limit:g} s: a participant stopped, or hangs")
+    doc, printed = child.answer(ANSWER_MAX)
+    if printed:
+        sys.stderr.write(printed.decode(errors="replace")[-(64 << 10) :] + "\n")
+    if doc is None or not isinstance(doc.get("rows"), list):
+        return Smoke(f"the smoke test ended (exit {child.proc.returncode}) without an answer")
     rows = [(str(r[0]), float(r[1]), float(r[2])) for r in doc["rows"][:4096] if isinstance(r, list) and len(r) == 3]
-    return Smoke(str(doc["error"])[:2000] if doc.get("error") else None, rows,
-                 doc["rank"] if isinstance(doc.get("rank"), int) else None)  # fmt: skip
+    rank = doc.get("rank")
+    return Smoke(str(doc["error"])[:2000] if doc.get("error") else None, rows, rank if isinstance(rank, int) else None)
 
 
 def main() -> int:
@@ -125,10 +113,9 @@ def main() -> int:
     import json
     import sys
 
-    from validator.preflight.groups import orphaned
+    from validator.procs import spec_in
 
-    spec = json.loads(sys.stdin.buffer.read())
-    orphaned(int(spec["parent"]))
+    spec: dict[str, Any] = spec_in()
     got = run(spec["facts"], spec["host"], spec["port"], spec["rank"], spec["world"], spec["timeout"], spec["hosts"])
     sys.stdout.write(json.dumps({"error": got.error, "rows": got.rows, "rank": got.rank}) + "\n")
     return 0

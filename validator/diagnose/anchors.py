@@ -81,6 +81,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"Killing subprocess",  # DeepSpeed's launcher tearing down its local processes
     b"recv_msglen",  # PSM3's length assertion
     b"with syndrome",  # NVSHMEM IBGDA's rdma-core call failures
+    b"could finish the model loading",  # SGLang: a rank that finished loading, while others did not
     b"lready in use",  # EADDRINUSE in words where no "error" is on the line (ZeroMQ's "Reached max retry for bind")
     b"access fault",  # ROCr's "Memory access fault by GPU node-N"
     b"Permission denied (",  # OpenSSH's failed login: "user@host: Permission denied (publickey)."

@@ -256,7 +256,7 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
         S,
         "NCCL operation ",
         r"NCCL operation \S.*? failed: (?P<what>unhandled (?:system|cuda) error|internal error|invalid (?:argument|usage)|"
-        r"remote process exited or there was a network error)",
+        r"remote process exited or there was a network error|Unable to load NCCL library)",
     ),
     # Paddle (paddle/fluid/platform/enforce.h, build_nvidia_error_msg for ncclResult_t): " Nccl error, " +
     # ncclGetErrorString(result), raised as ExternalError / EnforceNotMet with "(at file:line)" after it
@@ -476,6 +476,36 @@ FAMILIES: tuple[tuple[str, Role, str, str], ...] = (
     # enough memory"); ROCm builds print "HIP out of memory" / "HIP error: %s" where CUDA builds print "CUDA ..."
     ("host.oom", ORG, "DefaultCPUAllocator", r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)"),
     ("cuda.oom", ORG, "HIP out of memory", r"HIP out of memory"),
+    # cudaErrorMemoryAllocation (cudaGetErrorName of error 2) wherever a library prints the name: RAPIDS rmm's
+    # cuda_memory_resource ("std::bad_alloc: out_of_memory: CUDA error at: %s:%d: cudaErrorMemoryAllocation out of
+    # memory"), cupy's CUDARuntimeError
+    ("cuda.oom", ORG, "cudaErrorMemoryAllocation", r"\bcudaErrorMemoryAllocation\b"),
+    # bitsandbytes' CUDA_CHECK_RETURN (csrc/ops.cuh): printf("Error %s at line %d in file %s\n",
+    # cudaGetErrorString(status), __LINE__, __FILE__): a CUDA call of its kernels failed
+    (
+        "cuda.error",
+        ORG,
+        " at line ",
+        r"^Error (?P<what>.+?) at line \d+ in file \S*bitsandbytes\S*",
+    ),
+    # torch_npu's HCCL_CHECK_ERROR (torch_npu/csrc/distributed/HCCLUtils.hpp): "HCCL function error: %s, error code is
+    # %d" with the HCCL call and its HcclResult (hccl_types.h; 9, a timeout, is left to the timeout rules)
+    (
+        "nccl.error",
+        S,
+        "HCCL function error",
+        r"HCCL function error: (?P<call>\w+)\(.*?\), error code is (?P<hccl>(?!9\b)\d+)",
+    ),
+    # SGLang's model runner (python/sglang/srt/model_executor/model_runner.py load_model): raise ValueError(f"TP rank
+    # {self.tp_rank} could finish the model loading, but there are other ranks that didn't finish loading. It is likely
+    # due to unexpected failures (e.g., OOM) or a slow node."): the reporter is one that did finish; which did not, it
+    # does not say
+    (
+        "coll.peers_behind",
+        S,
+        "could finish the model loading",
+        r"TP rank (?P<reporter>\d+) could finish the model loading, but there are other ranks",
+    ),
     # torch_npu's and torch's XPU caching allocators, CUDA's message under their device's name: "NPU out of memory.
     # Tried to allocate %s (NPU %d; %s total capacity; ...)", "XPU out of memory. Tried to allocate %s (GPU %d; ...)"
     ("cuda.oom", ORG, " out of memory. Tried to allocate", r"\b(?:NPU|XPU) out of memory\. Tried to allocate"),
@@ -1088,6 +1118,7 @@ NCCL_CLASS: tuple[tuple[str, str], ...] = (
     ("work queue error", "system"),
     ("Failed to initialize the HCCP process", "system"),  # CANN EJ0001: HCCL's counterpart of an init system error
     ("work queue catastrophic error", "system"),
+    ("Unable to load NCCL library", "system"),  # XLA's NCCL stub: the library was not found or failed to load
     ("invalid usage", "usage"),  # ncclInvalidUsage
     ("ncclInvalidUsage", "usage"),
     ("invalid argument", "argument"),
@@ -1162,6 +1193,8 @@ def enrich(kind: str, text: str, data: dict[str, object]) -> None:
         data["exit"], data["launcher"], data["nonzero"] = "1", "paddle", "1"
     if kind == "agent.child_failed" and "deepspeed" in data:  # DeepSpeed's launcher killing its processes: none named
         data["exit"], data["launcher"], data["nonzero"] = "1", "deepspeed", "1"
+    if kind == "nccl.error" and "hccl" in data:  # HcclResult: 21 an error completion (remote), 4 internal, else system
+        data["retcode"] = {"21": "6", "4": "3"}.get(str(data["hccl"]), "2")
     if kind == "nccl.error" and "nranks" in data:  # "Invalid rank requested": ncclInvalidArgument
         data["retcode"] = "4"
     if kind == "agent.child_failed" and "ray" in data:  # Ray's raylet: a worker died, its exit code not given

@@ -237,10 +237,27 @@ def _last_segment(raw: bytes, anchors: tuple[bytes, ...]) -> bytes:
 _AUTOLINK = re.compile(rb"\[([^\]\s]{1,200})\]\(https?://[^)\s]{1,250}\)")
 
 
+# Open MPI's --tag-output (and horovodrun's) prefix: one inside a line starts another process's output spliced into it
+_MPI_TAG = re.compile(rb"\[\d+(?:,\d+)?\]<std(?:out|err)>:")
+
+
+def _spliced(raw: bytes, anchors: tuple[bytes, ...]) -> bytes:
+    """A line into which another process's output was spliced ("[1,2]<stderr>:[h:1] [ 0] [1,0]<stderr>:  what(): ..."):
+    the last piece, from its own tag on, that holds an anchor, else the last piece (each piece is its process's). A
+    line whose tags all name one process is that process's (Open MPI tags every chunk a process writes)."""
+    tags = list(_MPI_TAG.finditer(raw))
+    if len({m.group() for m in tags}) < 2:  # one process's output in pieces, each tagged: its own line
+        return raw
+    cuts = [m.start() for m in tags if m.start() > 0]
+    pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+    return next((p for p in reversed(pieces) if any(a in p for a in anchors)), pieces[-1])
+
+
 def line_cleaner(head: bytes, anchors: tuple[bytes, ...]) -> Callable[[bytes], bytes]:
     """A function that cleans one raw line of this file, learned from the file's first bytes."""
     lost = b"[0m" in head  # colour codes whose ESC the paste dropped: removed from every line
     linked = b"](http" in head
+    tagged = b"]<std" in head
     sample = head.split(b"\n", 200)[:200]
     if b"\x1b" in head:
         sample = [_ANSI.sub(b"", ln) for ln in sample]
@@ -264,6 +281,8 @@ def line_cleaner(head: bytes, anchors: tuple[bytes, ...]) -> Callable[[bytes], b
                 raw = _last_segment(raw, anchors)
         if numbers is not None and (m := numbers.match(raw)):
             raw = raw[m.end() :]
+        if tagged and b"]<std" in raw[1:]:
+            raw = _spliced(raw, anchors)
         return raw
 
     return clean

@@ -387,6 +387,28 @@ def monitored_peer(ev: Evidence) -> list[Cause]:
     ]
 
 
+def peers_behind(ev: Evidence) -> list[Cause]:
+    """A rank that finished a step reports that others did not (SGLang's "TP rank %d could finish the model loading,
+    but there are other ranks that didn't finish loading"): ranks missing, not named; the reporters are not them."""
+    seen = by_kind(ev.events, "coll.peers_behind")
+    if not seen:
+        return []
+    reporters = sorted({int(e.data["reporter"]) for e in seen})
+    return [
+        Cause(
+            code="COL002",
+            summary=f"rank{'s' if len(reporters) > 1 else ''} {fold_ranks(reporters)} finished loading, other ranks "
+            "did not (they failed, e.g. out of memory, or are slow); which, the message does not say",
+            culprits=[],
+            confidence="unknown",
+            reason="the reporter is a rank that did finish: the missing ones are the others, not named here",
+            evidence=[quote(e) for e in seen[:3]],
+            strength=S.MONITORED_BARRIER,
+            family="missing_rank",
+        )
+    ]
+
+
 def watchdog(ev: Evidence) -> list[Cause]:
     """NCCL watchdog timeouts: a different op at the same sequence number, or silent ranks."""
     events, world = ev.events, ev.file_ranks

@@ -88,14 +88,20 @@ def origins(ev: Evidence) -> list[Cause]:
     conf: Confidence
     if len(per) <= 1:
         culprits = sorted(per) or _first_exit(events, seen)
+        if per and (launcher := _launcher_first(events)) is not None and launcher not in per:
+            # mpirun saw another rank exit first: this rank's error is the only one shown, not shown to be the first
+            msg = f"{msg} (on rank {culprits[0]})"
+            culprits = [launcher]
         # victims: ranks that only timed out or lost a peer, or that torchrun stopped (SIGTERM) after it
         stopped = [e.data.get("rank") for e in by_kind(events, "summary.failure") if e.data.get("signal") == "SIGTERM"]
         others = [r for r in [*ev.symptoms, *stopped] if isinstance(r, int) and r not in per and r not in culprits]
         # alone in the log, it is only the first visible failure: nothing shows the others waited for it
-        conf = "high" if per and others else "low"
+        conf = "high" if per and others and culprits == sorted(per) else "low"
         reason = (
             "the only process with an error of its own, and the one mpirun saw exit first"
             if culprits and not per
+            else f"mpirun saw rank {culprits[0]} exit first, before the only rank whose error these lines show"
+            if culprits != sorted(per)
             else "the only rank that failed on its own; the others only report timeouts or lost peers, or were stopped"
             if others
             else "the only rank with an error of its own in these lines; no other rank shows it waited for this one"
@@ -143,20 +149,29 @@ def origins(ev: Evidence) -> list[Cause]:
     ]
 
 
+def _launcher_first(events: list[Event]) -> int | None:
+    """The one rank mpirun names as the first process to exit ("The first process to do so was: [[J,1],R]",
+    "noticed that process rank R ... exited on signal"), where it names exactly one."""
+    first = {str(e.data["reporter"]) for e in _mpirun_exits(events)}
+    return int(first.pop()) if len(first) == 1 and next(iter(first)).isdecimal() else None
+
+
+def _mpirun_exits(events: list[Event]) -> list[Event]:
+    return [
+        e for e in by_kind(events, "agent.child_failed") if e.data.get("launcher") == "mpirun" and "reporter" in e.data
+    ]
+
+
 def _first_exit(events: list[Event], seen: list[Event]) -> list[int]:
     """mpirun's "The first process to do so was: [[job,1],R]" where the errors of one's own in the log carry no rank
     and all come from one process (one host and pid, or one line): that process is the one mpirun saw exit first."""
-    exits = [
-        e for e in by_kind(events, "agent.child_failed") if e.data.get("launcher") == "mpirun" and "reporter" in e.data
-    ]
-    first = {str(e.data["reporter"]) for e in exits}
     procs = {(e.ident.host, e.ident.pid) for e in seen}
     one = len(seen) == 1 or (len(procs) == 1 and None not in next(iter(procs)))
-    if len(first) != 1 or not one or not (rank := first.pop()).isdecimal():
+    if (rank := _launcher_first(events)) is None or not one:
         return []
-    (host, pid), said = next(iter(procs)), exits[0].data  # where mpirun names the process, it must be this one
+    (host, pid), said = next(iter(procs)), _mpirun_exits(events)[0].data  # where mpirun names it, it is this one
     if (pid is not None and "pid" in said and str(said["pid"]) != str(pid)) or (
         host and "node" in said and str(said["node"]) != host
     ):
         return []
-    return [int(rank)]
+    return [rank]

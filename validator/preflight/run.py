@@ -331,9 +331,11 @@ def rendezvous(
         result = join(opts, p, facts, listen)
     if result.verdict is not None:
         v = result.verdict
-        # one report a node: in per-rank mode a named host's report is printed by its local rank 0 alone
+        # one report a node: in per-rank mode a named host's report is printed by its local rank 0 alone, unless
+        # this rank had to reach the coordinator itself (its node's leader gone, or never there): then it says it
         host_named = facts["host"] in ((v.get("named") or {}).get("hosts") or [])
-        full = opts.verbose or (named(v, facts) and (speaks(facts, p) or not host_named))
+        alone = result.attempts.tries > 0 and p.mode == "rank"
+        full = opts.verbose or (named(v, facts) and (speaks(facts, p) or not host_named or alone))
         text = str(v["text"]) if full or speaks(facts, p) else ""
         emit(opts, v.get("report") or {}, text, full, int(v["exit_code"]))  # participant.well_formed
         port = v["port"] if isinstance(v.get("port"), int) else p.port

@@ -32,6 +32,7 @@ GROUP_S = 10.0  # each group's collectives: longer is a hang
 BYTES = 1 << 20  # the timed all_reduce
 FACTOR, FLOOR_MS = 3.0, 50.0  # a group's collective this much slower than its kind's median group
 LATE_MS = 250.0  # a rank this much later than its peers to a collective (CPU ranks share cores: noise)
+BEAT_S, DEAD_S = 0.5, 5.0  # a rank says it is alive this often; one silent this long after it beat is gone
 KEY = "validator/groups/"
 AT_ENV = "VALIDATOR_GROUPS_AT"  # `validator rehearse`: a directory where each rank leaves the group it is entering
 FAULT = "CV_FAULT_GROUPS"  # tests only (not a VALIDATOR_ name: the agent would collect it as a fact): "delay:KIND:SECONDS", "exit:KIND", "hang:KIND" or "late:SECONDS" (before it reads the decision) on this rank (with "@R": on rank R alone, for launchers that give every rank one environment)
@@ -65,6 +66,9 @@ def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list
                 return _own(f"{what} {where} (the job's port): {type(e).__name__}: {str(e).splitlines()[0][:200]}")
         store.set(f"{KEY}joined/{rank}", name)  # a rank that never says so stopped before the rehearsal
         store.add(f"{KEY}joined", 1)
+        store.add(f"{KEY}beat/{rank}", 1)  # the first beat, before anything can stop this rank
+        beating = threading.Event()
+        threading.Thread(target=_beat, args=(host, port, world, rank, beating), daemon=True).start()
         dist.init_process_group(
             backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world, timeout=limit
         )
@@ -94,6 +98,7 @@ def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list
                 raise TimeoutError(f"no decision within {timeout + work + 5:g} s of this rank's report")
             time.sleep(0.05)
         decided: dict[str, Any] = json.loads(store.get(f"{KEY}decision"))
+        beating.set()
         _leave(store, hosting, timeout)
         dist.destroy_process_group()
     except Exception as e:  # noqa: BLE001 - a failure of the stack is the rehearsal's finding
@@ -271,16 +276,45 @@ def _decide(store: Any, world: int, groups: dict[str, list[list[int]]], quiet: f
         store.set(f"{KEY}decision", json.dumps(decide(*_collect(store, world, quiet, work), groups, world)))
 
 
+def _beat(host: str, port: int, world: int, rank: int, stop: threading.Event) -> None:
+    """This rank is alive: a count in the store, BEAT_S apart, on a connection of its own, until ``stop``. A rank
+    that died or was stopped (SIGKILL, a crash, SIGSTOP) stops counting: rank 0 need not wait out its quiet period
+    for it (``_collect``); one held in a group (NCCL's init) or slow goes on counting."""
+    with contextlib.suppress(Exception):  # no store, or it went: the decision does not need this rank's beat
+        import torch.distributed as dist
+
+        client = dist.TCPStore(host, port, world, False, timeout=datetime.timedelta(seconds=GROUP_S))  # type: ignore[attr-defined]
+        while not stop.wait(BEAT_S):
+            client.add(f"{KEY}beat/{rank}", 1)
+
+
+def _dead(store: Any, world: int, seen: dict[int, tuple[int, float]]) -> bool:
+    """Whether every rank without a report has stopped beating (it beat, then not for DEAD_S): it died or was
+    stopped, and no quiet period brings its report. ``seen``: each rank's last count and since when."""
+    now, missing = time.monotonic(), [r for r in range(world) if not store.check([f"{KEY}{r}"])]
+    for r in missing:
+        count = store.add(f"{KEY}beat/{r}", 0)
+        if seen.get(r, (-1, now))[0] != count:
+            seen[r] = (count, now)
+    return bool(missing) and all(seen[r][0] > 0 and now - seen[r][1] >= DEAD_S for r in missing)
+
+
 def _collect(store: Any, world: int, quiet: float, work: float) -> tuple[dict[int, dict[str, Any]], dict[int, Any]]:
     """Every rank's report (see ``_decide``), and for each rank without one the group it last entered,
-    where it said so."""
+    where it said so. It stops waiting early once the ranks without one are known dead (``_dead``); a rank
+    that never beat (slow to start: torch's import on a busy node) is waited for as before."""
     now = time.monotonic()
-    until, last, seen = now + work + quiet, now, 0
+    until, last, seen, looked = now + work + quiet, now, 0, now
+    beats: dict[int, tuple[int, float]] = {}
     while (n := store.add(f"{KEY}reported", 0)) < world and time.monotonic() < min(
         until, last + quiet + work * (n == 0)
     ):
         if n != seen:
             seen, last = n, time.monotonic()
+        if n and time.monotonic() - looked >= 1.0:
+            looked = time.monotonic()
+            if _dead(store, world, beats):
+                break
         time.sleep(0.05)
     out, at = {}, {}
     for r in range(world):

@@ -130,6 +130,30 @@ def test_elastic_late_node_that_drifts_is_turned_away_at_the_door(tmp_path: Path
     assert "turned away (exit 1)" in runs[0].err + runs[1].err
 
 
+def test_a_node_beyond_nnodes_is_turned_away_at_the_door_and_the_job_runs(tmp_path: Path, port: int) -> None:
+    """c10d --nnodes=2 and a third wrapper a moment after the pass (red-teamed: it took the job's port in the
+    moment before torchrun bound it, coordinated alone, and both torchruns failed 60 s later on its protocol): the
+    full job's door turns it away at once (PRE003, one too many), the two run as a world of 2."""
+    runs = preflight(tmp_path, [{}, {}, {"_DELAY": "1"}], "--timeout", "30", commands=[c10d(None, 2, port)] * 3,
+                     limit=150)  # fmt: skip
+    ran(runs[:2], 2)
+    extra = runs[2]
+    assert extra.rc == 1 and "[start]" not in extra.out + extra.err, tails(runs)
+    if "PRE003" in codes(extra):  # it met the door (else torchrun's store already held the port: named too)
+        assert "this node is one too many" in extra.err, tails(runs)
+    assert "Traceback" not in "".join(r.err for r in runs), tails(runs)
+
+
+def test_a_listener_on_the_door_port_is_no_door(tmp_path: Path, port: int) -> None:
+    """Something else holds the port above the job's (another job's MASTER_PORT, say): the master of an elastic
+    range still coordinates (red-teamed: it took itself for a late node and waited out its --timeout), without a
+    door, and the job runs."""
+    with holding(port + 1):
+        runs = preflight(tmp_path, [{}], "--timeout", "30", commands=[c10d(None, "1:2", port)], limit=120)
+    ran(runs, 1)
+    assert "preflight PASSED: 1/2 nodes" in runs[0].err, tails(runs)
+
+
 def test_elastic_minimum_of_one_passes_alone(tmp_path: Path, port: int) -> None:
     runs = preflight(tmp_path, [{}], "--timeout", "30", commands=[c10d(None, "1:4", port)], limit=120)
     ran(runs, 1)

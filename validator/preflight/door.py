@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 SETTLE_S = 1.0  # an elastic range with a door: decide once MIN are present and arrivals pause this long
 MARGIN_S = 10.0  # the door stays open this much longer than the last call (torchrun's starts after ours)
+FULL_S = 30.0  # a full job's door turns nodes away this long: torchrun has its store on the job's port by then
 
 
 class Door:
@@ -45,6 +46,7 @@ class Door:
 
     def __init__(self, p: Plan) -> None:
         self.sock: socket.socket | None = None
+        self.ranged = p.minimum < p.expected
         if p.door is not None:
             from validator.preflight.ports import bound
 
@@ -53,7 +55,7 @@ class Door:
 
     @property
     def settle(self) -> float:
-        return SETTLE_S if self.sock is not None else 0.0
+        return SETTLE_S if self.sock is not None and self.ranged else 0.0
 
     def close(self) -> None:
         if self.sock is not None:
@@ -61,22 +63,26 @@ class Door:
             self.sock = None
 
     def open(self, opts: Options, p: Plan) -> None:
-        """After a pass with room for more nodes: start the door (detached: it outlives the exec)."""
+        """After a pass: start the door (detached: it outlives the exec). With room for more nodes, late ones are
+        checked there; with all of them, a node that comes is turned away there (one too many: started twice, or
+        listed in excess), instead of taking the job's port in the moment before torchrun binds it."""
         sock, self.sock = self.sock, None
         if sock is None:
             return
         try:
-            if not self.admitted or len(self.admitted) >= p.expected:
+            if not self.admitted:
                 return
-            window = p.last_call + MARGIN_S
+            full = len(self.admitted) >= p.expected
+            window = FULL_S if full else p.last_call + MARGIN_S
             state = {"opts": opts._asdict(), "plan": p._asdict(), "admitted": self.admitted, "window": window,
                      "job": os.getpid()}  # fmt: skip
             proc = subprocess.Popen([sys.executable, "-m", "validator.preflight.door", str(sock.fileno())],
                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=(sock.fileno(),))  # fmt: skip
             proc.communicate(json.dumps(state).encode(), timeout=30)  # it forks and returns at once
-            sys.stderr.write(f"validator: {len(self.admitted)} of {p.minimum}-{p.expected} nodes start now; a node "
-                             f"that comes within {window:.0f} s is checked against them on port {p.door} and joins "
-                             "torchrun's last call\n")  # fmt: skip
+            if not full:
+                sys.stderr.write(f"validator: {len(self.admitted)} of {p.minimum}-{p.expected} nodes start now; a node "
+                                 f"that comes within {window:.0f} s is checked against them on port {p.door} and joins "
+                                 "torchrun's last call\n")  # fmt: skip
         except (OSError, subprocess.SubprocessError) as e:
             sys.stderr.write(f"validator: warning: no door for late nodes ({e}): they will not be checked\n")
         finally:
@@ -84,15 +90,24 @@ class Door:
 
 
 def listening(port: int) -> bool:
-    """Whether a door listens on ``port`` here (it cannot be bound beside a listener; a door still
-    bound without listening, during the gather, can)."""
+    """Whether a door listens on ``port`` here: something listens (it cannot be bound; a door still bound
+    without listening, during the gather, can) and says what a door says first (a preflight hello, or a
+    rejection), within a second. Another program on the port is no door (red-teamed: a listener one port above
+    the job's kept the master of an elastic job from ever coordinating)."""
+    from validator.preflight import protocol as wire
     from validator.preflight.ports import bound
 
     sock = bound(port)
-    if sock is None:
-        return True
-    sock.close()
-    return False
+    if sock is not None:
+        sock.close()
+        return False
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
+            s.settimeout(1.0)
+            first = wire.recv_msg(s)
+    except (OSError, wire.ProtocolError, ValueError):
+        return False
+    return first.get("type") in ("hello", "reject") and first.get("proto", wire.PROTO) == wire.PROTO
 
 
 def running(pid: int) -> bool:
@@ -153,6 +168,9 @@ async def serve(sock: socket.socket, opts: Options, p: Plan, admitted: list[Fact
             """Said once as the door opened: no "waiting for ..." line in the job's stderr every 10 s."""
 
     gate = Quiet(opts, p, profile)
+    if len(admitted) >= p.expected:
+        await turn_away(sock, p, admitted, end)
+        return
     for _ in range(p.expected):  # bounded: every round admits or turns away a late node, or ends
         left = end - time.monotonic()
         if left <= 0 or len(admitted) >= p.expected:
@@ -190,6 +208,37 @@ async def serve(sock: socket.socket, opts: Options, p: Plan, admitted: list[Fact
         sys.stderr.write(
             f"validator: late node(s) {hosts} turned away (exit {code}): {text.rstrip().rsplit(chr(10), 1)[-1]}\n"
         )
+
+
+async def turn_away(sock: socket.socket, p: Plan, admitted: list[Facts], end: float) -> None:
+    """The job has all its nodes: every connection until ``end`` hears, instead of a hello, a final rejection that
+    says so (the node gives up at once, exit 1), and the job's stderr says it once."""
+    import asyncio
+
+    from validator.preflight import protocol as wire
+    from validator.preflight.refusals import TOO_MANY
+    from validator.targets import fold_hosts
+
+    hosts = fold_hosts(sorted({str(f["host"]) for f in admitted}))
+    reason = (f"the job already started with all its {p.expected} nodes ({wire.printable(hosts, 200)}): {TOO_MANY} "
+              "(started twice, or more nodes than --nnodes)")  # fmt: skip
+    frame = wire.encode({"type": "reject", "proto": wire.PROTO, "reason": reason, "retry": False, "final": True})
+    said = False
+
+    async def one(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal said
+        writer.write(frame)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(writer.drain(), 5)
+        writer.close()
+        if not said:
+            said = True
+            sys.stderr.write(f"validator: a node came to port {p.door} after the job started with all its "
+                             f"{p.expected} nodes: turned away\n")  # fmt: skip
+
+    server = await asyncio.start_server(one, sock=sock.dup())
+    async with server:
+        await asyncio.sleep(max(0.0, end - time.monotonic()))
 
 
 def main(argv: list[str]) -> int:

@@ -105,6 +105,8 @@ def _rejected(msg: dict[str, Any]) -> str:
     """BUSY (at capacity, budget spent, too slow: worth a retry) or REJECTED, with the reason cut short."""
     reason = msg.get("reason")
     text = wire.printable(reason, 240) if isinstance(reason, str) else "no reason given"
+    if msg.get("final") and not msg.get("retry"):  # a full job's door: no retry can seat this node
+        return f"FINAL: {text}"
     return f"{'BUSY' if msg.get('retry') else 'REJECTED'}: {text}"
 
 
@@ -346,6 +348,9 @@ def participate(
                 if outcome.startswith(LOST):
                     att.gave_up = f"the coordinator {outcome[len(LOST) :]}"
                     return Result(None, att)
+                if outcome.startswith("FINAL: "):
+                    att.gave_up = outcome[len("FINAL: ") :]
+                    return Result(None, att)
                 if outcome.startswith("FOREIGN") or (outcome.startswith("REJECTED") and len(ports) > 1):
                     foreign += 1  # inside torchrun: maybe another job's, try the next candidate
                 elif outcome.startswith("SILENT"):
@@ -405,7 +410,7 @@ def _attempt(
         att.stalled = True
     elif outcome.startswith("GONE"):
         att.gone = True
-    elif outcome.startswith(("REJECTED", "BUSY")):
+    elif outcome.startswith(("REJECTED", "BUSY", "FINAL")):
         att.rejected = f"{where}: {outcome.split(': ', 1)[1]}"
     att.note(f"{where}: {outcome}")
     return outcome

@@ -172,7 +172,9 @@ def plan(opts: Options, facts: Facts, profile: Profile | None) -> Plan:
         names = expand(hostlist)
     job = opts.job_id or launch["job_id"] or ""
     low = min(minimum or expected, expected)
-    door = ports[-1] + 1 if low < expected and ports[-1] < 65535 else None  # DOOR_OFFSET in door.py
+    # a door one port up (door.py) for every rendezvous that is not keyed: late nodes of a range are checked there,
+    # and a node beyond the job's count is turned away there, never taking the port torchrun is about to bind
+    door = ports[-1] + 1 if not keyed and ports[-1] < 65535 else None
     return Plan(host, ports, mode, keyed, int(expected), low, last_call, job, names, door)
 
 

@@ -37,6 +37,7 @@ FLOOD_WAIT_S = 10.0  # how long the verdict waits for a flood to stop
 
 # Each reason completes "N connection(s) ...".
 OTHER_JOB = "refused: participant of another job"
+TOO_MANY = "this node is one too many"  # a full job's door (door.turn_away): final, no retry seats it
 AUTH = "refused: authentication failed (wrong or missing VALIDATOR_SECRET)"
 INVALID = "refused: invalid facts"
 IMPOSTOR = "refused: claims a registered participant's host and pid without its token"

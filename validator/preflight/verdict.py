@@ -88,7 +88,8 @@ def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, ex
         if att.foreign:
             findings.append(pre.foreign.finding(f"{att.foreign}; the real job's rank 0 cannot bind it", hosts=[p.host]))
         elif att.rejected:
-            from validator.preflight.refusals import OTHER_JOB  # here only: a participant loads no dataclasses
+            # here only: a participant loads no dataclasses
+            from validator.preflight.refusals import OTHER_JOB, TOO_MANY
 
             other = OTHER_JOB in att.rejected  # two jobs on one port, or one job's ranks with two ids
             fix = (
@@ -97,6 +98,9 @@ def local_report(opts: Options, facts: Facts, p: Plan, result: Result | None, ex
                     "to another MASTER_PORT, or give every rank the same --job-id (SLURM_JOB_ID)"
                 )
                 if other
+                else "this node is not part of the job as it started: stop it, or count it in --nnodes and start the "
+                "job again"
+                if TOO_MANY in att.rejected
                 else ""
             )
             findings.append(pre.rejected.finding(f"coordinator {att.rejected}", hosts=[host], ranks=ranks, fix=fix))

@@ -47,6 +47,20 @@ def test_empty_file_binary_and_fifo_are_exit_3_in_one_line(tmp_path: Path, capsy
         assert "rank0.log (an empty file)" in err
 
 
+def test_nuls_alone_are_no_log_and_text_after_them_is(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Red-teamed: a file of NULs was read as a log with no failure (exit 0), and a 2 GiB sparse one was read in full.
+    NULs alone are a binary file (exit 3); a copytruncate'd log (NULs, then its lines) is still read."""
+    (tmp_path / "rank0.log").write_bytes(b"\x00" * (1 << 20))
+    with open(tmp_path / "rank1.log", "wb") as f:
+        f.truncate(2 << 30)  # a hole to the end: nothing to read
+    rc, out, err = run(capsys, str(tmp_path))
+    assert (rc, out) == (3, "") and "rank0.log (binary file" in err and "rank1.log (binary file" in err, err
+    (tmp_path / "rank1.log").unlink()
+    (tmp_path / "rank0.log").write_bytes(b"\x00" * 100_000 + b"RuntimeError: CUDA error: an illegal memory access\n")
+    rc, out, err = run(capsys, str(tmp_path))
+    assert rc == 1 and "DGN008" in out, out + err
+
+
 def test_wrong_path_stays_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run(capsys, str(tmp_path / "nope"))
     assert (rc, out) == (2, "") and err == f"validator: error: {tmp_path / 'nope'}: no such file or directory\n"

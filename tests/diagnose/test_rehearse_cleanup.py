@@ -100,3 +100,24 @@ def _kill_all(mark: str) -> None:
     for line in leftovers(mark):
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("kind", ["stale", "file", "null"])
+def test_a_trace_dir_that_is_not_new_or_empty_is_refused_before_anything_runs(tmp_path: Path, kind: str) -> None:
+    """Red-teamed: a --trace-dir holding an earlier failure's rank0.log had a healthy run blamed on it; a file or a
+    link to /dev/null gave a traceback. Each is one line, exit 2, and the command never runs."""
+    where = tmp_path / "tr"
+    if kind == "stale":
+        where.mkdir()
+        (where / "rank0.log").write_text("RuntimeError: boom\n")
+    elif kind == "file":
+        where.write_text("x")
+    else:
+        where.symlink_to("/dev/null")
+    ran = tmp_path / "ran"
+    cmd = [sys.executable, "-m", "validator", "rehearse", "--trace-dir", str(where), "--",
+           sys.executable, "-c", f"open({str(ran)!r}, 'w')"]  # fmt: skip
+    got = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert got.returncode == 2, got.stderr
+    assert got.stderr.count("\n") == 1 and "--trace-dir" in got.stderr and "Traceback" not in got.stderr, got.stderr
+    assert not ran.exists()

@@ -84,6 +84,25 @@ def test_rehearse_names_rank_and_line(tmp_path: Path) -> None:
     ]
 
 
+def test_rehearse_names_a_skip_that_a_barrier_meets_not_its_own_stop(tmp_path: Path) -> None:
+    """Red-teamed: where the skipping rank's next call is a barrier, the run hangs and rehearse stops it; the stop
+    line in the output (its own SIGTERM) outranked the divergence the traces show ("no divergence seen")."""
+    from tests.conftest import free_port
+
+    script = Path(__file__).parent / "scripts" / "skip_then_barrier.py"
+    cmd = [sys.executable, "-m", "validator", "rehearse", "--stall-seconds", "3", "--max-seconds", "60", "-q",
+           "-f", "json", "--", str(TORCHRUN), "--nproc-per-node=2", f"--master-port={free_port()}", str(script)]  # fmt: skip
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    p = subprocess.run(cmd, env=env, capture_output=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert p.returncode == 1, p.stderr.decode()[-2000:]
+    import json
+
+    diag = json.loads(p.stdout)["diagnosis"]
+    # two ranks: no majority, so which one diverged is low confidence at best; that they diverged, and where, is told
+    assert diag["code"] in ("COL001", "COL002"), diag
+    assert "skip_then_barrier.py" in diag["summary"] and "barrier" in diag["summary"], diag
+
+
 def test_rehearse_clean_run_passes(tmp_path: Path) -> None:
     env = dict(os.environ, SCENARIO="ok", OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "validator", "rehearse", "--max-seconds", "60", "-q", "--",

@@ -116,11 +116,14 @@ def rehearse(
 
     level = cliopts.fail_level(fail_on)
     groups = rh.layout_groups(command, layout)  # a layout that cannot be made: exit 2 before anything starts
-    directory = trace_dir or rh.temp_dir()
+    directory = rh.fresh_dir(trace_dir) if trace_dir else rh.temp_dir()
     keep = False
     try:
         result = rh.run(command, directory, max_seconds, stall_seconds, backend, verbose and not quiet, groups)
-        report, diag = diagnose_paths([directory], title="cluster-validator rehearse")
+        # the stop signal in the output is ours, not the scheduler's: left out before the causes are weighed (it
+        # outranked the divergence the traces show)
+        ours = frozenset({"agent.death_signal", "slurm.cancelled"}) if result.stopped else frozenset()
+        report, diag = diagnose_paths([directory], title="cluster-validator rehearse", ours=ours)
         told = rh.groups_verdict(directory, result) if groups else ([], [])
         report.findings[:0] = told[0]
         failed = any(f.code == "PRE011" for f in told[0])
@@ -128,11 +131,6 @@ def rehearse(
             report.findings = told[0]
             diag.primary, diag.others, diag.collateral = None, [], []
             diag.notes.append(NOT_RUN)
-        if result.stopped:  # the stop signal in the output is ours, not the scheduler's
-            report.findings = [f for f in report.findings if f.code != "DGN014"]
-            diag.others = [c for c in diag.others if c.code != "DGN014"]
-            if diag.primary is not None and diag.primary.code == "DGN014":
-                diag.primary = None
         if result.stopped and diag.primary is None:
             report.outcomes.append(
                 Outcome(" ".join(command[:3]), "timeout", f"stopped: {result.stopped}; no divergence seen")

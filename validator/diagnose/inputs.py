@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import glob
 import io
 import os
@@ -218,7 +219,38 @@ def sniff(path: str) -> str:
             return "errorfile"
     if b"\x00" in head.lstrip(b"\x00"):  # a log truncated in place (logrotate's copytruncate) starts with NULs only
         return "binary"
+    if head and not head.strip(b"\x00") and not _text_after_nuls(path):
+        return (
+            "binary"  # NULs and nothing after them (within NUL_SCAN): no log (red-teamed: "no failure found", exit 0)
+        )
     return "log"
+
+
+NUL_SCAN = 64 << 20  # of a file that starts with NULs, this much is looked through for text (past a sparse hole)
+
+
+def _text_after_nuls(path: str) -> bool:
+    """Whether text follows the NULs a file starts with: a copytruncate'd log's hole (skipped with SEEK_DATA where
+    the file is sparse), then its lines; NULs alone, or more than NUL_SCAN of them, are no log."""
+    try:
+        with open_binary(path) as f:
+            if isinstance(f, io.BufferedReader):  # a plain file (not a .gz): past the hole, where it is sparse
+                try:
+                    f.seek(os.lseek(f.fileno(), 0, os.SEEK_DATA))
+                except OSError as e:
+                    if e.errno == errno.ENXIO:  # a hole to the end: no data at all
+                        return False
+            seen = 0
+            while seen < NUL_SCAN:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    return False
+                if chunk.strip(b"\x00"):
+                    return True
+                seen += len(chunk)
+    except (OSError, EOFError):
+        return False
+    return False
 
 
 _RANK_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)

@@ -200,6 +200,22 @@ def _trace_size(d: str) -> int:
         return 0
 
 
+def fresh_dir(path: str) -> str:
+    """A --trace-dir the rehearsal can call its own: new, or an empty directory. One with files in it would have an
+    earlier run's logs read as this one's (red-teamed: a healthy run blamed on a stale rank0.log); a file, or a link
+    to one (/dev/null), is no directory at all."""
+    p = Path(path)
+    if p.is_symlink() or (p.exists() and not p.is_dir()):
+        raise UserError(f"--trace-dir {path}: exists and is not a directory: give a new or empty directory", "rehearse")
+    if p.is_dir() and any(p.iterdir()):
+        raise UserError(
+            f"--trace-dir {path}: not empty (an earlier run's traces and logs would be read as this one's): give a new "
+            "or empty directory",
+            "rehearse",
+        )
+    return path
+
+
 def run(
     argv: list[str],
     trace_dir: str,

@@ -144,9 +144,14 @@ def _nothing_read(got: Inputs, results: list[FileResult]) -> str | None:
 
 
 def diagnose_paths(
-    paths: list[str], jobs: int | None = None, title: str = "cluster-validator diagnose", require_input: bool = False
+    paths: list[str],
+    jobs: int | None = None,
+    title: str = "cluster-validator diagnose",
+    require_input: bool = False,
+    ours: frozenset[str] = frozenset(),
 ) -> tuple[Report, Diagnosis]:
-    """``require_input``: raise NothingRead when no input could be read at all (diagnose's exit 3)."""
+    """``require_input``: raise NothingRead when no input could be read at all (diagnose's exit 3). ``ours``: kinds of
+    event the caller caused (rehearse's own stop of a hung run), left out before any cause is weighed."""
     got = gather(paths)
     results = scan_logs(got.logs, jobs, got.names)
     if require_input and (nothing := _nothing_read(got, results)) is not None:
@@ -166,6 +171,8 @@ def diagnose_paths(
     for e in got.events:
         rmap.place(e, e.file, e.ident.rank)
     events += got.events
+    if ours:
+        events = [e for e in events if e.kind not in ours]
     for e in events:
         if e.rank is not None and e.ident.host is None:
             e.ident.host = rmap.hosts.get(e.rank)

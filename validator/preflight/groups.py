@@ -66,9 +66,10 @@ def decision(host: str, port: int, rank: int, world: int, groups: dict[str, list
                 return _own(f"{what} {where} (the job's port): {type(e).__name__}: {str(e).splitlines()[0][:200]}")
         store.set(f"{KEY}joined/{rank}", name)  # a rank that never says so stopped before the rehearsal
         store.add(f"{KEY}joined", 1)
-        store.add(f"{KEY}beat/{rank}", 1)  # the first beat, before anything can stop this rank
         beating = threading.Event()
-        threading.Thread(target=_beat, args=(host, port, world, rank, beating), daemon=True).start()
+        if own:  # our store on host:port (a launcher's, in `rehearse`, is not reached so: no count, waited as before)
+            store.add(f"{KEY}beat/{rank}", 1)  # the first beat, before anything can stop this rank
+            threading.Thread(target=_beat, args=(host, port, world, rank, beating), daemon=True).start()
         dist.init_process_group(
             backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world, timeout=limit
         )

@@ -83,3 +83,15 @@ def test_sglangs_peers_that_did_not_finish_loading(tmp_path: Path) -> None:
     )
     got = verdict(tmp_path, log)
     assert (got.klass, got.ranks) == ("missing_rank", [])  # rank 3 is the one that did finish
+
+
+def test_two_ranks_with_errors_of_their_own_and_no_order_are_not_said_to_have_failed_first(tmp_path: Path) -> None:
+    from validator.diagnose.run import diagnose_paths
+
+    (tmp_path / "job.log").write_text(
+        "[1,0]<stderr>:RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "[1,2]<stderr>:RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    _, diag = diagnose_paths([str(tmp_path / "job.log")])
+    assert diag.primary is not None and diag.primary.culprits == [0, 2] and diag.primary.confidence == "low"
+    assert "failed first" not in diag.primary.summary and "each failed on their own" in diag.primary.summary

@@ -126,3 +126,13 @@ def test_decided_failure_does_not_hold_the_master_to_the_deadline(tmp_path: Path
     assert [run.rc for run in runs] == [1, 1], [run.err[-600:] for run in runs]
     assert runs[0].seconds < 30, f"the master exited {runs[0].seconds:.0f} s after start (deadline 60 s)"
     assert runs[0].err.count("answering late arrivals") == 1, runs[0].err[-600:]
+
+
+def test_at_the_deadline_no_late_answering_is_announced(tmp_path: Path, port: int) -> None:
+    """A rank never comes: at the deadline the verdict (MISSING) is final and nothing is left to answer; the master
+    does not announce "answering late arrivals for 0 s" (red-teamed: it did)."""
+    envs = [dict(e, LOCAL_WORLD_SIZE="1", LOCAL_RANK="0") for e in ranks(2, port)]
+    procs = launch(tmp_path, envs[:1], "--timeout", "3")
+    (run,) = collect(procs, limit=60)
+    assert run.rc == 3, run.err[-600:]
+    assert "MISSING" in run.err and "answering late arrivals" not in run.err, run.err[-600:]

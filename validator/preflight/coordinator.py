@@ -572,7 +572,7 @@ class Coordinator:
             self.served_n = len(self.arrivals)
         if linger and not self.closing:
             until = min(self.deadline, time.monotonic() + LINGER_S)
-            if not self.all_served():
+            if not self.all_served() and until - time.monotonic() >= 1.0:  # at the deadline: nothing to announce
                 missing = self.expect.maximum - min(self.served_n, self.expect.maximum)
                 sys.stderr.write(f"validator: the verdict is decided; {missing} participant(s) do not have it yet: "
                                  f"answering late arrivals for {max(0.0, until - time.monotonic()):.0f} s\n")  # fmt: skip

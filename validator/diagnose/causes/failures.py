@@ -132,7 +132,11 @@ def origins(ev: Evidence) -> list[Cause]:
             )
     site = f" at {stack[-1].split(' in ')[0]}" if stack else ""
     head = (
-        f"{who(culprits)} failed first" if culprits or len(per) <= 1 else f"ranks {fold_ranks(sorted(per))} all failed"
+        f"{who(culprits)} each failed on their own (nothing in the lines orders them)"
+        if len(culprits) > 1
+        else f"{who(culprits)} failed first"
+        if culprits or len(per) <= 1
+        else f"ranks {fold_ranks(sorted(per))} all failed"
     )
     return [
         Cause(
